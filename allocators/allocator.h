@@ -1,0 +1,92 @@
+// The Allocator interface every allocator implements, and the statistics it reports.
+// An allocator knows its Device and nothing about workloads, YAML or output formats.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "allocators/device.h"
+
+namespace gmb {
+
+struct AllocatorStats {
+  Bytes allocated_bytes = 0;   // PyTorch's allocated_bytes.all.current: bytes of live blocks
+  Bytes reserved_bytes = 0;    // PyTorch's reserved_bytes.all.current: bytes held from the device
+  Bytes requested_bytes = 0;   // bytes the callers asked for, before rounding
+  Bytes peak_allocated_bytes = 0;
+  Bytes peak_reserved_bytes = 0;
+  std::uint64_t segments = 0;  // device allocations currently held
+  std::uint64_t allocs = 0, frees = 0;
+  std::uint64_t cache_hits = 0;      // allocations served without asking the device for memory
+  std::uint64_t device_allocs = 0;   // cudaMalloc / map / cudaMallocAsync growth calls
+  std::uint64_t device_frees = 0;
+  std::uint64_t ooms = 0;
+  std::uint64_t alloc_retries = 0;   // caching: num_alloc_retries
+  bool modeled = false;              // reserved figures come from a model of the driver
+};
+
+// One block inside a segment, for the segment/block map drawn at an OOM.
+struct BlockInfo {
+  Bytes offset = 0;
+  Bytes size = 0;
+  bool allocated = false;
+  bool mapped = true;  // expandable segments: false for reserved-but-unmapped address space
+};
+
+struct SegmentInfo {
+  DevPtr address = 0;
+  Bytes size = 0;
+  StreamId stream = 0;
+  std::string pool;  // "small", "large", or "" where the allocator has no pools
+  std::vector<BlockInfo> blocks;
+};
+
+// What the allocator knew when an allocation failed.
+struct OomDetails {
+  Bytes requested_bytes = 0;
+  Bytes allocated_bytes = 0;
+  Bytes reserved_bytes = 0;
+  Bytes cached_bytes = 0;          // reserved but not allocated
+  Bytes largest_free_block = 0;    // largest cached free block (0 where there is no cache)
+  bool retried_after_freeing_cache = false;
+  std::string message;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+
+  // nullopt: out of memory. Never throws for OOM.
+  virtual std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) = 0;
+  virtual void deallocate(DevPtr ptr) = 0;
+
+  virtual void empty_cache() {}
+  // Called by the runner after every workload step (periodic trims and the like).
+  virtual void end_of_step(std::uint64_t /*step*/) {}
+
+  virtual AllocatorStats stats() const = 0;
+  virtual OomDetails last_oom() const = 0;
+  virtual std::vector<SegmentInfo> segments() const { return {}; }
+  // PyTorch-style memory_stats keys where the allocator has them ("allocated_bytes.all.current"...).
+  virtual std::vector<std::pair<std::string, std::int64_t>> memory_stats() const { return {}; }
+  // A memory_summary()-style text.
+  virtual std::string memory_summary() const { return {}; }
+};
+
+// Allocator options as written by a person: key -> value text. Factories parse and validate.
+using AllocatorOptions = std::map<std::string, std::string>;
+
+// Thrown by a factory for a bad option: names the key and lists the valid choices.
+struct OptionError : std::invalid_argument {
+  OptionError(std::string key_, const std::string& message, std::string valid_)
+      : std::invalid_argument(message), key(std::move(key_)), valid(std::move(valid_)) {}
+  std::string key;    // the option key at fault
+  std::string valid;  // the valid keys or values, for the error message
+};
+
+}  // namespace gmb

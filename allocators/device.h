@@ -1,0 +1,121 @@
+// What an allocator may ask the GPU for. Two implementations: the real CUDA device
+// (cuda_device.cpp) and the deterministic simulated device (sim_device.cpp).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace gmb {
+
+using Bytes = std::uint64_t;
+using DevPtr = std::uint64_t;  // a device address as an integer; 0 is never a valid block
+using StreamId = int;          // 0 = the default stream; others are created on first use
+
+constexpr Bytes KiB = 1024;
+constexpr Bytes MiB = 1024 * KiB;
+constexpr Bytes GiB = 1024 * MiB;
+
+enum class DeviceKind { Sim, Cuda };
+const char* to_string(DeviceKind kind);
+
+struct DeviceInfo {
+  DeviceKind kind = DeviceKind::Sim;
+  std::string name;
+  Bytes capacity_bytes = 0;   // what the allocator under test may use (sim: the device size)
+  Bytes total_bytes = 0;      // the physical card (sim: == capacity_bytes)
+  Bytes ballast_bytes = 0;    // cuda: bytes taken up front so only capacity_bytes is left
+  Bytes page_bytes = 2 * MiB; // driver page granularity
+  std::string driver;         // cuda: driver/runtime versions
+};
+
+// Calls into the driver, counted by every device. Sim devices also accumulate modeled
+// host time for each call (from the H200 figures in GPU.md) so throughput can be modeled.
+struct DeviceCounters {
+  std::uint64_t mallocs = 0, frees = 0;
+  std::uint64_t vmm_maps = 0, vmm_unmaps = 0;
+  std::uint64_t managed_mallocs = 0, managed_frees = 0;
+  std::uint64_t async_mallocs = 0, async_frees = 0;
+  std::uint64_t synchronizes = 0;
+  double modeled_call_seconds = 0;  // sim only: modeled time spent in the calls above
+};
+
+// Options of a cudaMemPool (cudaMemPoolCreate + attributes).
+struct MemPoolOptions {
+  Bytes release_threshold = UINT64_MAX;  // cudaMemPoolAttrReleaseThreshold (CUDA default is 0)
+  bool reuse_follow_event_dependencies = true;
+  bool reuse_allow_opportunistic = true;
+  bool reuse_allow_internal_dependencies = true;
+};
+
+struct MemPoolUsage {
+  Bytes reserved_current = 0, reserved_high = 0;  // cudaMemPoolAttrReservedMem*
+  Bytes used_current = 0, used_high = 0;          // cudaMemPoolAttrUsedMem*
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+  bool simulated() const { return info().kind == DeviceKind::Sim; }
+  const DeviceCounters& counters() const { return counters_; }
+
+  // cudaMalloc / cudaFree. nullopt: out of memory (never throws for OOM).
+  virtual std::optional<DevPtr> malloc(Bytes bytes) = 0;
+  virtual void free(DevPtr ptr) = 0;
+
+  // Virtual memory management (cuMemAddressReserve, cuMemCreate+cuMemMap+cuMemSetAccess,
+  // cuMemUnmap+cuMemRelease, cuMemAddressFree). map() returns false when physical memory
+  // is exhausted. Addresses and sizes are multiples of vmm_granularity().
+  virtual Bytes vmm_granularity() const = 0;
+  virtual std::optional<DevPtr> reserve_address_range(Bytes bytes) = 0;
+  virtual void release_address_range(DevPtr base, Bytes bytes) = 0;
+  virtual bool map(DevPtr addr, Bytes bytes) = 0;
+  virtual void unmap(DevPtr addr, Bytes bytes) = 0;
+
+  // cudaMallocManaged / cudaFree of managed memory (the allocator enforces the safety cap).
+  virtual std::optional<DevPtr> malloc_managed(Bytes bytes) = 0;
+  virtual void free_managed(DevPtr ptr) = 0;
+  // cudaMemPrefetchAsync to the device / cudaMemAdvise(preferred location device, accessed by device)
+  virtual void prefetch_managed(DevPtr ptr, Bytes bytes, StreamId stream) = 0;
+  virtual void advise_managed(DevPtr ptr, Bytes bytes, bool preferred_location, bool accessed_by) = 0;
+
+  // One explicitly created cudaMemPool per handle.
+  using PoolHandle = int;
+  virtual PoolHandle create_pool(const MemPoolOptions& options) = 0;
+  virtual void destroy_pool(PoolHandle pool) = 0;
+  virtual std::optional<DevPtr> malloc_async(PoolHandle pool, Bytes bytes, StreamId stream) = 0;
+  virtual void free_async(PoolHandle pool, DevPtr ptr, StreamId stream) = 0;
+  virtual void trim_pool(PoolHandle pool, Bytes keep_bytes) = 0;
+  virtual MemPoolUsage pool_usage(PoolHandle pool) const = 0;
+
+  virtual void synchronize() = 0;
+  // The native stream handle for a StreamId (cudaStream_t on cuda, nullptr on sim).
+  virtual void* native_stream(StreamId stream) = 0;
+
+  // Physical device memory taken since the device was created (cuda: cudaMemGetInfo delta).
+  virtual Bytes used_bytes() const = 0;
+
+ protected:
+  DeviceCounters counters_;
+};
+
+struct SimDeviceOptions {
+  Bytes capacity_bytes = 80 * GiB;
+  Bytes page_bytes = 2 * MiB;
+  std::string name = "simulated H200-like GPU";
+};
+
+std::unique_ptr<Device> make_sim_device(const SimDeviceOptions& options);
+// capacity_bytes = 0: the whole card. Throws DeviceError when no GPU is usable or the
+// capacity cannot be left free. Defined only when built with CUDA.
+std::unique_ptr<Device> make_cuda_device(Bytes capacity_bytes);
+bool cuda_device_available();
+
+struct DeviceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace gmb
