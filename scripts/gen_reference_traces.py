@@ -251,7 +251,7 @@ def hole_variants(seed=11):
     kept live so later patterns see the earlier holes."""
     rng = random.Random(seed)
     t = Trace("hole_variants", "hole pattern variants: (a,b,c) allocated, b freed, d asked; "
-              "d below/equal/above b, scaled from 1 MiB to 1 GiB, odd sizes, partial keeps")
+              "d below/equal/above b, units 16 KiB..512 MiB, odd sizes, partial keeps")
     scales = [MiB // 64, MiB // 4, MiB, 2 * MiB, 10 * MiB, 20 * MiB, 100 * MiB, 512 * MiB]
     base = [(1, 2, 3, 2.5), (1, 2, 3, 2), (1, 2, 3, 1.5), (1, 2, 3, 3), (3, 2, 1, 2.5),
             (2, 2, 2, 1), (1, 3, 1, 2.9), (1, 2, 3, 0.5)]
@@ -658,7 +658,7 @@ def build_cases(traces):
 
     # garbage_collection_threshold (acts only with a memory fraction set)
     gc = "garbage_collection_threshold:0.6"
-    case("gc06__mix_large2__2g", "mix_large2", gc, gib(2), gc + ", limit 2 GiB")
+    case("gc06__mix_large2__6g", "mix_large2", gc, gib(6), gc + ", limit 6 GiB (live set peaks at 5.7 GiB)")
     case("gc06__oom_mix__3g", "oom_mix", gc, gib(3), gc + ", limit 3 GiB, OOMs")
     case("gc06__mix_medium", "mix_medium", gc, None, gc + " without a limit (inert: acts only "
          "with a memory fraction)")
@@ -677,13 +677,13 @@ def build_cases(traces):
     # combinations
     combo1 = "max_split_size_mb:128,roundup_power2_divisions:4,garbage_collection_threshold:0.6"
     case("combo1__oom_mix__3g", "oom_mix", combo1, gib(3), combo1 + ", limit 3 GiB")
-    case("combo1__xf_walk__3g", "xf_walk", combo1, gib(3), combo1 + ", limit 3 GiB")
+    case("combo1__xf_walk__4g", "xf_walk", combo1, gib(4), combo1 + ", limit 4 GiB")
     combo2 = ES + ",max_split_size_mb:128"
     case("combo2__mix_all_b", "mix_all_b", combo2, None, combo2)
     case("combo2__oom_two_stream__2g", "oom_two_stream", combo2, gib(2), combo2 +
          ", limit 2 GiB")
     combo3 = ES + "," + RP_LIST + ",garbage_collection_threshold:0.6"
-    case("combo3__mix_medium__1g", "mix_medium", combo3, gib(1), combo3 + ", limit 1 GiB")
+    case("combo3__mix_medium__2g", "mix_medium", combo3, gib(2), combo3 + ", limit 2 GiB")
     case("combo3__oom_frag_small__96m", "oom_frag_small", combo3, 96 * MiB, combo3 +
          ", limit 96 MiB")
     return C
