@@ -1,0 +1,293 @@
+// The real GPU through the CUDA runtime and driver APIs. A capacity is enforced with a
+// ballast allocation made up front, so the allocator under test meets real driver OOMs.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "allocators/device.h"
+
+namespace gmb {
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw DeviceError(fmt::format("{} failed: {} ({})", what, cudaGetErrorString(err),
+                                  static_cast<int>(err)));
+}
+
+void check(CUresult res, const char* what) {
+  if (res != CUDA_SUCCESS) {
+    const char* msg = nullptr;
+    cuGetErrorString(res, &msg);
+    throw DeviceError(fmt::format("{} failed: {} ({})", what, msg ? msg : "?", static_cast<int>(res)));
+  }
+}
+
+bool is_oom(cudaError_t err) { return err == cudaErrorMemoryAllocation; }
+bool is_oom(CUresult res) { return res == CUDA_ERROR_OUT_OF_MEMORY; }
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(Bytes capacity) {
+    check(cudaSetDevice(0), "cudaSetDevice");
+    check(cudaFree(nullptr), "cudaFree(0) (context creation)");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    info_.kind = DeviceKind::Cuda;
+    info_.name = prop.name;
+    info_.total_bytes = total;
+    info_.driver = fmt::format("CUDA driver API {}.{}, runtime {}.{}", driver / 1000,
+                               (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10);
+    CUmemAllocationProp vmm{};
+    vmm.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    vmm.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    vmm.location.id = 0;
+    size_t gran = 0;
+    check(cuMemGetAllocationGranularity(&gran, &vmm, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+          "cuMemGetAllocationGranularity");
+    granularity_ = gran;
+    info_.page_bytes = gran;
+    if (capacity != 0 && capacity < free) {
+      Bytes ballast = free - capacity;
+      void* p = nullptr;
+      check(cudaMalloc(&p, ballast), "cudaMalloc (ballast)");
+      ballast_ = p;
+      info_.ballast_bytes = ballast;
+      check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    } else if (capacity > free) {
+      throw DeviceError(fmt::format("capacity {} bytes asked for, but only {} bytes are free on {}",
+                                    capacity, free, info_.name));
+    }
+    baseline_free_ = free;
+    info_.capacity_bytes = free;  // what is really left to the allocator under test
+  }
+
+  ~CudaDevice() override {
+    cudaDeviceSynchronize();
+    for (auto& [id, s] : streams_) cudaStreamDestroy(static_cast<cudaStream_t>(s));
+    for (auto& [h, pool] : pools_) cudaMemPoolDestroy(pool);
+    if (ballast_) cudaFree(ballast_);
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  std::optional<DevPtr> malloc(Bytes bytes) override {
+    ++counters_.mallocs;
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (is_oom(err)) {
+      cudaGetLastError();  // clear the sticky-free error state
+      return std::nullopt;
+    }
+    check(err, "cudaMalloc");
+    return reinterpret_cast<DevPtr>(p);
+  }
+
+  void free(DevPtr ptr) override {
+    ++counters_.frees;
+    check(cudaFree(reinterpret_cast<void*>(ptr)), "cudaFree");
+  }
+
+  Bytes vmm_granularity() const override { return granularity_; }
+
+  std::optional<DevPtr> reserve_address_range(Bytes bytes) override {
+    CUdeviceptr p = 0;
+    CUresult r = cuMemAddressReserve(&p, bytes, 0, 0, 0);
+    if (is_oom(r)) return std::nullopt;
+    check(r, "cuMemAddressReserve");
+    return static_cast<DevPtr>(p);
+  }
+
+  void release_address_range(DevPtr base, Bytes bytes) override {
+    check(cuMemAddressFree(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
+  }
+
+  bool map(DevPtr addr, Bytes bytes) override {
+    ++counters_.vmm_maps;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle handle{};
+    CUresult r = cuMemCreate(&handle, bytes, &prop, 0);
+    if (is_oom(r)) return false;
+    check(r, "cuMemCreate");
+    check(cuMemMap(static_cast<CUdeviceptr>(addr), bytes, 0, handle, 0), "cuMemMap");
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    check(cuMemSetAccess(static_cast<CUdeviceptr>(addr), bytes, &access, 1), "cuMemSetAccess");
+    handles_[addr] = {handle, bytes};
+    return true;
+  }
+
+  void unmap(DevPtr addr, Bytes bytes) override {
+    ++counters_.vmm_unmaps;
+    // Unmapping must wait for work that may still use the memory, as PyTorch does.
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    for (auto it = handles_.lower_bound(addr); it != handles_.end() && it->first < addr + bytes;) {
+      check(cuMemUnmap(static_cast<CUdeviceptr>(it->first), it->second.second), "cuMemUnmap");
+      check(cuMemRelease(it->second.first), "cuMemRelease");
+      it = handles_.erase(it);
+    }
+  }
+
+  std::optional<DevPtr> malloc_managed(Bytes bytes) override {
+    ++counters_.managed_mallocs;
+    void* p = nullptr;
+    cudaError_t err = cudaMallocManaged(&p, bytes, cudaMemAttachGlobal);
+    if (is_oom(err)) {
+      cudaGetLastError();
+      return std::nullopt;
+    }
+    check(err, "cudaMallocManaged");
+    return reinterpret_cast<DevPtr>(p);
+  }
+
+  void free_managed(DevPtr ptr) override {
+    ++counters_.managed_frees;
+    check(cudaFree(reinterpret_cast<void*>(ptr)), "cudaFree (managed)");
+  }
+
+  void prefetch_managed(DevPtr ptr, Bytes bytes, StreamId stream) override {
+    cudaMemLocation loc{};
+    loc.type = cudaMemLocationTypeDevice;
+    loc.id = 0;
+    check(cudaMemPrefetchAsync(reinterpret_cast<void*>(ptr), bytes, loc, 0,
+                               static_cast<cudaStream_t>(native_stream(stream))),
+          "cudaMemPrefetchAsync");
+  }
+
+  void advise_managed(DevPtr ptr, Bytes bytes, bool preferred, bool accessed_by) override {
+    cudaMemLocation loc{};
+    loc.type = cudaMemLocationTypeDevice;
+    loc.id = 0;
+    if (preferred)
+      check(cudaMemAdvise(reinterpret_cast<void*>(ptr), bytes, cudaMemAdviseSetPreferredLocation, loc),
+            "cudaMemAdvise(PreferredLocation)");
+    if (accessed_by)
+      check(cudaMemAdvise(reinterpret_cast<void*>(ptr), bytes, cudaMemAdviseSetAccessedBy, loc),
+            "cudaMemAdvise(AccessedBy)");
+  }
+
+  PoolHandle create_pool(const MemPoolOptions& o) override {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    cudaMemPool_t pool{};
+    check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+    std::uint64_t threshold = o.release_threshold;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+          "cudaMemPoolSetAttribute(ReleaseThreshold)");
+    int v = o.reuse_follow_event_dependencies;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseFollowEventDependencies, &v), "reuse attr");
+    v = o.reuse_allow_opportunistic;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &v), "reuse attr");
+    v = o.reuse_allow_internal_dependencies;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &v), "reuse attr");
+    PoolHandle h = next_pool_++;
+    pools_[h] = pool;
+    return h;
+  }
+
+  void destroy_pool(PoolHandle h) override {
+    auto it = pools_.find(h);
+    if (it == pools_.end()) return;
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check(cudaMemPoolDestroy(it->second), "cudaMemPoolDestroy");
+    pools_.erase(it);
+  }
+
+  std::optional<DevPtr> malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
+    ++counters_.async_mallocs;
+    void* p = nullptr;
+    cudaError_t err = cudaMallocFromPoolAsync(&p, bytes, pools_.at(h),
+                                              static_cast<cudaStream_t>(native_stream(stream)));
+    if (is_oom(err)) {
+      cudaGetLastError();
+      return std::nullopt;
+    }
+    check(err, "cudaMallocFromPoolAsync");
+    return reinterpret_cast<DevPtr>(p);
+  }
+
+  void free_async(PoolHandle, DevPtr ptr, StreamId stream) override {
+    ++counters_.async_frees;
+    check(cudaFreeAsync(reinterpret_cast<void*>(ptr), static_cast<cudaStream_t>(native_stream(stream))),
+          "cudaFreeAsync");
+  }
+
+  void trim_pool(PoolHandle h, Bytes keep) override {
+    check(cudaMemPoolTrimTo(pools_.at(h), keep), "cudaMemPoolTrimTo");
+  }
+
+  MemPoolUsage pool_usage(PoolHandle h) const override {
+    MemPoolUsage u;
+    cudaMemPool_t pool = pools_.at(h);
+    std::uint64_t v = 0;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v); u.reserved_current = v;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &v); u.reserved_high = v;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v); u.used_current = v;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v); u.used_high = v;
+    return u;
+  }
+
+  void synchronize() override {
+    ++counters_.synchronizes;
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+
+  void* native_stream(StreamId stream) override {
+    if (stream == 0) return nullptr;  // the legacy default stream, as PyTorch's stream 0
+    auto it = streams_.find(stream);
+    if (it != streams_.end()) return it->second;
+    cudaStream_t s{};
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    streams_[stream] = s;
+    return s;
+  }
+
+  Bytes used_bytes() const override {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+    return free >= baseline_free_ ? 0 : baseline_free_ - free;
+  }
+
+ private:
+  DeviceInfo info_;
+  Bytes granularity_ = 2 * MiB;
+  void* ballast_ = nullptr;
+  Bytes baseline_free_ = 0;
+  std::map<DevPtr, std::pair<CUmemGenericAllocationHandle, Bytes>> handles_;
+  std::map<StreamId, void*> streams_;
+  std::map<PoolHandle, cudaMemPool_t> pools_;
+  PoolHandle next_pool_ = 0;
+};
+
+}  // namespace
+
+bool cuda_device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Device> make_cuda_device(Bytes capacity_bytes) {
+  if (!cuda_device_available()) throw DeviceError("no CUDA GPU is visible");
+  return std::make_unique<CudaDevice>(capacity_bytes);
+}
+
+}  // namespace gmb

@@ -1,0 +1,89 @@
+#include "allocators/cuda_mempool.h"
+
+#include <fmt/format.h>
+
+#include "allocators/option_parsing.h"
+#include "allocators/tracking_allocator.h"
+
+namespace gmb {
+namespace {
+
+class CudaMemPoolAllocator final : public TrackingAllocator {
+ public:
+  CudaMemPoolAllocator(Device& device, const AllocatorOptions& o)
+      : TrackingAllocator(device, device.simulated()),
+        trim_to_(option_size(o, "trim_to", 0)),
+        trim_every_steps_(option_count(o, "trim_every_steps", 0)) {
+    MemPoolOptions p;
+    p.release_threshold = option_size(o, "release_threshold", UINT64_MAX, true);
+    p.reuse_follow_event_dependencies = option_bool(o, "reuse_follow_event_dependencies", true);
+    p.reuse_allow_opportunistic = option_bool(o, "reuse_allow_opportunistic", true);
+    p.reuse_allow_internal_dependencies = option_bool(o, "reuse_allow_internal_dependencies", true);
+    pool_ = device.create_pool(p);
+  }
+
+  ~CudaMemPoolAllocator() override {
+    for (auto& [ptr, live] : live_) device_.free_async(pool_, ptr, live.stream);
+    device_.destroy_pool(pool_);
+  }
+
+  std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
+    Bytes before = device_.pool_usage(pool_).reserved_current;
+    auto ptr = device_.malloc_async(pool_, bytes, stream);
+    if (!ptr) {
+      record_oom(bytes, fmt::format("cudaMallocAsync of {} failed: out of memory", format_bytes(bytes)));
+      return std::nullopt;
+    }
+    MemPoolUsage after = device_.pool_usage(pool_);
+    record_alloc(*ptr, bytes, stream, after.reserved_current > before);
+    set_reserved(after.reserved_current, 0);
+    return ptr;
+  }
+
+  void deallocate(DevPtr ptr) override {
+    auto live = record_free(ptr, false);
+    if (!live) return;
+    device_.free_async(pool_, ptr, live->stream);
+    set_reserved(device_.pool_usage(pool_).reserved_current, 0);
+  }
+
+  void empty_cache() override {
+    device_.synchronize();
+    device_.trim_pool(pool_, 0);
+    set_reserved(device_.pool_usage(pool_).reserved_current, 0);
+  }
+
+  void end_of_step(std::uint64_t step) override {
+    if (trim_every_steps_ == 0 || (step + 1) % trim_every_steps_ != 0) return;
+    device_.synchronize();  // freed blocks return to the pool at stream order; trim after it
+    device_.trim_pool(pool_, trim_to_);
+    ++stats_.device_frees;
+    set_reserved(device_.pool_usage(pool_).reserved_current, 0);
+  }
+
+  std::vector<std::pair<std::string, std::int64_t>> memory_stats() const override {
+    MemPoolUsage u = device_.pool_usage(pool_);
+    return {{"pool.reserved_mem_current", static_cast<std::int64_t>(u.reserved_current)},
+            {"pool.reserved_mem_high", static_cast<std::int64_t>(u.reserved_high)},
+            {"pool.used_mem_current", static_cast<std::int64_t>(u.used_current)},
+            {"pool.used_mem_high", static_cast<std::int64_t>(u.used_high)}};
+  }
+
+ private:
+  Device::PoolHandle pool_;
+  Bytes trim_to_;
+  std::uint64_t trim_every_steps_;
+};
+
+}  // namespace
+
+std::vector<std::string> cuda_mempool_option_keys() {
+  return {"release_threshold", "trim_to", "trim_every_steps", "reuse_follow_event_dependencies",
+          "reuse_allow_opportunistic", "reuse_allow_internal_dependencies"};
+}
+
+std::unique_ptr<Allocator> make_cuda_mempool_allocator(Device& device, const AllocatorOptions& options) {
+  return std::make_unique<CudaMemPoolAllocator>(device, options);
+}
+
+}  // namespace gmb

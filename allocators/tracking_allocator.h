@@ -1,0 +1,71 @@
+// Bookkeeping shared by the allocators that hand every request to the driver
+// (cuda_malloc, cuda_managed, cuda_mempool): live pointers, stats, peaks, the last OOM.
+#pragma once
+
+#include <unordered_map>
+
+#include "allocators/allocator.h"
+
+namespace gmb {
+
+class TrackingAllocator : public Allocator {
+ public:
+  AllocatorStats stats() const override { return stats_; }
+  OomDetails last_oom() const override { return oom_; }
+
+ protected:
+  struct Live {
+    Bytes bytes;
+    StreamId stream;
+  };
+
+  // modeled: reserved figures on this device come from a model of the driver.
+  TrackingAllocator(Device& device, bool modeled) : device_(device) { stats_.modeled = modeled; }
+
+  void record_alloc(DevPtr ptr, Bytes bytes, StreamId stream, bool device_alloc) {
+    live_[ptr] = Live{bytes, stream};
+    ++stats_.allocs;
+    if (device_alloc) ++stats_.device_allocs; else ++stats_.cache_hits;
+    stats_.allocated_bytes += bytes;
+    stats_.requested_bytes += bytes;
+    if (stats_.allocated_bytes > stats_.peak_allocated_bytes)
+      stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  }
+
+  // Forgets ptr; returns what it was, or nullopt for an unknown pointer.
+  std::optional<Live> record_free(DevPtr ptr, bool device_free) {
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return std::nullopt;
+    Live l = it->second;
+    live_.erase(it);
+    ++stats_.frees;
+    if (device_free) ++stats_.device_frees;
+    stats_.allocated_bytes -= l.bytes;
+    stats_.requested_bytes -= l.bytes;
+    return l;
+  }
+
+  void set_reserved(Bytes reserved, std::uint64_t segments) {
+    stats_.reserved_bytes = reserved;
+    stats_.segments = segments;
+    if (reserved > stats_.peak_reserved_bytes) stats_.peak_reserved_bytes = reserved;
+  }
+
+  void record_oom(Bytes bytes, std::string message) {
+    ++stats_.ooms;
+    oom_ = OomDetails{};
+    oom_.requested_bytes = bytes;
+    oom_.allocated_bytes = stats_.allocated_bytes;
+    oom_.reserved_bytes = stats_.reserved_bytes;
+    oom_.cached_bytes =
+        stats_.reserved_bytes > stats_.allocated_bytes ? stats_.reserved_bytes - stats_.allocated_bytes : 0;
+    oom_.message = std::move(message);
+  }
+
+  Device& device_;
+  AllocatorStats stats_;
+  OomDetails oom_;
+  std::unordered_map<DevPtr, Live> live_;
+};
+
+}  // namespace gmb

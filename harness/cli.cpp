@@ -1,0 +1,286 @@
+#include "harness/cli.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "allocators/registry.h"
+#include "allocators/units.h"
+#include "harness/config.h"
+#include "harness/report.h"
+#include "workloads/trace.h"
+
+namespace gmb {
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string utc_now(const char* format) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
+
+DeviceChoice parse_device_choice(const std::string& s) {
+  if (s == "sim") return DeviceChoice::Sim;
+  if (s == "cuda") return DeviceChoice::Cuda;
+  return DeviceChoice::Auto;
+}
+
+std::vector<std::string> parse_formats(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == ',') {
+      if (item == "markdown") item = "md";
+      if (item == "tex") item = "latex";
+      if (std::find(valid_formats().begin(), valid_formats().end(), item) == valid_formats().end())
+        throw UsageError(fmt::format("--format: '{}' is not a format (valid: {})", item, join(valid_formats())));
+      out.push_back(item);
+      item.clear();
+    } else {
+      item += text[i];
+    }
+  }
+  return out;
+}
+
+Bytes parse_capacity(const std::string& text) {
+  auto v = parse_size(text);
+  if (!v || *v == 0)
+    throw UsageError(fmt::format("--capacity: '{}' is not a size (e.g. 24GiB, 512MiB, 1073741824)", text));
+  return *v;
+}
+
+// Resolves the device choice and says so in one line when falling back to sim.
+DeviceSpec choose_device(DeviceSpec spec, bool quiet) {
+  if (spec.choice == DeviceChoice::Cuda && !cuda_device_available())
+    throw UsageError("--device cuda: no CUDA GPU is visible");
+  if (spec.choice == DeviceChoice::Auto) {
+    spec.choice = resolve_device(DeviceChoice::Auto);
+    if (spec.choice == DeviceChoice::Sim && !quiet)
+      std::cerr << "gpumembench: no GPU visible; running on the simulated device (--device sim)\n";
+  }
+  return spec;
+}
+
+class Progress {
+ public:
+  Progress(bool enabled, std::size_t cases) : enabled_(enabled), cases_(cases) {}
+  void start_case(std::size_t i, const std::string& label) {
+    index_ = i;
+    label_ = label;
+    start_ = std::chrono::steady_clock::now();
+    last_ = start_ - std::chrono::seconds(1);
+  }
+  void step(std::uint64_t repeat, std::uint64_t step, std::uint64_t steps) {
+    if (!enabled_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(200) && step != steps) return;
+    last_ = now;
+    double elapsed = std::chrono::duration<double>(now - start_).count();
+    double left = step ? elapsed / double(step) * double(steps - step) : 0;
+    fmt::print(stderr, "\r\033[Kcase {}/{} {} | run {} | step {}/{} | {:.1f}s elapsed, ~{:.0f}s left",
+               index_ + 1, cases_, label_, repeat + 1, step, steps, elapsed, left);
+  }
+  void end_case() {
+    if (enabled_) fmt::print(stderr, "\r\033[K");
+  }
+
+ private:
+  bool enabled_;
+  std::size_t cases_, index_ = 0;
+  std::string label_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+std::string command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+int run_config(const std::string& config_path, const std::string& device_flag, const std::string& capacity_flag,
+               const std::string& output_flag, const std::string& format_flag, bool quiet,
+               const std::string& cmd) {
+  Config config = load_config(config_path);  // throws ConfigError: nothing has run
+  std::vector<std::string> formats = {"md", "csv", "json"};
+  if (!config.formats.empty()) formats = config.formats;
+  if (!format_flag.empty()) formats = parse_formats(format_flag);
+  DeviceSpec spec = config.device;
+  if (!device_flag.empty()) spec.choice = parse_device_choice(device_flag);
+  if (!capacity_flag.empty()) spec.capacity_bytes = parse_capacity(capacity_flag);
+  spec = choose_device(spec, quiet);
+
+  RunReport report;
+  report.tool_version = GMB_VERSION;
+  report.config_name = config.name;
+  report.config_path = config_path;
+  report.command_line = cmd;
+  report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  report.on_oom = to_string(config.run.on_oom);
+  report.repeat = config.run.repeat;
+  {
+    auto device = make_device(spec);
+    report.device = device->info();
+  }
+  std::string out_dir = output_flag.empty()
+                            ? fmt::format("results/{}-{}", config.name, utc_now("%Y%m%dT%H%M%SZ"))
+                            : output_flag;
+
+  std::size_t total = config.workloads.size() * config.allocators.size();
+  Progress progress(!quiet && isatty(STDERR_FILENO), total);
+  std::size_t i = 0;
+  for (const auto& w : config.workloads) {
+    for (const auto& a : config.allocators) {
+      CaseSpec cs{a.name, a.options, w.make};
+      std::string label = allocator_label(a.name, a.options) + " x " + w.kind;
+      progress.start_case(i, label);
+      report.cases.push_back(run_case(cs, spec, config.run, [&](auto r, auto s, auto n) { progress.step(r, s, n); }));
+      progress.end_case();
+      ++i;
+    }
+  }
+  std::cout << markdown_table(report);
+  write_reports(report, out_dir, formats);
+  if (!quiet) std::cerr << "gpumembench: results written to " << out_dir << "/\n";
+  bool any_error = false;
+  for (const auto& c : report.cases)
+    if (!c.error.empty()) {
+      std::cerr << "gpumembench: case " << c.label << " failed: " << c.error << "\n";
+      any_error = true;
+    }
+  return any_error ? 1 : 0;
+}
+
+int run_replay(const std::string& trace_path, const std::string& allocator, const std::string& alloc_conf,
+               const std::string& capacity_flag, const std::string& device_flag, const std::string& timeline,
+               const std::string& output_flag, const std::string& format_flag, bool quiet, const std::string& cmd) {
+  if (!find_allocator(allocator))
+    throw UsageError(fmt::format("--allocator: unknown allocator '{}' (valid: {})", allocator, allocator_names()));
+  AllocatorOptions options;
+  if (!alloc_conf.empty()) {
+    if (allocator != "caching")
+      throw UsageError(fmt::format("--alloc-conf applies to the caching allocator, not '{}'", allocator));
+    options["alloc_conf"] = alloc_conf;
+  }
+  DeviceSpec spec;
+  if (!device_flag.empty()) spec.choice = parse_device_choice(device_flag);
+  if (!capacity_flag.empty()) spec.capacity_bytes = parse_capacity(capacity_flag);
+  Trace trace = read_trace(trace_path);  // throws TraceError naming the line
+  {
+    // Check the options before running anything.
+    SimDeviceOptions o;
+    o.capacity_bytes = 1 * GiB;
+    auto probe = make_sim_device(o);
+    try {
+      make_allocator(allocator, *probe, options);
+    } catch (const OptionError& e) {
+      throw UsageError(fmt::format("--alloc-conf: {} (valid: {})", e.what(), e.valid));
+    }
+  }
+  spec = choose_device(spec, quiet);
+  RunSettings settings;
+  settings.on_oom = OnOom::Continue;
+  settings.timeline = !timeline.empty();
+  RunReport report;
+  report.tool_version = GMB_VERSION;
+  report.config_name = "replay";
+  report.config_path = trace_path;
+  report.command_line = cmd;
+  report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  report.on_oom = to_string(settings.on_oom);
+  auto shared = std::make_shared<Trace>(std::move(trace));
+  CaseSpec cs{allocator, options, [shared] { return make_trace_workload(*shared); }};
+  CaseResult result = run_case(cs, spec, settings);
+  {
+    auto device = make_device(spec);
+    report.device = device->info();
+  }
+  report.cases.push_back(std::move(result));
+  if (!timeline.empty()) {
+    write_timeline_csv(timeline + ".tmp", report.cases[0].timeline);
+    std::filesystem::rename(timeline + ".tmp", timeline);
+  }
+  std::cout << markdown_table(report);
+  if (!output_flag.empty())
+    write_reports(report, output_flag, format_flag.empty() ? std::vector<std::string>{"md", "csv", "json"}
+                                                           : parse_formats(format_flag));
+  if (!report.cases[0].error.empty()) {
+    std::cerr << "gpumembench: " << report.cases[0].error << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"gpumembench: GPU memory allocator benchmark (workloads x allocators, real or simulated GPU)",
+               "gpumembench"};
+  app.set_version_flag("--version", std::string("gpumembench ") + GMB_VERSION);
+  std::string config, device, output, format, capacity;
+  bool quiet = false;
+  app.add_option("--config", config, "YAML config naming workloads and allocators")->check(CLI::ExistingFile);
+  app.add_option("--device", device, "auto (default): cuda if a GPU is visible, else sim")
+      ->check(CLI::IsMember({"auto", "sim", "cuda"}));
+  app.add_option("--output", output, "output directory (default results/<config name>-<UTC time>/)");
+  app.add_option("--format", format, "comma-separated formats: md, csv, json, latex (default md,csv,json)");
+  app.add_option("--capacity", capacity, "memory left to the allocator, e.g. 24GiB (sim: the device size)");
+  app.add_flag("--quiet,-q", quiet, "no progress or notices on stderr");
+
+  auto* replay = app.add_subcommand("replay", "replay a native CSV allocation trace through one allocator");
+  std::string trace, allocator, alloc_conf, timeline;
+  replay->add_option("--trace", trace, "trace CSV (action,id,bytes,stream)")->required()->check(CLI::ExistingFile);
+  replay->add_option("--allocator", allocator, "allocator name: " + allocator_names())->required();
+  replay->add_option("--alloc-conf", alloc_conf, "PyTorch option string for the caching allocator");
+  replay->add_option("--capacity", capacity, "memory left to the allocator, e.g. 24GiB");
+  replay->add_option("--device", device, "auto, sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
+  replay->add_option("--timeline", timeline, "write the per-event timeline CSV here");
+  replay->add_option("--output", output, "also write results files into this directory");
+  replay->add_option("--format", format, "formats for --output");
+  replay->add_flag("--quiet,-q", quiet, "no notices on stderr");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  const std::string cmd = command_line(argc, argv);
+  try {
+    if (replay->parsed())
+      return run_replay(trace, allocator, alloc_conf, capacity, device, timeline, output, format, quiet, cmd);
+    if (config.empty()) {
+      std::cerr << "gpumembench: --config FILE is required (or the replay subcommand); see --help\n";
+      return 2;
+    }
+    return run_config(config, device, capacity, output, format, quiet, cmd);
+  } catch (const ConfigError& e) {
+    std::cerr << "gpumembench: " << e.what() << "\n";
+    return 2;
+  } catch (const TraceError& e) {
+    std::cerr << "gpumembench: " << e.what() << "\n";
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "gpumembench: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "gpumembench: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace gmb

@@ -1,0 +1,161 @@
+#include "harness/config.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "allocators/registry.h"
+
+namespace gmb {
+
+const std::vector<std::string>& valid_formats() {
+  static const std::vector<std::string> formats = {"md", "csv", "json", "latex"};
+  return formats;
+}
+
+namespace {
+
+std::vector<std::string> workload_kind_names() {
+  std::vector<std::string> names;
+  for (const auto& k : workload_kinds()) names.push_back(k.name);
+  return names;
+}
+
+std::vector<std::string> allocator_name_list() {
+  std::vector<std::string> names;
+  for (const auto& e : allocator_registry()) names.push_back(e.name);
+  return names;
+}
+
+// An entry of a list that is either `name` or `name: {options}`: returns (name, options node, mark).
+struct NamedEntry {
+  std::string name;
+  YAML::Node params;
+  YAML::Mark name_mark;
+};
+
+NamedEntry named_entry(const YamlReader& y, const YAML::Node& item, const std::string& key) {
+  if (item.IsScalar()) return {item.Scalar(), YAML::Node(), item.Mark()};
+  if (item.IsMap() && item.size() == 1) {
+    auto it = item.begin();
+    return {it->first.Scalar(), it->second, it->first.Mark()};
+  }
+  y.fail(item, key, "expected a name, or a map with a single name: {options}");
+}
+
+void parse_device(const YamlReader& y, const YAML::Node& n, Config& c) {
+  y.expect_map(n, "device", {"capacity", "kind"});
+  if (n["capacity"]) c.device.capacity_bytes = y.size(n["capacity"], "device.capacity", false);
+  if (n["kind"]) {
+    auto k = y.choice(n["kind"], "device.kind", {"auto", "sim", "cuda"});
+    c.device.choice = k == "sim" ? DeviceChoice::Sim : k == "cuda" ? DeviceChoice::Cuda : DeviceChoice::Auto;
+  }
+}
+
+void parse_allocators(const YamlReader& y, const YAML::Node& n, Config& c) {
+  y.expect_sequence(n, "allocators");
+  if (n.size() == 0) y.fail(n, "allocators", fmt::format("the list is empty (valid: {})", allocator_names()));
+  // A tiny simulated device to check every allocator's options before anything runs.
+  SimDeviceOptions probe_opts;
+  probe_opts.capacity_bytes = 1 * GiB;
+  auto probe = make_sim_device(probe_opts);
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    std::string key = fmt::format("allocators[{}]", i);
+    NamedEntry e = named_entry(y, n[i], key);
+    const AllocatorEntry* entry = find_allocator(e.name);
+    if (!entry)
+      y.fail(e.name_mark, key, fmt::format("unknown allocator '{}' (valid: {})", e.name, allocator_names()));
+    AllocatorSpec spec{e.name, {}};
+    if (e.params && !e.params.IsNull()) {
+      y.expect_map(e.params, key + "." + e.name, entry->option_keys.empty() ? std::vector<std::string>{} : entry->option_keys);
+      for (auto it = e.params.begin(); it != e.params.end(); ++it) {
+        if (!it->second.IsScalar())
+          y.fail(it->second, key + "." + e.name + "." + it->first.Scalar(), "expected a single value");
+        spec.options[it->first.Scalar()] = it->second.Scalar();
+      }
+    }
+    try {
+      make_allocator(spec.name, *probe, spec.options);
+    } catch (const OptionError& err) {
+      YAML::Node at = e.params && e.params[err.key] ? e.params[err.key] : n[i];
+      y.fail(at, key + "." + e.name + "." + err.key, fmt::format("{} (valid: {})", err.what(), err.valid));
+    }
+    c.allocators.push_back(std::move(spec));
+  }
+}
+
+void parse_workloads(const YamlReader& y, const YAML::Node& n, Config& c, const std::string& dir) {
+  y.expect_sequence(n, "workloads");
+  if (n.size() == 0)
+    y.fail(n, "workloads", fmt::format("the list is empty (valid kinds: {})", join(workload_kind_names())));
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    std::string key = fmt::format("workloads[{}]", i);
+    NamedEntry e = named_entry(y, n[i], key);
+    const WorkloadKind* kind = nullptr;
+    for (const auto& k : workload_kinds())
+      if (k.name == e.name) kind = &k;
+    if (!kind)
+      y.fail(e.name_mark, key,
+             fmt::format("unknown workload '{}' (valid: {})", e.name, join(workload_kind_names())));
+    YAML::Node params = e.params ? e.params : YAML::Node(YAML::NodeType::Map);
+    y.expect_map(params, key + "." + e.name, kind->keys);
+    c.workloads.push_back(kind->parse(y, params, key + "." + e.name, dir));
+  }
+}
+
+void parse_run(const YamlReader& y, const YAML::Node& n, Config& c) {
+  y.expect_map(n, "run", {"on_oom", "repeat", "timeline"});
+  if (n["on_oom"]) {
+    auto v = y.choice(n["on_oom"], "run.on_oom", {"stop", "skip_step", "continue"});
+    c.run.on_oom = v == "stop" ? OnOom::Stop : v == "skip_step" ? OnOom::SkipStep : OnOom::Continue;
+  }
+  if (n["repeat"]) c.run.repeat = y.count(n["repeat"], "run.repeat", 1, 1000);
+  if (n["timeline"]) c.run.timeline = y.boolean(n["timeline"], "run.timeline");
+}
+
+void parse_output(const YamlReader& y, const YAML::Node& n, Config& c) {
+  y.expect_map(n, "output", {"formats"});
+  if (!n["formats"]) return;
+  const YAML::Node f = n["formats"];
+  std::vector<YAML::Node> items;
+  if (f.IsScalar()) items.push_back(f);
+  else if (f.IsSequence()) for (std::size_t i = 0; i < f.size(); ++i) items.push_back(f[i]);
+  else y.fail(f, "output.formats", fmt::format("expected a list (valid: {})", join(valid_formats())));
+  for (std::size_t i = 0; i < items.size(); ++i)
+    c.formats.push_back(y.choice(items[i], fmt::format("output.formats[{}]", i), valid_formats()));
+}
+
+}  // namespace
+
+Config load_config(const std::string& path) {
+  YamlReader y(path);
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path, 0, 0, "", "cannot open the config file");
+  YAML::Node root;
+  try {
+    root = YAML::Load(in);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path, e.mark.line + 1, e.mark.column + 1, "", "YAML syntax error: " + e.msg);
+  }
+  if (!root || root.IsNull()) throw ConfigError(path, 0, 0, "", "the config is empty");
+  y.expect_map(root, "", {"name", "description", "device", "allocators", "workloads", "run", "output"});
+  Config c;
+  c.path = path;
+  c.name = root["name"] ? y.string(root["name"], "name")
+                        : std::filesystem::path(path).stem().string();
+  if (c.name.empty() || c.name.find_first_of("/\\ ") != std::string::npos)
+    y.fail(root["name"], "name", "must be a non-empty name without spaces or slashes");
+  if (root["device"]) parse_device(y, root["device"], c);
+  if (!root["allocators"]) y.fail(root, "allocators", fmt::format("missing (valid: {})", allocator_names()));
+  if (!root["workloads"])
+    y.fail(root, "workloads", fmt::format("missing (valid kinds: {})", join(workload_kind_names())));
+  parse_allocators(y, root["allocators"], c);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  parse_workloads(y, root["workloads"], c, dir.empty() ? "." : dir);
+  if (root["run"]) parse_run(y, root["run"], c);
+  if (root["output"]) parse_output(y, root["output"], c);
+  return c;
+}
+
+}  // namespace gmb

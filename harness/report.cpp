@@ -1,0 +1,266 @@
+#include "harness/report.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "allocators/units.h"
+#include "harness/runner.h"
+
+namespace gmb {
+
+namespace {
+
+using nlohmann::json;
+
+json oom_json(const std::optional<OomRecord>& oom) {
+  if (!oom) return nullptr;
+  return json{{"step", oom->step},
+              {"event", oom->event},
+              {"requested_bytes", oom->requested_bytes},
+              {"allocated_bytes", oom->allocated_bytes},
+              {"reserved_bytes", oom->reserved_bytes},
+              {"cached_bytes", oom->cached_bytes},
+              {"largest_free_block_bytes", oom->largest_free_block},
+              {"capacity_bytes", oom->capacity_bytes},
+              {"retried_after_freeing_cache", oom->retried_after_freeing_cache},
+              {"kind", to_string(oom->kind)},
+              {"message", oom->message}};
+}
+
+json spread_json(const Spread& s) { return json{{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
+
+json segments_json(const std::vector<SegmentInfo>& segments) {
+  json out = json::array();
+  for (const auto& s : segments) {
+    json blocks = json::array();
+    for (const auto& b : s.blocks)
+      blocks.push_back({{"offset", b.offset}, {"size", b.size}, {"allocated", b.allocated}, {"mapped", b.mapped}});
+    out.push_back({{"address", s.address}, {"size", s.size}, {"stream", s.stream}, {"pool", s.pool}, {"blocks", blocks}});
+  }
+  return out;
+}
+
+// Metrics of a case: the median run (by peak reserved) stands for the case.
+const RunMetrics* representative(const CaseResult& c) {
+  if (c.runs.empty()) return nullptr;
+  return &c.runs.front();
+}
+
+std::string with_spread(const Spread& s, std::size_t runs, const std::string& fmtstr) {
+  std::string med = fmt::format(fmt::runtime(fmtstr), s.median);
+  if (runs <= 1 || s.min == s.max) return med;
+  return fmt::format("{} [{}–{}]", med, fmt::format(fmt::runtime(fmtstr), s.min),
+                     fmt::format(fmt::runtime(fmtstr), s.max));
+}
+
+std::string oom_cell(const RunMetrics& m) {
+  if (!m.first_oom) return "none";
+  const auto& o = *m.first_oom;
+  return fmt::format("{} at step {} (event {}, {}){}", to_string(o.kind), o.step, o.event,
+                     format_bytes(o.requested_bytes), m.ooms > 1 ? fmt::format(", {} OOMs", m.ooms) : "");
+}
+
+}  // namespace
+
+json to_json(const RunReport& r) {
+  json cases = json::array();
+  for (const auto& c : r.cases) {
+    const RunMetrics* m = representative(c);
+    json j;
+    j["label"] = c.label;
+    j["workload"] = c.workload;
+    j["workload_label"] = c.workload_label;
+    j["allocator"] = c.allocator;
+    j["allocator_label"] = c.allocator_label;
+    j["options"] = c.options;
+    j["capacity_bytes"] = c.capacity_bytes;
+    if (!c.error.empty()) j["error"] = c.error;
+    if (!m) {
+      cases.push_back(j);
+      continue;
+    }
+    j["peak_reserved_bytes"] = m->peak_reserved_bytes;
+    j["peak_allocated_bytes"] = m->peak_allocated_bytes;
+    j["fragmentation"] = m->fragmentation;
+    j["memory_modeled"] = c.memory_modeled;
+    j["throughput"] = {{"steps_per_s", spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median},
+                       {"tokens_per_s", spread_of(c.runs, [](auto& x) { return x.tokens_per_s; }).median},
+                       {"padded_tokens_per_s",
+                        spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median},
+                       {"modeled", c.throughput_modeled}};
+    j["oom"] = oom_json(m->first_oom);
+    j["ooms"] = m->ooms;
+    j["steps_completed"] = m->steps_completed;
+    j["events"] = m->events;
+    j["allocs"] = m->allocs;
+    j["frees"] = m->frees;
+    j["cache_hits"] = m->cache_hits;
+    j["hit_rate"] = m->hit_rate();
+    j["device_mallocs"] = m->device_allocs;
+    j["device_frees"] = m->device_frees;
+    j["seconds"] = spread_json(spread_of(c.runs, [](auto& x) { return x.seconds; }));
+    j["alloc_seconds"] = spread_json(spread_of(c.runs, [](auto& x) { return x.alloc_seconds; }));
+    j["alloc_time_share"] = m->seconds > 0 ? m->alloc_seconds / m->seconds : 0.0;
+    j["repeats"] = c.runs.size();
+    j["spread"] = {
+        {"steps_per_s", spread_json(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }))},
+        {"peak_reserved_bytes", spread_json(spread_of(c.runs, [](auto& x) { return x.peak_reserved_bytes; }))},
+        {"peak_allocated_bytes", spread_json(spread_of(c.runs, [](auto& x) { return x.peak_allocated_bytes; }))}};
+    json steps = json::array();
+    for (const auto& s : c.steps)
+      steps.push_back({s.step, s.allocated_bytes, s.reserved_bytes, s.peak_allocated_bytes,
+                       s.peak_reserved_bytes, s.ooms});
+    j["step_series"] = {{"columns", {"step", "allocated_bytes", "reserved_bytes", "peak_allocated_bytes",
+                                     "peak_reserved_bytes", "ooms"}},
+                        {"rows", steps}};
+    json stats = json::object();
+    for (const auto& [k, v] : c.memory_stats) stats[k] = v;
+    j["memory_stats"] = stats;
+    if (!c.oom_segments.empty()) j["oom_block_map"] = segments_json(c.oom_segments);
+    cases.push_back(j);
+  }
+  return json{{"tool", {{"name", "gpumembench"}, {"version", r.tool_version}}},
+              {"config", {{"name", r.config_name}, {"path", r.config_path}}},
+              {"command", r.command_line},
+              {"started_at", r.started_at},
+              {"device",
+               {{"kind", to_string(r.device.kind)},
+                {"name", r.device.name},
+                {"capacity_bytes", r.device.capacity_bytes},
+                {"total_bytes", r.device.total_bytes},
+                {"ballast_bytes", r.device.ballast_bytes},
+                {"page_bytes", r.device.page_bytes},
+                {"driver", r.device.driver}}},
+              {"run", {{"on_oom", r.on_oom}, {"repeat", r.repeat}}},
+              {"cases", cases}};
+}
+
+std::string markdown_table(const RunReport& r) {
+  std::string out;
+  bool modeled = false;
+  out += fmt::format("{} on {} ({}, capacity {}), {} run(s) per case\n\n", r.config_name, r.device.name,
+                     to_string(r.device.kind), format_bytes(r.device.capacity_bytes), r.repeat);
+  out += "| case | peak reserved | peak allocated | fragmentation | device mallocs | device frees | hit rate | steps/s | OOM |\n";
+  out += "|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const auto& c : r.cases) {
+    const RunMetrics* m = representative(c);
+    if (!m) {
+      out += fmt::format("| {} | error: {} | | | | | | | |\n", c.label, c.error);
+      continue;
+    }
+    std::string mm = c.memory_modeled ? " (modeled)" : "";
+    std::string tm = c.throughput_modeled ? " (modeled)" : "";
+    modeled = modeled || c.memory_modeled || c.throughput_modeled;
+    out += fmt::format("| {} | {}{} | {} | {:.1f}% | {} | {} | {:.1f}% | {}{} | {} |\n", c.label,
+                       format_bytes(m->peak_reserved_bytes), mm, format_bytes(m->peak_allocated_bytes),
+                       100 * m->fragmentation, m->device_allocs, m->device_frees, 100 * m->hit_rate(),
+                       with_spread(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }), c.runs.size(), "{:.4g}"),
+                       tm, oom_cell(*m));
+  }
+  if (modeled)
+    out += "\n(modeled): figure from the simulated device's model of the driver or of the step time, not a measurement.\n";
+  return out;
+}
+
+std::string csv_table(const RunReport& r) {
+  std::string out =
+      "label,workload,allocator,device_kind,device_name,capacity_bytes,peak_reserved_bytes,peak_allocated_bytes,"
+      "fragmentation,device_mallocs,device_frees,allocs,cache_hits,hit_rate,steps_per_s,steps_per_s_min,"
+      "steps_per_s_max,tokens_per_s,repeats,throughput_modeled,memory_modeled,oom_kind,oom_step,oom_event,"
+      "oom_requested_bytes,ooms\n";
+  auto q = [](const std::string& s) {
+    std::string e = "\"";
+    for (char ch : s) e += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return e + "\"";
+  };
+  for (const auto& c : r.cases) {
+    const RunMetrics* m = representative(c);
+    if (!m) continue;
+    Spread sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; });
+    Spread tps = spread_of(c.runs, [](auto& x) { return x.tokens_per_s; });
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{:.6f},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{}\n",
+                       q(c.label), c.workload, c.allocator, to_string(r.device.kind), q(r.device.name),
+                       c.capacity_bytes, m->peak_reserved_bytes, m->peak_allocated_bytes, m->fragmentation,
+                       m->device_allocs, m->device_frees, m->allocs, m->cache_hits, m->hit_rate(), sps.median,
+                       sps.min, sps.max, tps.median, c.runs.size(), c.throughput_modeled ? 1 : 0,
+                       c.memory_modeled ? 1 : 0, m->first_oom ? to_string(m->first_oom->kind) : "",
+                       m->first_oom ? std::to_string(m->first_oom->step) : "",
+                       m->first_oom ? std::to_string(m->first_oom->event) : "",
+                       m->first_oom ? std::to_string(m->first_oom->requested_bytes) : "", m->ooms);
+  }
+  return out;
+}
+
+std::string latex_table(const RunReport& r) {
+  auto esc = [](const std::string& s) {
+    std::string o;
+    for (char ch : s) {
+      if (ch == '_' || ch == '%' || ch == '&' || ch == '#' || ch == '$' || ch == '{' || ch == '}') o += '\\';
+      o += ch;
+    }
+    return o;
+  };
+  // Best per column: lowest memory and fragmentation, highest throughput.
+  double best_res = 1e300, best_frag = 1e300, best_sps = -1;
+  for (const auto& c : r.cases)
+    if (auto* m = representative(c)) {
+      best_res = std::min(best_res, double(m->peak_reserved_bytes));
+      best_frag = std::min(best_frag, m->fragmentation);
+      best_sps = std::max(best_sps, spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median);
+    }
+  auto bold = [](bool b, const std::string& s) { return b ? "\\textbf{" + s + "}" : s; };
+  std::string out;
+  out += fmt::format("% gpumembench {}: {} on {} ({})\n", r.tool_version, esc(r.config_name), r.device.name,
+                     to_string(r.device.kind));
+  out += "\\begin{tabular}{lrrrrl}\n\\toprule\n";
+  out += "Case & Peak reserved (MiB) & Peak allocated (MiB) & Fragmentation (\\%) & Steps/s & OOM \\\\\n\\midrule\n";
+  for (const auto& c : r.cases) {
+    const RunMetrics* m = representative(c);
+    if (!m) continue;
+    double sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median;
+    out += fmt::format("{} & {}{} & {:.1f} & {} & {}{} & {} \\\\\n", esc(c.label),
+                       bold(double(m->peak_reserved_bytes) == best_res,
+                            fmt::format("{:.1f}", double(m->peak_reserved_bytes) / MiB)),
+                       c.memory_modeled ? "$^\\dagger$" : "", double(m->peak_allocated_bytes) / MiB,
+                       bold(m->fragmentation == best_frag, fmt::format("{:.1f}", 100 * m->fragmentation)),
+                       bold(sps == best_sps, fmt::format("{:.4g}", sps)), c.throughput_modeled ? "$^\\dagger$" : "",
+                       m->first_oom ? to_string(m->first_oom->kind) : "none");
+  }
+  out += "\\bottomrule\n\\end{tabular}\n";
+  out += "% $^\\dagger$ modeled (simulated device), not measured\n";
+  return out;
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", path));
+    out << text;
+    if (!out) throw std::runtime_error(fmt::format("error writing {}", path));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+void write_reports(const RunReport& r, const std::string& dir, const std::vector<std::string>& formats) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  auto has = [&](const char* f) { return std::find(formats.begin(), formats.end(), f) != formats.end(); };
+  if (has("json")) write_file_atomically((fs::path(dir) / "results.json").string(), to_json(r).dump(2) + "\n");
+  if (has("csv")) write_file_atomically((fs::path(dir) / "results.csv").string(), csv_table(r));
+  if (has("md")) write_file_atomically((fs::path(dir) / "results.md").string(), markdown_table(r));
+  if (has("latex")) write_file_atomically((fs::path(dir) / "results.tex").string(), latex_table(r));
+  bool any_timeline = std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return !c.timeline.empty(); });
+  if (any_timeline) {
+    fs::create_directories(fs::path(dir) / "timelines");
+    for (std::size_t i = 0; i < r.cases.size(); ++i)
+      if (!r.cases[i].timeline.empty())
+        write_timeline_csv((fs::path(dir) / "timelines" / fmt::format("case{:02}.csv", i)).string(),
+                           r.cases[i].timeline);
+  }
+}
+
+}  // namespace gmb

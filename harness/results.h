@@ -1,0 +1,126 @@
+// What a run produces: per case, per repeat metrics, OOM records, timelines.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "allocators/allocator.h"
+
+namespace gmb {
+
+enum class OomKind { Fragmentation, Capacity };
+const char* to_string(OomKind kind);
+
+struct OomRecord {
+  std::uint64_t step = 0;
+  std::uint64_t event = 0;  // 0-based index of the op within the run
+  Bytes requested_bytes = 0;
+  Bytes allocated_bytes = 0;
+  Bytes reserved_bytes = 0;
+  Bytes cached_bytes = 0;
+  Bytes largest_free_block = 0;
+  Bytes capacity_bytes = 0;
+  bool retried_after_freeing_cache = false;
+  OomKind kind = OomKind::Capacity;
+  std::string message;
+};
+
+// Fragmentation when the capacity minus the bytes in use would have held the request.
+OomKind classify_oom(Bytes capacity, Bytes allocated, Bytes requested);
+
+struct TimelineRow {
+  std::uint64_t event;
+  char action;  // 'a' alloc, 'f' free
+  std::uint64_t id;
+  Bytes bytes;
+  Bytes allocated_bytes;
+  Bytes reserved_bytes;
+  std::uint64_t segments;
+  bool oom;
+};
+
+struct StepSample {
+  std::uint64_t step;
+  Bytes allocated_bytes;  // at the end of the step
+  Bytes reserved_bytes;
+  Bytes peak_allocated_bytes;  // running peaks
+  Bytes peak_reserved_bytes;
+  std::uint64_t ooms;  // OOMs so far
+};
+
+struct RunMetrics {
+  Bytes peak_reserved_bytes = 0;
+  Bytes peak_allocated_bytes = 0;
+  double fragmentation = 0;  // 1 - peak_allocated / peak_reserved
+  std::uint64_t steps_completed = 0;
+  std::uint64_t events = 0;
+  std::uint64_t allocs = 0, frees = 0, cache_hits = 0;
+  std::uint64_t device_allocs = 0, device_frees = 0;
+  std::uint64_t ooms = 0;
+  double seconds = 0;          // whole run: measured on cuda, modeled on sim
+  double alloc_seconds = 0;    // inside allocator calls (host clock on both devices)
+  double steps_per_s = 0;
+  double tokens_per_s = 0;         // real tokens
+  double padded_tokens_per_s = 0;  // tokens including padding
+  double hit_rate() const { return allocs ? double(cache_hits) / double(allocs) : 0; }
+  std::optional<OomRecord> first_oom;
+};
+
+struct CaseResult {
+  std::string label;           // "caching[expandable_segments:True] x hole_pattern[...]"
+  std::string workload;        // kind
+  std::string workload_label;
+  std::string allocator;
+  std::string allocator_label;
+  AllocatorOptions options;
+  Bytes capacity_bytes = 0;
+  bool throughput_modeled = false;
+  bool memory_modeled = false;  // reserved figures from a driver model (native allocators on sim)
+  std::vector<RunMetrics> runs;
+  std::vector<TimelineRow> timeline;  // first run, when asked for
+  std::vector<StepSample> steps;      // first run
+  std::vector<std::pair<std::string, std::int64_t>> memory_stats;  // end of first run
+  std::string memory_summary;
+  std::vector<SegmentInfo> oom_segments;  // block map at the first OOM of the first run
+  std::string error;  // non-empty: the case could not run
+};
+
+struct RunReport {
+  std::string tool_version;
+  std::string config_name;
+  std::string config_path;
+  std::string command_line;
+  std::string started_at;  // ISO 8601 UTC
+  DeviceInfo device;
+  std::string on_oom;
+  std::uint64_t repeat = 1;
+  std::vector<CaseResult> cases;
+};
+
+// Median / min / max of one metric over a case's runs.
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+template <typename F>
+Spread spread_of(const std::vector<RunMetrics>& runs, F metric);
+
+}  // namespace gmb
+
+#include <algorithm>
+namespace gmb {
+template <typename F>
+Spread spread_of(const std::vector<RunMetrics>& runs, F metric) {
+  Spread s;
+  if (runs.empty()) return s;
+  std::vector<double> v;
+  for (const auto& r : runs) v.push_back(static_cast<double>(metric(r)));
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return s;
+}
+}  // namespace gmb

@@ -1,0 +1,240 @@
+#include "harness/runner.h"
+
+#include <chrono>
+#include <fstream>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "allocators/registry.h"
+#include "allocators/units.h"
+
+namespace gmb {
+
+const char* to_string(OomKind kind) { return kind == OomKind::Fragmentation ? "fragmentation" : "capacity"; }
+
+OomKind classify_oom(Bytes capacity, Bytes allocated, Bytes requested) {
+  return capacity >= allocated && capacity - allocated >= requested ? OomKind::Fragmentation
+                                                                    : OomKind::Capacity;
+}
+
+const char* to_string(OnOom policy) {
+  switch (policy) {
+    case OnOom::Stop: return "stop";
+    case OnOom::SkipStep: return "skip_step";
+    case OnOom::Continue: return "continue";
+  }
+  return "?";
+}
+
+DeviceChoice resolve_device(DeviceChoice choice) {
+  if (choice != DeviceChoice::Auto) return choice;
+  return cuda_device_available() ? DeviceChoice::Cuda : DeviceChoice::Sim;
+}
+
+std::unique_ptr<Device> make_device(const DeviceSpec& spec) {
+  if (resolve_device(spec.choice) == DeviceChoice::Cuda) return make_cuda_device(spec.capacity_bytes);
+  SimDeviceOptions o;
+  if (spec.capacity_bytes) o.capacity_bytes = spec.capacity_bytes;
+  return make_sim_device(o);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One repeat of a case.
+struct CaseRun {
+  const RunSettings& settings;
+  Device& device;
+  Allocator& allocator;
+  Workload& workload;
+  CaseResult& result;  // timeline / steps / block map are filled on the first run only
+  bool first_run;
+
+  std::unordered_map<BufferId, DevPtr> live;
+  RunMetrics m;
+  double compute_modeled = 0;
+  double real_tokens = 0, padded_tokens = 0;
+
+  void record_timeline(std::uint64_t event, char action, const Op& op, bool oom) {
+    if (!first_run || !settings.timeline) return;
+    AllocatorStats s = allocator.stats();
+    result.timeline.push_back(
+        {event, action, op.id, op.bytes, s.allocated_bytes, s.reserved_bytes, s.segments, oom});
+  }
+
+  // Returns false when the op failed with an OOM.
+  bool do_alloc(const Op& op, std::uint64_t step, std::uint64_t event) {
+    auto t = Clock::now();
+    auto ptr = allocator.allocate(op.bytes, op.stream);
+    m.alloc_seconds += seconds_since(t);
+    if (ptr) {
+      live[op.id] = *ptr;
+      record_timeline(event, 'a', op, false);
+      return true;
+    }
+    ++m.ooms;
+    AllocatorStats s = allocator.stats();
+    if (!m.first_oom) {
+      OomDetails d = allocator.last_oom();
+      OomRecord r;
+      r.step = step;
+      r.event = event;
+      r.requested_bytes = op.bytes;
+      r.allocated_bytes = s.allocated_bytes;
+      r.reserved_bytes = s.reserved_bytes;
+      r.cached_bytes = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
+      r.largest_free_block = d.largest_free_block;
+      r.capacity_bytes = device.info().capacity_bytes;
+      r.retried_after_freeing_cache = d.retried_after_freeing_cache;
+      r.kind = classify_oom(r.capacity_bytes, s.allocated_bytes, op.bytes);
+      r.message = d.message;
+      m.first_oom = r;
+      if (first_run && settings.oom_block_map) result.oom_segments = allocator.segments();
+    }
+    record_timeline(event, 'a', op, true);
+    return false;
+  }
+
+  void do_free(const Op& op, std::uint64_t event) {
+    auto it = live.find(op.id);
+    if (it == live.end()) return;  // its allocation failed: nothing to free
+    auto t = Clock::now();
+    allocator.deallocate(it->second);
+    m.alloc_seconds += seconds_since(t);
+    live.erase(it);
+    record_timeline(event, 'f', op, false);
+  }
+
+  void run(const ProgressFn& progress, std::uint64_t repeat_index) {
+    ComputeContext ctx;
+    ctx.real_gpu = !device.simulated();
+    ctx.stream = device.native_stream(0);
+    ctx.buffer = [this](BufferId id) -> std::optional<DevPtr> {
+      auto it = live.find(id);
+      if (it == live.end()) return std::nullopt;
+      return it->second;
+    };
+    workload.prepare(ctx);
+    std::vector<Op> ops;
+    const std::uint64_t steps = workload.num_steps();
+    bool stop = false;
+    if (!device.simulated()) device.synchronize();
+    auto start = Clock::now();
+    for (std::uint64_t step = 0; step < steps && !stop; ++step) {
+      ops.clear();
+      StepInfo info;
+      workload.step_ops(step, ops, info);
+      bool skipping = false, step_ok = true;
+      for (const Op& op : ops) {
+        switch (op.kind) {
+          case Op::Kind::Alloc:
+            if (skipping) break;
+            if (!do_alloc(op, step, m.events++)) {
+              step_ok = false;
+              if (settings.on_oom == OnOom::Stop) stop = true;
+              if (settings.on_oom == OnOom::SkipStep) skipping = true;
+            }
+            break;
+          case Op::Kind::Free:
+            do_free(op, m.events++);
+            break;
+          case Op::Kind::Compute:
+            if (!skipping) compute_modeled += workload.compute(op, ctx);
+            break;
+        }
+        if (stop) break;
+      }
+      allocator.end_of_step(step);
+      if (step_ok) {
+        ++m.steps_completed;
+        real_tokens += info.real_tokens;
+        padded_tokens += info.padded_tokens;
+      }
+      if (first_run) {
+        AllocatorStats s = allocator.stats();
+        result.steps.push_back({step, s.allocated_bytes, s.reserved_bytes, s.peak_allocated_bytes,
+                                s.peak_reserved_bytes, m.ooms});
+      }
+      if (progress) progress(repeat_index, step + 1, steps);
+    }
+    if (!device.simulated()) device.synchronize();
+    double wall = seconds_since(start);
+    workload.finish();
+    AllocatorStats s = allocator.stats();
+    m.peak_reserved_bytes = s.peak_reserved_bytes;
+    m.peak_allocated_bytes = s.peak_allocated_bytes;
+    m.fragmentation = s.peak_reserved_bytes
+                          ? 1.0 - double(s.peak_allocated_bytes) / double(s.peak_reserved_bytes)
+                          : 0.0;
+    m.allocs = s.allocs;
+    m.frees = s.frees;
+    m.cache_hits = s.cache_hits;
+    m.device_allocs = s.device_allocs;
+    m.device_frees = s.device_frees;
+    // On sim the time is modeled: the workload's compute plus the modeled driver calls.
+    m.seconds = device.simulated() ? compute_modeled + device.counters().modeled_call_seconds : wall;
+    if (m.seconds > 0) {
+      m.steps_per_s = double(m.steps_completed) / m.seconds;
+      m.tokens_per_s = real_tokens / m.seconds;
+      m.padded_tokens_per_s = padded_tokens / m.seconds;
+    }
+    if (first_run) {
+      result.memory_stats = allocator.memory_stats();
+      result.memory_summary = allocator.memory_summary();
+    }
+    // Release what is still live so the allocator shuts down cleanly.
+    for (auto& [id, ptr] : live) allocator.deallocate(ptr);
+    live.clear();
+  }
+};
+
+}  // namespace
+
+CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const RunSettings& settings,
+                    const ProgressFn& progress) {
+  CaseResult result;
+  result.allocator = spec.allocator;
+  result.options = spec.options;
+  result.allocator_label = allocator_label(spec.allocator, spec.options);
+  for (std::uint64_t r = 0; r < std::max<std::uint64_t>(settings.repeat, 1); ++r) {
+    try {
+      auto device = make_device(device_spec);
+      auto workload = spec.make_workload();
+      auto allocator = make_allocator(spec.allocator, *device, spec.options);
+      if (r == 0) {
+        result.workload = workload->kind();
+        result.workload_label = workload->label();
+        result.label = result.allocator_label + " x " + result.workload_label;
+        result.capacity_bytes = device->info().capacity_bytes;
+        result.throughput_modeled = device->simulated();
+        result.memory_modeled = device->simulated() && spec.allocator != "caching";
+      }
+      CaseRun run{settings, *device, *allocator, *workload, result, r == 0};
+      run.run(progress, r);
+      result.runs.push_back(run.m);
+    } catch (const DeviceError& e) {
+      result.error = e.what();
+      break;
+    }
+  }
+  return result;
+}
+
+void write_timeline_csv(const std::string& path, const std::vector<TimelineRow>& rows) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error(fmt::format("cannot write timeline {}", path));
+  out << "event,action,id,bytes,allocated_bytes,reserved_bytes,segments,oom\n";
+  for (const auto& r : rows) {
+    out << r.event << ',' << (r.action == 'a' ? "alloc" : "free") << ',' << r.id << ',';
+    if (r.action == 'a') out << r.bytes;
+    out << ',' << r.allocated_bytes << ',' << r.reserved_bytes << ',' << r.segments << ','
+        << (r.oom ? 1 : 0) << '\n';
+  }
+}
+
+}  // namespace gmb

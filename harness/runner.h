@@ -1,0 +1,51 @@
+// One case = workload x allocator x device: runs the workload's ops through the allocator
+// and measures. An OOM inside a case is a result, never a crash.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "allocators/allocator.h"
+#include "harness/results.h"
+#include "workloads/workload.h"
+
+namespace gmb {
+
+enum class OnOom { Stop, SkipStep, Continue };
+const char* to_string(OnOom policy);
+
+enum class DeviceChoice { Auto, Sim, Cuda };
+
+struct DeviceSpec {
+  DeviceChoice choice = DeviceChoice::Auto;
+  Bytes capacity_bytes = 0;  // 0: sim default (80 GiB) / the whole card
+};
+
+// Resolves auto: cuda where a GPU is visible, else sim.
+DeviceChoice resolve_device(DeviceChoice choice);
+std::unique_ptr<Device> make_device(const DeviceSpec& spec);
+
+struct CaseSpec {
+  std::string allocator;
+  AllocatorOptions options;
+  std::function<std::unique_ptr<Workload>()> make_workload;
+};
+
+struct RunSettings {
+  OnOom on_oom = OnOom::Stop;
+  std::uint64_t repeat = 1;
+  bool timeline = false;       // keep the per-event timeline of the first run
+  bool oom_block_map = true;   // keep the segment map at the first OOM
+};
+
+// Called after every step: (repeat index, step, steps in total).
+using ProgressFn = std::function<void(std::uint64_t, std::uint64_t, std::uint64_t)>;
+
+CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device, const RunSettings& settings,
+                    const ProgressFn& progress = {});
+
+// Writes the timeline CSV (DESIGN.md contract).
+void write_timeline_csv(const std::string& path, const std::vector<TimelineRow>& rows);
+
+}  // namespace gmb

@@ -1,0 +1,13 @@
+// Placeholder until the transformer workload lands (issue 5).
+#include "harness/config.h"
+
+namespace gmb {
+
+const std::vector<std::string> kTransformerKeys = {};
+
+WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n, const std::string& key,
+                                        const std::string&) {
+  y.fail(n, key, "the transformer workload is not built yet");
+}
+
+}  // namespace gmb

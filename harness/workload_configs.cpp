@@ -1,0 +1,73 @@
+// YAML -> workload parameters, one parser per workload kind.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "harness/config.h"
+#include "workloads/hole_pattern.h"
+#include "workloads/trace.h"
+
+namespace gmb {
+
+WorkloadSpec parse_transformer_workload(const YamlReader&, const YAML::Node&, const std::string&,
+                                        const std::string&);
+extern const std::vector<std::string> kTransformerKeys;
+
+namespace {
+
+WorkloadSpec parse_hole_pattern(const YamlReader& y, const YAML::Node& n, const std::string& key,
+                                const std::string&) {
+  HolePatternParams p;
+  if (n["sizes"]) p.sizes = y.sizes(n["sizes"], key + ".sizes");
+  if (n["free"]) {
+    const YAML::Node f = n["free"];
+    std::vector<YAML::Node> items;
+    if (f.IsScalar()) items.push_back(f);
+    else if (f.IsSequence()) for (std::size_t i = 0; i < f.size(); ++i) items.push_back(f[i]);
+    else y.fail(f, key + ".free", "expected an index or a list of indices into sizes");
+    p.free_indices.clear();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      std::string k = fmt::format("{}.free[{}]", key, i);
+      auto idx = y.count(items[i], k);
+      if (idx >= p.sizes.size())
+        y.fail(items[i], k, fmt::format("index {} is out of range: sizes has {} entries (valid: 0 to {})",
+                                        idx, p.sizes.size(), p.sizes.size() - 1));
+      for (auto prev : p.free_indices)
+        if (prev == idx) y.fail(items[i], k, fmt::format("index {} is freed twice", idx));
+      p.free_indices.push_back(idx);
+    }
+  }
+  if (n["probe"]) p.probes = y.sizes(n["probe"], key + ".probe");
+  if (n["repeat"]) p.repeat = y.count(n["repeat"], key + ".repeat", 1);
+  return {"hole_pattern", [p] { return make_hole_pattern(p); }};
+}
+
+WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::string& key,
+                         const std::string& config_dir) {
+  if (!n["path"]) y.fail(n, key + ".path", "missing: the trace file to replay");
+  std::string path = y.string(n["path"], key + ".path");
+  namespace fs = std::filesystem;
+  if (fs::path(path).is_relative() && !fs::exists(path) && fs::exists(fs::path(config_dir) / path))
+    path = (fs::path(config_dir) / path).string();
+  Trace trace;
+  try {
+    trace = read_trace(path);
+  } catch (const TraceError& e) {
+    y.fail(n["path"], key + ".path", e.what());
+  }
+  auto shared = std::make_shared<Trace>(std::move(trace));
+  return {"trace", [shared] { return make_trace_workload(*shared); }};
+}
+
+}  // namespace
+
+const std::vector<WorkloadKind>& workload_kinds() {
+  static const std::vector<WorkloadKind> kinds = {
+      {"hole_pattern", {"sizes", "free", "probe", "repeat"}, parse_hole_pattern},
+      {"trace", {"path"}, parse_trace},
+      {"transformer", kTransformerKeys, parse_transformer_workload},
+  };
+  return kinds;
+}
+
+}  // namespace gmb

@@ -1,0 +1,53 @@
+// A workload generates allocation events (ops) step by step and, on a real GPU, runs the
+// compute between them. It never knows which allocator serves it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocators/device.h"  // Bytes, DevPtr, StreamId only
+
+namespace gmb {
+
+using BufferId = std::uint64_t;
+
+struct Op {
+  enum class Kind : std::uint8_t { Alloc, Free, Compute };
+  Kind kind = Kind::Alloc;
+  BufferId id = 0;      // Alloc/Free: the buffer; Compute: an index the workload understands
+  Bytes bytes = 0;      // Alloc: the request
+  StreamId stream = 0;
+  std::uint64_t source_line = 0;  // trace replay: the CSV line, for messages
+};
+
+struct StepInfo {
+  double real_tokens = 0;    // tokens that carry data
+  double padded_tokens = 0;  // tokens including padding
+};
+
+// What compute may use: where the live buffers are and how to run.
+struct ComputeContext {
+  bool real_gpu = false;            // run kernels (true) or return modeled seconds (false)
+  void* stream = nullptr;           // cudaStream_t of stream 0 on the GPU
+  std::function<std::optional<DevPtr>(BufferId)> buffer;  // nullopt: not allocated (OOM)
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual std::string kind() const = 0;   // "hole_pattern", "transformer", "trace"
+  virtual std::string label() const = 0;  // kind with its parameters, for tables
+  virtual std::uint64_t num_steps() const = 0;
+  // Appends the ops of step `step` (0-based). Same parameters, same ops: deterministic.
+  virtual void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) = 0;
+  // Called once before the first step (e.g. to create a cuBLAS handle).
+  virtual void prepare(ComputeContext& /*ctx*/) {}
+  // Runs a Compute op. Returns modeled seconds when !ctx.real_gpu, else 0 after launching work.
+  virtual double compute(const Op& /*op*/, ComputeContext& /*ctx*/) { return 0; }
+  virtual void finish() {}
+};
+
+}  // namespace gmb
