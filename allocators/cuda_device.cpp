@@ -13,6 +13,47 @@
 namespace gmb {
 namespace {
 
+// The driver API is reached through the runtime's entry-point query rather than by linking
+// libcuda, so the binary starts (and falls back to sim) on machines without a driver.
+struct DriverApi {
+  decltype(&::cuMemAddressReserve) mem_address_reserve = nullptr;
+  decltype(&::cuMemAddressFree) mem_address_free = nullptr;
+  decltype(&::cuMemCreate) mem_create = nullptr;
+  decltype(&::cuMemMap) mem_map = nullptr;
+  decltype(&::cuMemSetAccess) mem_set_access = nullptr;
+  decltype(&::cuMemUnmap) mem_unmap = nullptr;
+  decltype(&::cuMemRelease) mem_release = nullptr;
+  decltype(&::cuMemGetAllocationGranularity) mem_get_allocation_granularity = nullptr;
+  decltype(&::cuGetErrorString) get_error_string = nullptr;
+};
+
+template <typename F>
+void load_symbol(const char* name, F& fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  cudaError_t err = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &status);
+  if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || !p)
+    throw DeviceError(fmt::format("driver entry point {} not found", name));
+  fn = reinterpret_cast<F>(p);
+}
+
+const DriverApi& cu() {
+  static const DriverApi api = [] {
+    DriverApi a;
+    load_symbol("cuMemAddressReserve", a.mem_address_reserve);
+    load_symbol("cuMemAddressFree", a.mem_address_free);
+    load_symbol("cuMemCreate", a.mem_create);
+    load_symbol("cuMemMap", a.mem_map);
+    load_symbol("cuMemSetAccess", a.mem_set_access);
+    load_symbol("cuMemUnmap", a.mem_unmap);
+    load_symbol("cuMemRelease", a.mem_release);
+    load_symbol("cuMemGetAllocationGranularity", a.mem_get_allocation_granularity);
+    load_symbol("cuGetErrorString", a.get_error_string);
+    return a;
+  }();
+  return api;
+}
+
 void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
     throw DeviceError(fmt::format("{} failed: {} ({})", what, cudaGetErrorString(err),
@@ -22,7 +63,7 @@ void check(cudaError_t err, const char* what) {
 void check(CUresult res, const char* what) {
   if (res != CUDA_SUCCESS) {
     const char* msg = nullptr;
-    cuGetErrorString(res, &msg);
+    cu().get_error_string(res, &msg);
     throw DeviceError(fmt::format("{} failed: {} ({})", what, msg ? msg : "?", static_cast<int>(res)));
   }
 }
@@ -52,7 +93,7 @@ class CudaDevice final : public Device {
     vmm.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     vmm.location.id = 0;
     size_t gran = 0;
-    check(cuMemGetAllocationGranularity(&gran, &vmm, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+    check(cu().mem_get_allocation_granularity(&gran, &vmm, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
           "cuMemGetAllocationGranularity");
     granularity_ = gran;
     info_.page_bytes = gran;
@@ -101,14 +142,14 @@ class CudaDevice final : public Device {
 
   std::optional<DevPtr> reserve_address_range(Bytes bytes) override {
     CUdeviceptr p = 0;
-    CUresult r = cuMemAddressReserve(&p, bytes, 0, 0, 0);
+    CUresult r = cu().mem_address_reserve(&p, bytes, 0, 0, 0);
     if (is_oom(r)) return std::nullopt;
     check(r, "cuMemAddressReserve");
     return static_cast<DevPtr>(p);
   }
 
   void release_address_range(DevPtr base, Bytes bytes) override {
-    check(cuMemAddressFree(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
+    check(cu().mem_address_free(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
   }
 
   bool map(DevPtr addr, Bytes bytes) override {
@@ -118,14 +159,14 @@ class CudaDevice final : public Device {
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = 0;
     CUmemGenericAllocationHandle handle{};
-    CUresult r = cuMemCreate(&handle, bytes, &prop, 0);
+    CUresult r = cu().mem_create(&handle, bytes, &prop, 0);
     if (is_oom(r)) return false;
     check(r, "cuMemCreate");
-    check(cuMemMap(static_cast<CUdeviceptr>(addr), bytes, 0, handle, 0), "cuMemMap");
+    check(cu().mem_map(static_cast<CUdeviceptr>(addr), bytes, 0, handle, 0), "cuMemMap");
     CUmemAccessDesc access{};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    check(cuMemSetAccess(static_cast<CUdeviceptr>(addr), bytes, &access, 1), "cuMemSetAccess");
+    check(cu().mem_set_access(static_cast<CUdeviceptr>(addr), bytes, &access, 1), "cuMemSetAccess");
     handles_[addr] = {handle, bytes};
     return true;
   }
@@ -135,8 +176,8 @@ class CudaDevice final : public Device {
     // Unmapping must wait for work that may still use the memory, as PyTorch does.
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     for (auto it = handles_.lower_bound(addr); it != handles_.end() && it->first < addr + bytes;) {
-      check(cuMemUnmap(static_cast<CUdeviceptr>(it->first), it->second.second), "cuMemUnmap");
-      check(cuMemRelease(it->second.first), "cuMemRelease");
+      check(cu().mem_unmap(static_cast<CUdeviceptr>(it->first), it->second.second), "cuMemUnmap");
+      check(cu().mem_release(it->second.first), "cuMemRelease");
       it = handles_.erase(it);
     }
   }

@@ -22,12 +22,6 @@ std::vector<std::string> workload_kind_names() {
   return names;
 }
 
-std::vector<std::string> allocator_name_list() {
-  std::vector<std::string> names;
-  for (const auto& e : allocator_registry()) names.push_back(e.name);
-  return names;
-}
-
 // An entry of a list that is either `name` or `name: {options}`: returns (name, options node, mark).
 struct NamedEntry {
   std::string name;

@@ -3,7 +3,7 @@
 
 namespace gmb {
 
-const std::vector<std::string> kTransformerKeys = {};
+std::vector<std::string> transformer_keys() { return {}; }
 
 WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n, const std::string& key,
                                         const std::string&) {

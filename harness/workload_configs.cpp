@@ -11,7 +11,7 @@ namespace gmb {
 
 WorkloadSpec parse_transformer_workload(const YamlReader&, const YAML::Node&, const std::string&,
                                         const std::string&);
-extern const std::vector<std::string> kTransformerKeys;
+std::vector<std::string> transformer_keys();
 
 namespace {
 
@@ -65,7 +65,7 @@ const std::vector<WorkloadKind>& workload_kinds() {
   static const std::vector<WorkloadKind> kinds = {
       {"hole_pattern", {"sizes", "free", "probe", "repeat"}, parse_hole_pattern},
       {"trace", {"path"}, parse_trace},
-      {"transformer", kTransformerKeys, parse_transformer_workload},
+      {"transformer", transformer_keys(), parse_transformer_workload},
   };
   return kinds;
 }

@@ -1,0 +1,156 @@
+// The command line as a user meets it: tables, files, errors and exit statuses.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.h"
+
+using namespace gmb::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kHoleConfig = R"(name: holes
+device: {capacity: 4GiB}
+allocators:
+  - cuda_malloc
+workloads:
+  - hole_pattern: {sizes: [100MiB, 200MiB, 300MiB], free: [1], probe: 250MiB}
+)";
+
+// Runs a config and expects exit 2 with all `needles` in the message, and nothing written.
+void expect_config_error(const std::string& yaml, const std::vector<std::string>& needles) {
+  auto dir = temp_dir("cfgerr");
+  write_text(dir / "bad.yaml", yaml);
+  auto out = dir / "out";
+  auto r = run_gpumembench("--device sim --config " + (dir / "bad.yaml").string() + " --output " + out.string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  for (const auto& n : needles) EXPECT_NE(r.out.find(n), std::string::npos) << "missing '" << n << "' in:\n" << r.out;
+  EXPECT_FALSE(fs::exists(out)) << "a bad config must not write anything";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+TEST(Cli, HolePatternOnSimPrintsTableAndWritesResultFiles) {
+  auto dir = temp_dir("hole");
+  write_text(dir / "holes.yaml", kHoleConfig);
+  auto out = dir / "out";
+  auto r = run_gpumembench("--device sim --config " + (dir / "holes.yaml").string() + " --output " + out.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| cuda_malloc x hole_pattern"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("650.0 MiB"), std::string::npos) << r.out;
+  ASSERT_TRUE(fs::exists(out / "results.json"));
+  ASSERT_TRUE(fs::exists(out / "results.csv"));
+  ASSERT_TRUE(fs::exists(out / "results.md"));
+  auto j = nlohmann::json::parse(read_text(out / "results.json"));
+  EXPECT_EQ(j["tool"]["name"], "gpumembench");
+  EXPECT_EQ(j["device"]["kind"], "sim");
+  EXPECT_EQ(j["device"]["capacity_bytes"], 4ull << 30);
+  ASSERT_EQ(j["cases"].size(), 1u);
+  const auto& c = j["cases"][0];
+  EXPECT_EQ(c["allocator"], "cuda_malloc");
+  EXPECT_EQ(c["workload"], "hole_pattern");
+  // 100 + 200 + 300 MiB, free 200, + 250 MiB: cudaMalloc never reuses; peak 650 MiB.
+  EXPECT_EQ(c["peak_reserved_bytes"], 650ull << 20);
+  EXPECT_EQ(c["peak_allocated_bytes"], 650ull << 20);
+  EXPECT_DOUBLE_EQ(c["fragmentation"].get<double>(), 0.0);
+  EXPECT_EQ(c["device_mallocs"], 4);
+  EXPECT_EQ(c["device_frees"], 4);
+  EXPECT_TRUE(c["oom"].is_null());
+  EXPECT_TRUE(c["throughput"]["modeled"].get<bool>());
+  EXPECT_TRUE(c["memory_modeled"].get<bool>());
+  fs::remove_all(dir);
+}
+
+TEST(Cli, CapacityTooSmallRecordsACapacityOomAndStillExitsZero) {
+  auto dir = temp_dir("oom");
+  write_text(dir / "holes.yaml", kHoleConfig);
+  auto out = dir / "out";
+  auto r = run_gpumembench("--device sim --capacity 500MiB --config " + (dir / "holes.yaml").string() +
+                           " --output " + out.string() + " --format json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(read_text(out / "results.json"));
+  const auto& oom = j["cases"][0]["oom"];
+  ASSERT_FALSE(oom.is_null());
+  EXPECT_EQ(oom["requested_bytes"], 300ull << 20);  // 100 + 200 fit, 300 does not
+  EXPECT_EQ(oom["allocated_bytes"], 300ull << 20);
+  EXPECT_EQ(oom["kind"], "capacity");
+  EXPECT_EQ(oom["event"], 2);
+  EXPECT_FALSE(fs::exists(out / "results.csv")) << "only the asked-for format is written";
+  fs::remove_all(dir);
+}
+
+TEST(Cli, ConfigErrorsNameFileLineColumnKeyAndChoices) {
+  expect_config_error(kHoleConfig + std::string("bogus: 1\n"), {"bad.yaml:7:1", "unknown key 'bogus'", "valid:"});
+  expect_config_error(
+      "allocators:\n  - cuda_mallocc\nworkloads:\n  - hole_pattern\n",
+      {"bad.yaml:2:5", "allocators[0]", "unknown allocator 'cuda_mallocc'", "cuda_malloc, cuda_managed, cuda_mempool, caching"});
+  expect_config_error("allocators: [cuda_malloc]\nworkloads:\n  - hole_pattern: {sizes: [-1MiB]}\n",
+                      {"bad.yaml:3:28", "workloads[0].hole_pattern.sizes[0]", "'-1MiB' is not a size"});
+  expect_config_error("allocators: [cuda_malloc]\nworkloads:\n  - hole_pattern: {free: [3]}\n",
+                      {"bad.yaml:3:27", "free[0]", "out of range", "0 to 2"});
+  expect_config_error("allocators: [cuda_malloc]\nworkloads: [hole_pattern]\nrun: {on_oom: explode}\n",
+                      {"bad.yaml:3:15", "run.on_oom", "stop, skip_step, continue"});
+  expect_config_error("allocators: [cuda_malloc\nworkloads: [hole_pattern]\n", {"bad.yaml:", "YAML syntax error"});
+  expect_config_error("allocators:\n  - cuda_mempool: {release_threshold: lots}\nworkloads: [hole_pattern]\n",
+                      {"bad.yaml:2:39", "release_threshold", "not a size"});
+  expect_config_error("allocators: [cuda_malloc]\nworkloads: [hole_pattern]\ndevice: {capacity: 0}\n",
+                      {"bad.yaml:3:20", "device.capacity"});
+}
+
+TEST(Cli, MissingConfigFileIsAUsageError) {
+  auto r = run_gpumembench("--config /nonexistent/x.yaml");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/x.yaml"), std::string::npos) << r.out;
+}
+
+TEST(Cli, HelpAndVersion) {
+  auto h = run_gpumembench("--help");
+  EXPECT_EQ(h.status, 0);
+  EXPECT_NE(h.out.find("--config"), std::string::npos);
+  EXPECT_NE(h.out.find("replay"), std::string::npos);
+  auto v = run_gpumembench("--version");
+  EXPECT_EQ(v.status, 0);
+  EXPECT_NE(v.out.find("gpumembench 0."), std::string::npos) << v.out;
+}
+
+TEST(Replay, WritesTheTimelineWithValuesAfterEachEvent) {
+  auto dir = temp_dir("replay");
+  write_text(dir / "t.csv",
+             "action,id,bytes,stream\nalloc,0,104857600,0\nalloc,1,209715200,0\nfree,1,,0\nalloc,2,1,\n");
+  auto tl = dir / "timeline.csv";
+  auto r = run_gpumembench("replay --device sim --trace " + (dir / "t.csv").string() +
+                           " --allocator cuda_malloc --timeline " + tl.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(read_text(tl),
+            "event,action,id,bytes,allocated_bytes,reserved_bytes,segments,oom\n"
+            "0,alloc,0,104857600,104857600,104857600,1,0\n"
+            "1,alloc,1,209715200,314572800,314572800,2,0\n"
+            "2,free,1,,104857600,104857600,1,0\n"
+            "3,alloc,2,1,104857601,106954752,2,0\n");
+  fs::remove_all(dir);
+}
+
+TEST(Replay, MalformedTracesNameTheLine) {
+  auto dir = temp_dir("badtrace");
+  write_text(dir / "a.csv", "action,id,bytes,stream\nalloc,0,100,0\nfree,7,,0\n");
+  auto r = run_gpumembench("replay --device sim --trace " + (dir / "a.csv").string() + " --allocator cuda_malloc");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("a.csv:3: free of unknown id 7"), std::string::npos) << r.out;
+
+  write_text(dir / "b.csv", "action,id,bytes,stream\nalloc,0,100,0\nalloc,1,lots,0\n");
+  r = run_gpumembench("replay --device sim --trace " + (dir / "b.csv").string() + " --allocator cuda_malloc");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("b.csv:3: bytes 'lots' is not a non-negative integer"), std::string::npos) << r.out;
+
+  write_text(dir / "c.csv", "alloc,0,100,0\n");
+  r = run_gpumembench("replay --device sim --trace " + (dir / "c.csv").string() + " --allocator cuda_malloc");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("c.csv:1:"), std::string::npos) << r.out;
+
+  r = run_gpumembench("replay --device sim --trace " + (dir / "a.csv").string() + " --allocator bfc");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("unknown allocator 'bfc'"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}

@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "allocators/device.h"
+
+using namespace gmb;
+
+namespace {
+std::unique_ptr<Device> sim(Bytes capacity = 8 * GiB) {
+  SimDeviceOptions o;
+  o.capacity_bytes = capacity;
+  return make_sim_device(o);
+}
+}  // namespace
+
+TEST(SimDevice, SmallMallocsArePackedIntoShared2MiBPagesAt512ByteSteps) {
+  auto d = sim();
+  std::vector<DevPtr> ptrs;
+  for (int i = 0; i < 1000; ++i) ptrs.push_back(*d->malloc(1));
+  EXPECT_EQ(d->used_bytes(), 2 * MiB);  // as measured on the H200: 1000 x 1 B take one page
+  EXPECT_EQ(ptrs[1] - ptrs[0], 512u);
+  for (DevPtr p : ptrs) d->free(p);
+  EXPECT_EQ(d->used_bytes(), 0u);
+}
+
+TEST(SimDevice, LargeMallocsTakeWhole2MiBPages) {
+  auto d = sim();
+  auto p = d->malloc(3 * MiB + 1);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(d->used_bytes(), 4 * MiB);
+  d->free(*p);
+  EXPECT_EQ(d->used_bytes(), 0u);
+}
+
+TEST(SimDevice, OutOfMemoryAtCapacityIsNulloptNotAnException) {
+  auto d = sim(100 * MiB);
+  auto a = d->malloc(60 * MiB);
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(d->malloc(60 * MiB));
+  EXPECT_TRUE(d->malloc(40 * MiB));
+  EXPECT_EQ(d->counters().mallocs, 3u);
+}
+
+TEST(SimDevice, PlacesRegionsTopDownAndCarvesExistingRegionsFirst) {
+  auto d = sim();
+  DevPtr a = *d->malloc(20 * MiB);  // new 32 MiB region
+  DevPtr b = *d->malloc(10 * MiB);  // carved from a's region, right after a
+  EXPECT_EQ(b, a + 20 * MiB);
+  DevPtr c = *d->malloc(100 * MiB);  // new region, below the first
+  EXPECT_LT(c + 100 * MiB, a + 1);
+  d->free(a);
+  d->free(b);  // first region now empty: released
+  DevPtr e = *d->malloc(20 * MiB);  // fits in c's region tail (128 MiB region, 28 MiB free)
+  EXPECT_EQ(e, c + 100 * MiB);
+}
+
+TEST(SimDevice, VmmMapsCountTowardCapacity) {
+  auto d = sim(64 * MiB);
+  DevPtr va = *d->reserve_address_range(1 * GiB);
+  EXPECT_TRUE(d->map(va, 40 * MiB));
+  EXPECT_FALSE(d->map(va + 40 * MiB, 40 * MiB));
+  EXPECT_EQ(d->used_bytes(), 40 * MiB);
+  d->unmap(va, 40 * MiB);
+  EXPECT_EQ(d->used_bytes(), 0u);
+}
