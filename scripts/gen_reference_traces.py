@@ -614,8 +614,10 @@ def build_cases(traces):
         case("default__" + tr, tr, "", None, "default options, no limit: " +
              traces[tr].description)
     # default configuration under limits: OOM again and again
+    case("default__hole_basic__700m", "hole_basic", "", 700 * MiB, "default, limit 700 MiB: "
+         "the 250 MiB request fits only after the cached 200 MiB block is released (a retry)")
     case("default__hole_basic__640m", "hole_basic", "", 640 * MiB, "default, limit 640 MiB: "
-         "the 250 MiB request only fits after freeing the cached 200 MiB block")
+         "the 250 MiB request OOMs even after the cached 200 MiB block is released")
     case("default__limit_edge__1g", "limit_edge", "", gib(1), "default, limit 1 GiB, "
          "requests at the limit's edge")
     case("default__oom_huge__4g", "oom_huge", "", gib(4), "default, limit 4 GiB, huge sizes")
