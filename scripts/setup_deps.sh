@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gpumembench builds with, where any is missing.
+# The CUDA toolkit (nvcc) is expected to be installed already (it is on the CI and GPU machines).
+set -euo pipefail
+packages=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+          libgtest-dev libbenchmark-dev zlib1g-dev python3-matplotlib)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "setup_deps: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  elif command -v dpkg >/dev/null; then
+    echo "setup_deps: missing Debian packages: ${missing[*]} (install them as root)" >&2
+    exit 1
+  fi
+fi
+command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "setup_deps: nvcc (CUDA toolkit) not found" >&2; exit 1; }
