@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The one command for the GPU machine (device tool): build, run the GPU tests and the whole
+# suite, run configs on the real GPU, and collect everything into $OUT.
+#
+#   STAGES="build test configs bench reference torchbench" bash scripts/gpu_run.sh
+#   CONFIGS="configs/hole_pattern.yaml ..." (default: every configs/*.yaml)
+#
+# Brings back (<= 8 files): gpu_run.log, gpu_results.tar.gz (results/, test and bench
+# output), and what the reference stage writes (driver_probe.json, torch_ref.tar.gz, ...).
+set -u
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT="${OUT:-$PWD/gpu_out}"
+mkdir -p "$OUT"
+STAGES="${STAGES:-build test configs}"
+LOG="$OUT/gpu_run.log"
+COLLECT="$(mktemp -d)/gpu"
+mkdir -p "$COLLECT/results"
+: > "$LOG"
+log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG"; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+status=0
+
+{
+  echo "git: $(git rev-parse HEAD 2>/dev/null || echo none) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>&1
+  nvcc --version 2>&1 | tail -2
+  cmake --version | head -1
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1
+} 2>&1 | tee -a "$LOG" > "$COLLECT/environment.txt"
+
+if has build; then
+  log "build"
+  if ! BUILD_DIR=build-gpu scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 2>&1 | tail -30 | tee -a "$LOG"; then
+    log "BUILD FAILED"; status=1
+  fi
+fi
+BIN=build-gpu/gpumembench
+
+if has test && [ -x build-gpu/tests/gmb_tests ]; then
+  log "GPU tests"
+  build-gpu/tests/gmb_tests --gtest_filter='Gpu*' 2>&1 | tee "$COLLECT/gpu_tests.log" | tee -a "$LOG" | tail -40 || status=1
+  log "whole suite (ctest)"
+  (cd build-gpu && ctest --output-on-failure -j8 2>&1) > "$COLLECT/ctest.log" || status=1
+  tail -15 "$COLLECT/ctest.log" | tee -a "$LOG"
+fi
+
+if has configs && [ -x "$BIN" ]; then
+  for cfg in ${CONFIGS:-configs/*.yaml}; do
+    name=$(basename "$cfg" .yaml)
+    log "config $cfg on cuda"
+    start=$(date +%s)
+    if ! timeout "${CONFIG_TIMEOUT:-240}" "$BIN" --config "$cfg" --device cuda --quiet --format md,csv,json,latex \
+        --output "$COLLECT/results/$name" 2>&1 | tee "$COLLECT/results/$name.log" | tee -a "$LOG"; then
+      log "config $cfg FAILED"; status=1
+    fi
+    log "config $cfg took $(( $(date +%s) - start )) s"
+  done
+fi
+
+if has bench && [ -x build-gpu/gpumembench_bench ]; then
+  log "benchmarks"
+  build-gpu/gpumembench_bench ${BENCH_ARGS:-} --benchmark_format=console --benchmark_out="$COLLECT/bench.json" \
+    --benchmark_out_format=json 2>&1 | tee "$COLLECT/bench.log" | tail -60 | tee -a "$LOG" || status=1
+fi
+
+if has torchbench && [ -f scripts/bench_torch_allocator.py ]; then
+  log "PyTorch allocator timing"
+  PYTHONUNBUFFERED=1 timeout 240 python3 scripts/bench_torch_allocator.py > "$COLLECT/torch_bench.json" \
+    2> "$COLLECT/torch_bench.log" || status=1
+  tail -20 "$COLLECT/torch_bench.log" | tee -a "$LOG"
+fi
+
+if has reference; then
+  log "PyTorch reference + driver probe"
+  OUT="$OUT" bash scripts/gpu_reference.sh 2>&1 | tail -20 | tee -a "$LOG" || status=1
+fi
+
+tar -czf "$OUT/gpu_results.tar.gz" -C "$(dirname "$COLLECT")" gpu
+log "done, status $status"
+exit $status
