@@ -1,0 +1,999 @@
+// The caching allocator: PyTorch 2.11's DeviceCachingAllocator (native backend) decision for
+// decision, without the parts that need CUDA events or graphs (record_stream, graph pools).
+// Hot paths avoid allocation and locking: blocks live in an arena, the free sets are intrusive
+// treaps, live blocks are found through an open-addressing table keyed by address.
+#include "allocators/caching/caching_allocator.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "allocators/caching/alloc_conf.h"
+#include "allocators/caching/expandable_segment.h"
+#include "allocators/caching/intrusive_treap.h"
+#include "allocators/registry.h"
+#include "allocators/units.h"
+
+namespace gmb {
+namespace caching {
+namespace {
+
+struct Pool;
+
+struct Block {
+  // Links of the set the block is in: its pool's free set (mapped, not allocated) or its pool's
+  // unmapped set (expandable segments). Allocated blocks are in neither.
+  Block* t_left = nullptr;
+  Block* t_right = nullptr;
+  Block* t_parent = nullptr;
+  std::uint32_t t_prio = 0;
+  StreamId stream = 0;
+  DevPtr ptr = 0;
+  Bytes size = 0;
+  Bytes requested = 0;
+  Pool* pool = nullptr;
+  Block* prev = nullptr;  // neighbours inside the segment
+  Block* next = nullptr;
+  ExpandableSegment* es = nullptr;
+  std::int64_t gc_count_base = 0;
+  bool allocated = false;
+  bool mapped = true;
+
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+// PyTorch orders streams by their cudaStream_t value; the default stream (0) comes first.
+inline std::uint32_t stream_key(StreamId s) { return static_cast<std::uint32_t>(s); }
+
+struct SizeKey {
+  StreamId stream;
+  Bytes size;
+  DevPtr ptr;
+};
+struct SizeLess {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return stream_key(a->stream) < stream_key(b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return a->ptr < b->ptr;
+  }
+  bool operator()(const Block* a, const SizeKey& k) const {
+    if (a->stream != k.stream) return stream_key(a->stream) < stream_key(k.stream);
+    if (a->size != k.size) return a->size < k.size;
+    return a->ptr < k.ptr;
+  }
+};
+struct AddrKey {
+  StreamId stream;
+  DevPtr ptr;
+};
+struct AddrLess {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return stream_key(a->stream) < stream_key(b->stream);
+    return a->ptr < b->ptr;
+  }
+  bool operator()(const Block* a, const AddrKey& k) const {
+    if (a->stream != k.stream) return stream_key(a->stream) < stream_key(k.stream);
+    return a->ptr < k.ptr;
+  }
+};
+
+using SizeSet = IntrusiveTreap<Block, SizeLess>;
+using AddrSet = IntrusiveTreap<Block, AddrLess>;
+
+enum StatType { kAll = 0, kSmall = 1, kLarge = 2 };
+
+struct Pool {
+  SizeSet blocks;    // cached free blocks
+  AddrSet unmapped;  // expandable segments: address space without pages
+  bool is_small = false;
+  int stat = kLarge;
+  std::int64_t get_free_blocks_call_count = 0;
+
+  void insert_into_blocks(Block* b) {
+    b->gc_count_base = get_free_blocks_call_count;
+    blocks.insert(b);
+  }
+};
+
+struct Stat {
+  std::int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  void increase(std::int64_t n) {
+    current += n;
+    if (current > peak) peak = current;
+    allocated += n;
+  }
+  void decrease(std::int64_t n) {
+    current -= n;
+    freed += n;
+  }
+};
+
+struct StatArray {
+  Stat s[3];
+  void increase(int pool_stat, std::int64_t n) {
+    s[kAll].increase(n);
+    s[pool_stat].increase(n);
+  }
+  void decrease(int pool_stat, std::int64_t n) {
+    s[kAll].decrease(n);
+    s[pool_stat].decrease(n);
+  }
+};
+
+struct DeviceStats {
+  StatArray allocation, segment, active, inactive_split;
+  StatArray allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes, requested_bytes;
+  std::int64_t num_alloc_retries = 0, num_ooms = 0;
+  Stat oversize_allocations, oversize_segments;
+  std::int64_t num_sync_all_streams = 0, num_device_alloc = 0, num_device_free = 0;
+  std::int64_t max_split_size = 0;
+};
+
+// Blocks come from chunks and go back to a free list: no malloc on the hot path.
+class BlockArena {
+ public:
+  Block* make() {
+    if (!free_) grow();
+    Block* b = free_;
+    free_ = b->next;
+    *b = Block{};
+    return b;
+  }
+  void recycle(Block* b) {
+    b->next = free_;
+    free_ = b;
+  }
+
+ private:
+  void grow() {
+    constexpr std::size_t kChunk = 256;
+    chunks_.emplace_back(new Block[kChunk]);
+    Block* c = chunks_.back().get();
+    for (std::size_t i = 0; i < kChunk; ++i) {
+      c[i].next = free_;
+      free_ = &c[i];
+    }
+  }
+  std::vector<std::unique_ptr<Block[]>> chunks_;
+  Block* free_ = nullptr;
+};
+
+// Address -> live block. Open addressing, linear probing, backward-shift deletion.
+class PtrMap {
+ public:
+  PtrMap() { rehash(64); }
+
+  Block* find(DevPtr key) const {
+    for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return slots_[i].value;
+      if (slots_[i].key == 0) return nullptr;
+    }
+  }
+
+  void insert(DevPtr key, Block* value) {
+    if ((count_ + 1) * 4 > slots_.size() * 3) rehash(slots_.size() * 2);
+    std::size_t i = slot(key);
+    while (slots_[i].key != 0) i = (i + 1) & mask_;
+    slots_[i] = {key, value};
+    ++count_;
+  }
+
+  // Removes key and returns its block (nullptr: not there).
+  Block* take(DevPtr key) {
+    std::size_t i = slot(key);
+    while (slots_[i].key != key) {
+      if (slots_[i].key == 0) return nullptr;
+      i = (i + 1) & mask_;
+    }
+    Block* value = slots_[i].value;
+    std::size_t j = i;
+    for (;;) {
+      j = (j + 1) & mask_;
+      if (slots_[j].key == 0) break;
+      std::size_t home = slot(slots_[j].key);
+      // Move j back into the hole at i unless its home lies cyclically in (i, j].
+      bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+      if (!in_range) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i] = {0, nullptr};
+    --count_;
+    return value;
+  }
+
+  std::size_t size() const { return count_; }
+
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& s : slots_)
+      if (s.key != 0) f(s.value);
+  }
+
+ private:
+  struct Slot {
+    DevPtr key;
+    Block* value;
+  };
+  std::size_t slot(DevPtr key) const {
+    return static_cast<std::size_t>(((key >> 9) * 0x9E3779B97F4A7C15ULL) >> shift_);
+  }
+  void rehash(std::size_t capacity) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(capacity, Slot{0, nullptr});
+    mask_ = capacity - 1;
+    shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(capacity));
+    count_ = 0;
+    for (const auto& s : old)
+      if (s.key != 0) insert(s.key, s.value);
+  }
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0;
+  unsigned shift_ = 0;
+  std::size_t count_ = 0;
+};
+
+bool is_pow2(Bytes v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// c10::format_size: the sizes in PyTorch's OOM message.
+std::string torch_format_size(Bytes size) {
+  if (size <= 1024) return fmt::format("{} bytes", size);
+  if (size <= 1048576) return fmt::format("{:.2f} KiB", static_cast<double>(size) / 1024.0);
+  if (size <= 1073741824ULL) return fmt::format("{:.2f} MiB", static_cast<double>(size) / 1048576.0);
+  return fmt::format("{:.2f} GiB", static_cast<double>(size) / 1073741824.0);
+}
+
+struct AllocParams {
+  Bytes size = 0;  // rounded request
+  StreamId stream = 0;
+  Pool* pool = nullptr;
+  Bytes alloc_size = 0;  // segment size if a new segment is needed
+  Block* block = nullptr;
+};
+
+class CachingAllocator final : public Allocator {
+ public:
+  CachingAllocator(Device& device, CachingConfig config, Bytes limit)
+      : device_(device),
+        cfg_(std::move(config)),
+        allowed_memory_maximum_(limit),
+        gc_active_(cfg_.garbage_collection_threshold > 0.0),
+        es_active_(cfg_.expandable_segments),
+        card_bytes_(device.info().total_bytes ? device.info().total_bytes
+                                              : device.info().capacity_bytes) {
+    small_.is_small = true;
+    small_.stat = kSmall;
+    large_.is_small = false;
+    large_.stat = kLarge;
+    stats_.max_split_size = static_cast<std::int64_t>(cfg_.max_split_size);
+  }
+
+  ~CachingAllocator() override {
+    // Give every segment back to the device.
+    std::vector<Block*> all = all_blocks();
+    for (Block* b : all)
+      if (!b->es && !b->prev) device_.free(b->ptr);
+    expandable_segments_.clear();
+  }
+
+  std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
+    if (bytes == 0) return DevPtr{0};  // PyTorch hands out nullptr for 0 bytes
+    Block* b = malloc(bytes, stream);
+    if (!b) return std::nullopt;
+    live_.insert(b->ptr, b);
+    return b->ptr;
+  }
+
+  void deallocate(DevPtr ptr) override {
+    if (ptr == 0) return;
+    Block* b = live_.take(ptr);
+    if (!b) throw std::invalid_argument(fmt::format("invalid device pointer: {:#x}", ptr));
+    free(b);
+  }
+
+  void empty_cache() override { release_cached_blocks(); }
+
+  AllocatorStats stats() const override {
+    AllocatorStats s;
+    s.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.s[kAll].current);
+    s.reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.s[kAll].current);
+    s.requested_bytes = static_cast<Bytes>(stats_.requested_bytes.s[kAll].current);
+    s.peak_allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.s[kAll].peak);
+    s.peak_reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.s[kAll].peak);
+    s.segments = static_cast<std::uint64_t>(stats_.segment.s[kAll].current);
+    s.allocs = static_cast<std::uint64_t>(stats_.allocation.s[kAll].allocated);
+    s.frees = static_cast<std::uint64_t>(stats_.allocation.s[kAll].freed);
+    s.cache_hits = cache_hits_;
+    s.device_allocs = static_cast<std::uint64_t>(stats_.num_device_alloc);
+    s.device_frees = static_cast<std::uint64_t>(stats_.num_device_free);
+    s.ooms = static_cast<std::uint64_t>(stats_.num_ooms);
+    s.alloc_retries = static_cast<std::uint64_t>(stats_.num_alloc_retries);
+    s.modeled = false;
+    return s;
+  }
+
+  OomDetails last_oom() const override { return last_oom_; }
+
+  std::vector<SegmentInfo> segments() const override;
+  std::vector<std::pair<std::string, std::int64_t>> memory_stats() const override;
+  std::string memory_summary() const override;
+
+ private:
+  // ---- malloc / free -----------------------------------------------------------------------
+  Block* malloc(Bytes orig_size, StreamId stream) {
+    AllocParams p;
+    p.size = round_size(orig_size);
+    p.stream = stream;
+    p.pool = p.size <= kSmallSize ? &small_ : &large_;
+    p.alloc_size = allocation_size(p.size);
+
+    bool found = get_free_block(p);
+    if (found) {
+      ++cache_hits_;
+    } else {
+      if (gc_active_) garbage_collect_cached_blocks();
+      bool retried = false;
+      found = alloc_block(p, false) ||
+              (release_available_cached_blocks(p) && alloc_block(p, false)) ||
+              ((retried = true) && release_cached_blocks() && alloc_block(p, true));
+      if (!found) {
+        record_oom(orig_size, p, retried);
+        return nullptr;
+      }
+    }
+    return alloc_found_block(p, orig_size, should_split(p.block, p.size));
+  }
+
+  void free(Block* block) {
+    block->allocated = false;
+    int st = block->pool->stat;
+    stats_.allocation.decrease(st, 1);
+    stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
+    free_block(block);
+  }
+
+  Bytes round_size(Bytes size) const {
+    if (size < kMinBlockSize) return kMinBlockSize;
+    Bytes divisions = cfg_.divisions_for(size);
+    if (divisions > 1 && size > kMinBlockSize * divisions)
+      return roundup_power2_next_division(size, divisions);
+    return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+  }
+
+  static Bytes roundup_power2_next_division(Bytes size, Bytes divisions) {
+    if (is_pow2(size)) return size;
+    Bytes power2_floor = Bytes{1} << (63 - __builtin_clzll(size));
+    Bytes division = power2_floor >> (63 - __builtin_clzll(divisions));
+    if (division == 0) return power2_floor << 1;
+    Bytes floor = size & ~(division - 1);
+    return floor == size ? size : floor + division;
+  }
+
+  Bytes allocation_size(Bytes size) const {
+    if (size <= kSmallSize) return kSmallBuffer;
+    if (size < kMinLargeAlloc) return cfg_.large_segment_size;
+    return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+  }
+
+  bool should_split(const Block* block, Bytes size) const {
+    Bytes remaining = block->size - size;
+    if (block->pool->is_small || es_active_) return remaining >= kMinBlockSize;
+    return size < cfg_.max_split_size && remaining > kSmallSize;
+  }
+
+  bool get_free_block(AllocParams& p) {
+    Pool& pool = *p.pool;
+    if (gc_active_) ++pool.get_free_blocks_call_count;
+    Block* it = pool.blocks.lower_bound(SizeKey{p.stream, p.size, 0});
+    if (!it || it->stream != p.stream) return false;
+    if (it->es) {
+      if (es_active_) {
+        // Best fit by the size a block can grow to: its own plus the unmapped space after it.
+        auto expandable_size = [](const Block* b) {
+          return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
+        };
+        Block* next = SizeSet::next(it);
+        while (it->es && next && next->stream == p.stream &&
+               expandable_size(next) < expandable_size(it)) {
+          it = next;
+          next = SizeSet::next(next);
+        }
+      } else {
+        do {
+          it = SizeSet::next(it);
+        } while (it && it->es && it->stream == p.stream);
+        if (!it || it->stream != p.stream) return false;
+      }
+    }
+    // Do not return an oversized block for a request below max_split_size ...
+    if (p.size < cfg_.max_split_size && it->size >= cfg_.max_split_size) return false;
+    // ... and round a large request up by at most max_non_split_rounding_size.
+    if (p.size >= cfg_.max_split_size && it->size >= p.size + cfg_.max_non_split_rounding_size)
+      return false;
+    p.block = it;
+    pool.blocks.erase(it);
+    return true;
+  }
+
+  Block* alloc_found_block(AllocParams& p, Bytes orig_size, bool split_remainder) {
+    Pool& pool = *p.pool;
+    int st = pool.stat;
+    Block* block = p.block;
+    const bool already_split = block->is_split();
+    if (split_remainder) {
+      Block* remaining = block;
+      block = arena_.make();
+      block->stream = p.stream;
+      block->size = p.size;
+      block->pool = &pool;
+      block->ptr = remaining->ptr;
+      block->es = remaining->es;
+      block->prev = remaining->prev;
+      if (block->prev) block->prev->next = block;
+      block->next = remaining;
+      remaining->prev = block;
+      remaining->ptr += p.size;
+      remaining->size -= p.size;
+      pool.insert_into_blocks(remaining);
+      if (!block->es) {
+        if (already_split) {
+          // An inactive split block shrinks by size bytes.
+          stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+        } else {
+          // A new inactive split block of remaining->size bytes.
+          stats_.inactive_split_bytes.increase(st, static_cast<std::int64_t>(remaining->size));
+          stats_.inactive_split.increase(st, 1);
+        }
+      }
+    } else if (already_split && !block->es) {
+      stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+      stats_.inactive_split.decrease(st, 1);
+    }
+    block->allocated = true;
+    block->requested = orig_size;
+    const auto size = static_cast<std::int64_t>(block->size);
+    stats_.allocation.increase(st, 1);
+    stats_.allocated_bytes.increase(st, size);
+    stats_.active.increase(st, 1);
+    stats_.active_bytes.increase(st, size);
+    stats_.requested_bytes.increase(st, static_cast<std::int64_t>(orig_size));
+    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
+    return block;
+  }
+
+  void free_block(Block* block) {
+    Pool& pool = *block->pool;
+    const Bytes original_size = block->size;
+    const Bytes requested = block->requested;
+    std::int64_t net_blocks = 0, net_bytes = 0;
+    Block* candidates[2] = {block->prev, block->next};
+    for (Block* c : candidates) {
+      Bytes subsumed = try_merge_blocks(block, c, pool);
+      if (subsumed > 0) {
+        net_blocks -= 1;
+        net_bytes -= static_cast<std::int64_t>(subsumed);
+      }
+    }
+    pool.insert_into_blocks(block);
+    if (block->is_split()) {
+      net_blocks += 1;
+      net_bytes += static_cast<std::int64_t>(block->size);
+    }
+    int st = pool.stat;
+    if (!block->es) {
+      // Expandable segments are left out of inactive_split, as in PyTorch.
+      if (net_blocks > 0) stats_.inactive_split.increase(st, net_blocks);
+      else if (net_blocks < 0) stats_.inactive_split.decrease(st, -net_blocks);
+      if (net_bytes > 0) stats_.inactive_split_bytes.increase(st, net_bytes);
+      else if (net_bytes < 0) stats_.inactive_split_bytes.decrease(st, -net_bytes);
+    }
+    stats_.active.decrease(st, 1);
+    stats_.active_bytes.decrease(st, static_cast<std::int64_t>(original_size));
+    stats_.requested_bytes.decrease(st, static_cast<std::int64_t>(requested));
+  }
+
+  // Merges src (a neighbour of dst) into dst; returns the bytes subsumed (0: not merged).
+  Bytes try_merge_blocks(Block* dst, Block* src, Pool& pool) {
+    if (!src || src->allocated || dst->mapped != src->mapped) return 0;
+    if (dst->prev == src) {  // [src dst]
+      dst->ptr = src->ptr;
+      dst->prev = src->prev;
+      if (dst->prev) dst->prev->next = dst;
+    } else {  // [dst src]
+      dst->next = src->next;
+      if (dst->next) dst->next->prev = dst;
+    }
+    const Bytes subsumed = src->size;
+    dst->size += subsumed;
+    if (src->mapped)
+      pool.blocks.erase(src);
+    else
+      pool.unmapped.erase(src);
+    arena_.recycle(src);
+    return subsumed;
+  }
+
+  // ---- device allocation --------------------------------------------------------------------
+  bool alloc_block(AllocParams& p, bool is_retry) {
+    if (is_retry) ++stats_.num_alloc_retries;
+    if (total_allocated_memory_ + p.alloc_size > allowed_memory_maximum_) return false;
+    if (es_active_) {
+      p.block = try_allocate_expandable_block(p.stream, *p.pool, p.size);
+      return p.block != nullptr;
+    }
+    std::optional<DevPtr> ptr = device_.malloc(p.alloc_size);
+    if (!ptr || *ptr == 0) return false;
+    total_allocated_memory_ += p.alloc_size;
+    Block* b = arena_.make();
+    b->stream = p.stream;
+    b->size = p.alloc_size;
+    b->pool = p.pool;
+    b->ptr = *ptr;
+    p.block = b;
+    stats_.segment.increase(p.pool->stat, 1);
+    stats_.reserved_bytes.increase(p.pool->stat, static_cast<std::int64_t>(p.alloc_size));
+    if (p.alloc_size >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
+    ++stats_.num_device_alloc;
+    return true;
+  }
+
+  // Frees cached oversize blocks (>= max_split_size) of the request's stream: one large
+  // enough, or else the largest ones until their total reaches the request.
+  bool release_available_cached_blocks(const AllocParams& p) {
+    if (cfg_.max_split_size == UINT64_MAX) return false;
+    Pool& pool = *p.pool;
+    const Bytes key_size = std::max(p.size, cfg_.max_split_size);
+    Block* it = pool.blocks.lower_bound(SizeKey{p.stream, key_size, 0});
+    if (!it || it->stream != p.stream || it->es) {
+      if (it == pool.blocks.first()) return false;
+      it = it ? SizeSet::prev(it) : pool.blocks.last();
+      Bytes released = 0;
+      while (released < key_size && it->size >= cfg_.max_split_size && it->stream == p.stream) {
+        Block* cur = it;
+        Block* before = SizeSet::prev(cur);
+        if (before) it = before;
+        if (!cur->es) {
+          released += cur->size;
+          release_block(cur);
+        }
+        if (!before) break;
+      }
+      if (released < key_size) return false;
+    } else {
+      release_block(it);
+    }
+    return true;
+  }
+
+  // empty_cache(): every unsplit cached block back to the device; free pages of expandable
+  // segments unmapped.
+  bool release_cached_blocks() {
+    ++stats_.num_sync_all_streams;
+    release_blocks(large_);
+    release_blocks(small_);
+    return true;
+  }
+
+  void release_blocks(Pool& pool) {
+    std::vector<Block*> to_unmap;
+    for (Block* b = pool.blocks.first(); b;) {
+      Block* cur = b;
+      b = SizeSet::next(b);
+      if (cur->es)
+        to_unmap.push_back(cur);
+      else if (!cur->prev && !cur->next)
+        release_block(cur);
+    }
+    for (Block* b : to_unmap) {
+      unmap_block(b);
+      if (!b->prev && !b->next) release_expandable_segment(b);
+    }
+  }
+
+  void release_block(Block* b) {
+    ++stats_.num_device_free;
+    device_.free(b->ptr);
+    total_allocated_memory_ -= b->size;
+    Pool& pool = *b->pool;
+    stats_.segment.decrease(pool.stat, 1);
+    stats_.reserved_bytes.decrease(pool.stat, static_cast<std::int64_t>(b->size));
+    if (b->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
+    pool.blocks.erase(b);
+    arena_.recycle(b);
+  }
+
+  void garbage_collect_cached_blocks() {
+    const auto gc_threshold = static_cast<Bytes>(cfg_.garbage_collection_threshold *
+                                                 static_cast<double>(allowed_memory_maximum_));
+    if (total_allocated_memory_ <= gc_threshold) return;
+    const Bytes target = total_allocated_memory_ - gc_threshold;
+    Bytes reclaimed = 0;
+    auto gc_count = [](const Block* b) {
+      return static_cast<std::size_t>(
+          static_cast<int>(b->pool->get_free_blocks_call_count - b->gc_count_base));
+    };
+    std::size_t total_age = 0;
+    int freeable = 0;
+    for (Block* b = large_.blocks.first(); b; b = SizeSet::next(b)) {
+      if (!b->is_split()) {
+        total_age += gc_count(b);
+        ++freeable;
+      }
+    }
+    if (freeable == 0) return;
+    bool block_freed = true;
+    while (reclaimed < target && block_freed && freeable > 0) {
+      const double age_threshold = static_cast<double>(total_age) / freeable;
+      block_freed = false;
+      for (Block* b = large_.blocks.first(); b;) {
+        Block* cur = b;
+        b = SizeSet::next(b);
+        if (!cur->is_split() && !cur->es &&
+            static_cast<double>(gc_count(cur)) >= age_threshold) {
+          block_freed = true;
+          reclaimed += cur->size;
+          total_age -= gc_count(cur);
+          --freeable;
+          release_block(cur);
+        }
+      }
+    }
+  }
+
+  // ---- expandable segments ------------------------------------------------------------------
+  // The lowest address, in any of the stream's segments of this pool, where size bytes of
+  // free and unmapped space follow each other; a new segment if there is none.
+  Block* find_expandable_block(StreamId stream, Pool& pool, Bytes size) {
+    auto allocatable = [](const Block* b) { return b && !b->allocated; };
+    auto has_room = [&](Block* b) {
+      Bytes bytes = 0;
+      while (bytes < size && allocatable(b)) {
+        bytes += b->size;
+        b = b->next;
+      }
+      return bytes >= size;
+    };
+    for (Block* it = pool.unmapped.lower_bound(AddrKey{stream, 0}); it && it->stream == stream;
+         it = AddrSet::next(it)) {
+      Block* c = it;
+      if (allocatable(c->prev)) c = c->prev;
+      if (has_room(c)) return c;
+    }
+    const Bytes segment_size = pool.is_small ? kSmallBuffer : cfg_.large_segment_size;
+    expandable_segments_.push_back(
+        std::make_unique<ExpandableSegment>(device_, stream, segment_size, card_bytes_));
+    ExpandableSegment* es = expandable_segments_.back().get();
+    Block* candidate = arena_.make();
+    candidate->stream = stream;
+    candidate->size = es->size();
+    candidate->pool = &pool;
+    candidate->ptr = es->base();
+    candidate->mapped = false;
+    candidate->es = es;
+    pool.unmapped.insert(candidate);
+    return candidate;
+  }
+
+  bool map_block(Block* to_map, Bytes size) {
+    SegmentRange r = to_map->es->map(to_map->ptr, size);
+    if (r.size == 0) return false;
+    Pool& pool = *to_map->pool;
+    pool.unmapped.erase(to_map);
+    to_map->mapped = true;
+    if (r.size < to_map->size) {
+      Block* remaining = arena_.make();
+      remaining->stream = to_map->stream;
+      remaining->size = to_map->size - r.size;
+      remaining->pool = &pool;
+      remaining->ptr = to_map->ptr + r.size;
+      remaining->mapped = false;
+      remaining->es = to_map->es;
+      splice(remaining, to_map, to_map->next);
+      pool.unmapped.insert(remaining);
+      to_map->size = r.size;
+    }
+    try_merge_blocks(to_map, to_map->prev, pool);
+    try_merge_blocks(to_map, to_map->next, pool);
+    pool.insert_into_blocks(to_map);
+    total_allocated_memory_ += r.size;
+    stats_.reserved_bytes.increase(pool.stat, static_cast<std::int64_t>(r.size));
+    ++stats_.num_device_alloc;
+    return true;
+  }
+
+  Block* try_allocate_expandable_block(StreamId stream, Pool& pool, Bytes size) {
+    Block* candidate = find_expandable_block(stream, pool, size);
+    if (!candidate->mapped && !map_block(candidate, std::min(candidate->size, size)))
+      return nullptr;
+    while (candidate->size < size) {
+      // free -> unmapped -> ...: map part of the unmapped block; it merges with the free one.
+      Bytes remaining = size - candidate->size;
+      Block* next = candidate->next;
+      if (!map_block(next, std::min(remaining, next->size))) return nullptr;
+      candidate = next;
+    }
+    pool.blocks.erase(candidate);
+    return candidate;
+  }
+
+  void unmap_block(Block* block) {
+    SegmentRange r = block->es->unmap(block->ptr, block->size);
+    if (r.size == 0) return;
+    Pool& pool = *block->pool;
+    pool.blocks.erase(block);
+    const Bytes before = r.ptr - block->ptr;
+    if (before > 0) {
+      Block* b = arena_.make();
+      b->stream = block->stream;
+      b->size = before;
+      b->pool = &pool;
+      b->ptr = block->ptr;
+      b->es = block->es;
+      splice(b, block->prev, block);
+      pool.insert_into_blocks(b);
+    }
+    const Bytes after = block->size - (before + r.size);
+    if (after > 0) {
+      Block* a = arena_.make();
+      a->stream = block->stream;
+      a->size = after;
+      a->pool = &pool;
+      a->ptr = r.ptr + r.size;
+      a->es = block->es;
+      splice(a, block, block->next);
+      pool.insert_into_blocks(a);
+    }
+    block->ptr = r.ptr;
+    block->size = r.size;
+    block->mapped = false;
+    try_merge_blocks(block, block->prev, pool);
+    try_merge_blocks(block, block->next, pool);
+    pool.unmapped.insert(block);
+    total_allocated_memory_ -= r.size;
+    stats_.reserved_bytes.decrease(pool.stat, static_cast<std::int64_t>(r.size));
+    ++stats_.num_device_free;
+  }
+
+  void release_expandable_segment(Block* block) {
+    block->pool->unmapped.erase(block);
+    auto it = std::find_if(expandable_segments_.begin(), expandable_segments_.end(),
+                           [&](const auto& e) { return e.get() == block->es; });
+    if (it != expandable_segments_.end()) expandable_segments_.erase(it);
+    arena_.recycle(block);
+  }
+
+  static void splice(Block* b, Block* before, Block* after) {
+    if (before) before->next = b;
+    b->prev = before;
+    if (after) after->prev = b;
+    b->next = after;
+  }
+
+  // ---- reporting ----------------------------------------------------------------------------
+  void record_oom(Bytes orig_size, const AllocParams& p, bool retried) {
+    ++stats_.num_ooms;
+    OomDetails& o = last_oom_;
+    o.requested_bytes = orig_size;
+    o.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.s[kAll].current);
+    o.reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.s[kAll].current);
+    o.cached_bytes = o.reserved_bytes - o.allocated_bytes;
+    o.largest_free_block = 0;
+    for (Pool* pool : {&large_, &small_})
+      for (Block* b = pool->blocks.first(); b; b = SizeSet::next(b))
+        o.largest_free_block = std::max(o.largest_free_block, b->size);
+    o.retried_after_freeing_cache = retried;
+    const DeviceInfo& info = device_.info();
+    const Bytes total = card_bytes_;
+    const Bytes used = device_.used_bytes();
+    const Bytes device_free = info.capacity_bytes > used ? info.capacity_bytes - used : 0;
+    o.message = fmt::format(
+        "CUDA out of memory. Tried to allocate {}. GPU 0 has a total capacity of {} of which {} "
+        "is free. {} allowed; Of the allocated memory {} is allocated by PyTorch, and {} is "
+        "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+        "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
+        torch_format_size(p.alloc_size), torch_format_size(total), torch_format_size(device_free),
+        torch_format_size(allowed_memory_maximum_), torch_format_size(o.allocated_bytes),
+        torch_format_size(o.cached_bytes));
+  }
+
+  std::vector<Block*> all_blocks() const {
+    std::vector<Block*> out;
+    out.reserve(live_.size());
+    live_.for_each([&](Block* b) { out.push_back(b); });
+    for (const Pool* pool : {&large_, &small_}) {
+      for (Block* b = pool->blocks.first(); b; b = SizeSet::next(b)) out.push_back(b);
+      for (Block* b = pool->unmapped.first(); b; b = AddrSet::next(b)) out.push_back(b);
+    }
+    return out;
+  }
+
+  Device& device_;
+  CachingConfig cfg_;
+  Bytes allowed_memory_maximum_;
+  bool gc_active_;
+  bool es_active_;
+  Bytes card_bytes_;
+  Pool small_, large_;
+  DeviceStats stats_;
+  Bytes total_allocated_memory_ = 0;
+  BlockArena arena_;
+  PtrMap live_;
+  std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;
+  OomDetails last_oom_;
+  std::uint64_t cache_hits_ = 0;
+};
+
+std::vector<SegmentInfo> CachingAllocator::segments() const {
+  std::vector<SegmentInfo> out;
+  for (Block* head : all_blocks()) {
+    // One segment per cudaMalloc; for expandable segments one per contiguous mapped range.
+    if (!head->mapped || (head->prev && head->prev->mapped)) continue;
+    SegmentInfo seg;
+    seg.address = head->ptr;
+    seg.stream = head->stream;
+    seg.pool = head->pool->is_small ? "small" : "large";
+    for (const Block* b = head; b && b->mapped; b = b->next) {
+      BlockInfo bi;
+      bi.offset = b->ptr - head->ptr;
+      bi.size = b->size;
+      bi.allocated = b->allocated;
+      bi.mapped = true;
+      seg.blocks.push_back(bi);
+      seg.size += b->size;
+    }
+    out.push_back(std::move(seg));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
+  return out;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> CachingAllocator::memory_stats() const {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  auto add_stat = [&](const std::string& prefix, const Stat& s) {
+    out.emplace_back(prefix + ".current", s.current);
+    out.emplace_back(prefix + ".peak", s.peak);
+    out.emplace_back(prefix + ".allocated", s.allocated);
+    out.emplace_back(prefix + ".freed", s.freed);
+  };
+  auto add_array = [&](const char* name, const StatArray& a) {
+    add_stat(fmt::format("{}.all", name), a.s[kAll]);
+    add_stat(fmt::format("{}.small_pool", name), a.s[kSmall]);
+    add_stat(fmt::format("{}.large_pool", name), a.s[kLarge]);
+  };
+  add_array("allocation", stats_.allocation);
+  add_array("segment", stats_.segment);
+  add_array("active", stats_.active);
+  add_array("inactive_split", stats_.inactive_split);
+  add_array("allocated_bytes", stats_.allocated_bytes);
+  add_array("reserved_bytes", stats_.reserved_bytes);
+  add_array("active_bytes", stats_.active_bytes);
+  add_array("inactive_split_bytes", stats_.inactive_split_bytes);
+  add_array("requested_bytes", stats_.requested_bytes);
+  add_stat("oversize_allocations", stats_.oversize_allocations);
+  add_stat("oversize_segments", stats_.oversize_segments);
+  out.emplace_back("num_alloc_retries", stats_.num_alloc_retries);
+  out.emplace_back("num_ooms", stats_.num_ooms);
+  out.emplace_back("num_sync_all_streams", stats_.num_sync_all_streams);
+  out.emplace_back("num_device_alloc", stats_.num_device_alloc);
+  out.emplace_back("num_device_free", stats_.num_device_free);
+  out.emplace_back("max_split_size", stats_.max_split_size);
+  // torch.cuda.memory_stats() returns its keys sorted.
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+std::string CachingAllocator::memory_summary() const {
+  auto format_size = [](std::int64_t sz, double pref) {
+    static const char* prefixes[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int k = 0;
+    for (int i = 1; i < 6; ++i) {
+      if (pref < 768 * 1024) break;
+      k = i;
+      sz /= 1024;
+      pref /= 1024;
+    }
+    return fmt::format("{:6d} {}", sz, prefixes[k]);
+  };
+  auto format_count = [](std::int64_t cnt, double pref) {
+    static const char* prefixes[] = {" ", "K", "M"};
+    int k = 0;
+    for (int i = 1; i < 3; ++i) {
+      if (pref < 750 * 1000) break;
+      k = i;
+      cnt /= 1000;
+      pref /= 1000;
+    }
+    return fmt::format("{:7d} {} ", cnt, prefixes[k]);
+  };
+  std::vector<std::string> lines;
+  const std::string eq(75, '='), dash(75, '-');
+  lines.push_back(eq);
+  lines.push_back(fmt::format(" {:16} PyTorch CUDA memory summary, device ID {:<17d} ", "", 0));
+  lines.push_back(dash);
+  lines.push_back(fmt::format("  {:9} CUDA OOMs: {:<12d} | {:6} cudaMalloc retries: {:<8d}  ", "",
+                              stats_.num_ooms, "", stats_.num_alloc_retries));
+  lines.push_back(eq);
+  lines.push_back("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ");
+  struct Metric {
+    const StatArray* a;
+    const char* name;
+    bool bytes;
+  };
+  const Metric metrics[] = {
+      {&stats_.allocated_bytes, "Allocated memory", true},
+      {&stats_.active_bytes, "Active memory", true},
+      {&stats_.requested_bytes, "Requested memory", true},
+      {&stats_.reserved_bytes, "GPU reserved memory", true},
+      {&stats_.inactive_split_bytes, "Non-releasable memory", true},
+      {&stats_.allocation, "Allocations", false},
+      {&stats_.active, "Active allocs", false},
+      {&stats_.segment, "GPU reserved segments", false},
+      {&stats_.inactive_split, "Non-releasable allocs", false},
+  };
+  for (const Metric& m : metrics) {
+    lines.push_back(dash);
+    const Stat& all = m.a->s[kAll];
+    const std::pair<int, const char*> subs[] = {
+        {kAll, m.name}, {kLarge, "      from large pool"}, {kSmall, "      from small pool"}};
+    for (const auto& [idx, label] : subs) {
+      const Stat& s = m.a->s[idx];
+      auto f = [&](std::int64_t v, std::int64_t pref) {
+        return m.bytes ? format_size(v, static_cast<double>(pref))
+                       : format_count(v, static_cast<double>(pref));
+      };
+      lines.push_back(fmt::format(" {:<21} | {} | {} | {} | {} ", label, f(s.current, all.current),
+                                  f(s.peak, all.peak), f(s.allocated, all.allocated),
+                                  f(s.freed, all.freed)));
+    }
+  }
+  const std::pair<const Stat*, const char*> oversize[] = {
+      {&stats_.oversize_allocations, "Oversize allocations"},
+      {&stats_.oversize_segments, "Oversize GPU segments"}};
+  for (const auto& [s, name] : oversize) {
+    lines.push_back(dash);
+    auto c = [&](std::int64_t v) { return format_count(v, static_cast<double>(v)); };
+    lines.push_back(fmt::format(" {:<21} | {} | {} | {} | {} ", name, c(s->current), c(s->peak),
+                                c(s->allocated), c(s->freed)));
+  }
+  lines.push_back(eq);
+  std::string out;
+  for (const auto& l : lines) out += "|" + l + "|\n";
+  return out;
+}
+
+}  // namespace
+}  // namespace caching
+
+std::vector<std::string> caching_option_keys() { return {"alloc_conf", "memory_limit_bytes"}; }
+
+std::unique_ptr<Allocator> make_caching_allocator(Device& device, const AllocatorOptions& options) {
+  check_option_keys(options, caching_option_keys());
+  caching::CachingConfig config;
+  if (auto it = options.find("alloc_conf"); it != options.end())
+    config = caching::parse_alloc_conf(it->second);
+  const DeviceInfo& info = device.info();
+  Bytes card = info.total_bytes ? info.total_bytes : info.capacity_bytes;
+  Bytes limit = info.capacity_bytes;
+  if (config.per_process_memory_fraction < 1.0)
+    limit = static_cast<Bytes>(config.per_process_memory_fraction * static_cast<double>(card));
+  if (auto it = options.find("memory_limit_bytes"); it != options.end()) {
+    std::optional<Bytes> v = parse_size(it->second);
+    if (!v)
+      throw OptionError("memory_limit_bytes",
+                        fmt::format("memory_limit_bytes: '{}' is not a size", it->second),
+                        "a byte count or a size such as 24GiB");
+    limit = *v;
+  }
+  return std::make_unique<caching::CachingAllocator>(device, std::move(config), limit);
+}
+
+}  // namespace gmb

@@ -1,0 +1,32 @@
+// PyTorch's CUDA caching allocator (native backend), same decisions as torch 2.11.
+//
+// Reimplemented from the behaviour of c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator):
+// 512-byte rounding and roundup_power2_divisions; a small pool (requests <= 1 MiB, 2 MiB
+// segments) and a large pool (20 MiB segments for requests < 10 MiB, otherwise the request
+// rounded up to 2 MiB); best fit through sets ordered by (stream, size, address); PyTorch's
+// split rules, max_split_size / max_non_split_rounding rules, block merging on free; the malloc
+// path (free block -> garbage collection -> device allocation -> free oversize cached blocks
+// and retry -> free all unsplit cached blocks and retry -> OOM); expandable segments; the
+// memory limit of set_per_process_memory_fraction; and every memory_stats counter.
+//
+// Options (AllocatorOptions):
+//   alloc_conf          PyTorch's option string, e.g. "expandable_segments:True,max_split_size_mb:128"
+//   memory_limit_bytes  the allocator's memory limit in bytes (or a size such as "24GiB"):
+//                       PyTorch's allowed_memory_maximum, checked before every device
+//                       allocation. Default: per_process_memory_fraction x the card when
+//                       alloc_conf sets a fraction < 1, else the device's capacity_bytes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "allocators/allocator.h"
+
+namespace gmb {
+
+// Option keys: alloc_conf (PyTorch's PYTORCH_CUDA_ALLOC_CONF string), memory_limit_bytes.
+std::vector<std::string> caching_option_keys();
+std::unique_ptr<Allocator> make_caching_allocator(Device& device, const AllocatorOptions& options);
+
+}  // namespace gmb
