@@ -1,13 +1,195 @@
-// Placeholder until the transformer workload lands (issue 5).
+// YAML -> the transformer workload's parameters (workloads/transformer.h), strictly checked.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
 #include "harness/config.h"
+#include "workloads/transformer.h"
 
 namespace gmb {
 
-std::vector<std::string> transformer_keys() { return {}; }
+namespace {
+
+const std::vector<std::string> kSeqCommonKeys = {"dist", "seed", "pad_to_multiple", "buckets", "pad_to_max",
+                                                 "pack", "pack_length"};
+
+std::vector<std::string> seq_keys_for(SeqDist d) {
+  std::vector<std::string> k;
+  switch (d) {
+    case SeqDist::Fixed: k = {"value"}; break;
+    case SeqDist::Uniform: k = {"min", "max"}; break;
+    case SeqDist::Normal: k = {"mean", "std", "min", "max"}; break;
+    case SeqDist::LogNormal: k = {"mu", "median", "sigma", "min", "max"}; break;
+    case SeqDist::Zipf: k = {"exponent", "min", "max"}; break;
+    case SeqDist::Histogram: k = {"file"}; break;
+  }
+  k.insert(k.end(), kSeqCommonKeys.begin(), kSeqCommonKeys.end());
+  return k;
+}
+
+SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::string& key,
+                         const std::string& config_dir, std::uint64_t default_seed) {
+  SeqLenSpec s;
+  s.seed = default_seed;
+  if (n.IsScalar()) {  // `seq_len: 1024`: a fixed length
+    s.dist = SeqDist::Fixed;
+    s.value = y.count(n, key, 1);
+    return s;
+  }
+  if (!n.IsMap())
+    y.fail(n, key, fmt::format("expected a length or a map with dist ({})", join(seq_dist_names())));
+  if (!n["dist"]) y.fail(n, key + ".dist", fmt::format("missing (valid: {})", join(seq_dist_names())));
+  std::string dist = y.choice(n["dist"], key + ".dist", seq_dist_names());
+  for (SeqDist d : {SeqDist::Fixed, SeqDist::Uniform, SeqDist::Normal, SeqDist::LogNormal, SeqDist::Zipf,
+                    SeqDist::Histogram})
+    if (dist == to_string(d)) s.dist = d;
+  // Keys that do not belong to this distribution are errors that say which ones do.
+  {
+    auto valid = seq_keys_for(s.dist);
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      std::string name = it->first.Scalar();
+      if (std::find(valid.begin(), valid.end(), name) == valid.end())
+        y.fail(it->first, key + "." + name,
+               fmt::format("unknown key '{}' for dist {} (valid: {})", name, dist, join(valid)));
+    }
+  }
+  auto cnt = [&](const char* k, std::uint64_t min) { return y.count(n[k], key + "." + k, min); };
+  auto num = [&](const char* k, double lo, double hi) { return y.number(n[k], key + "." + k, lo, hi); };
+  auto need = [&](const char* k) {
+    if (!n[k]) y.fail(n, key + "." + k, fmt::format("missing: dist {} needs {}", dist, k));
+  };
+  switch (s.dist) {
+    case SeqDist::Fixed:
+      need("value");
+      s.value = cnt("value", 1);
+      break;
+    case SeqDist::Normal:
+      need("mean");
+      need("std");
+      s.mean = num("mean", 1, 1e9);
+      s.stddev = num("std", 1e-9, 1e9);
+      break;
+    case SeqDist::LogNormal:
+      if (n["mu"] && n["median"]) y.fail(n["median"], key + ".median", "give mu or median, not both");
+      if (!n["mu"] && !n["median"]) y.fail(n, key + ".median", "missing: dist lognormal needs median (or mu)");
+      need("sigma");
+      s.mu = n["mu"] ? num("mu", -50, 50) : std::log(num("median", 1, 1e9));
+      s.sigma = num("sigma", 1e-9, 10);
+      break;
+    case SeqDist::Zipf:
+      if (n["exponent"]) s.exponent = num("exponent", 1e-6, 100);
+      break;
+    case SeqDist::Histogram: {
+      need("file");
+      std::string path = y.string(n["file"], key + ".file");
+      namespace fs = std::filesystem;
+      if (fs::path(path).is_relative() && !fs::exists(path) && fs::exists(fs::path(config_dir) / path))
+        path = (fs::path(config_dir) / path).string();
+      try {
+        s.histogram = read_histogram(path);
+      } catch (const SeqLenError& e) {
+        y.fail(n["file"], key + ".file", e.what());
+      }
+      s.histogram_path = path;
+      break;
+    }
+    case SeqDist::Uniform: break;
+  }
+  if (s.dist == SeqDist::Uniform || s.dist == SeqDist::Normal || s.dist == SeqDist::LogNormal ||
+      s.dist == SeqDist::Zipf) {
+    need("max");
+    s.max = cnt("max", 1);
+    if (n["min"]) s.min = cnt("min", 1);
+    if (s.min > s.max) y.fail(n["min"], key + ".min", fmt::format("min ({}) is greater than max ({})", s.min, s.max));
+  }
+  if (n["seed"]) s.seed = cnt("seed", 0);
+  if (n["pad_to_multiple"]) s.pad_to_multiple = cnt("pad_to_multiple", 1);
+  if (n["pad_to_max"]) s.pad_to_max = y.boolean(n["pad_to_max"], key + ".pad_to_max");
+  if (n["pack"]) s.pack = y.boolean(n["pack"], key + ".pack");
+  if (n["pack_length"]) s.pack_length = cnt("pack_length", 1);
+  if (n["buckets"]) {
+    const YAML::Node b = n["buckets"];
+    if (!b.IsSequence() || b.size() == 0) y.fail(b, key + ".buckets", "expected a non-empty list of lengths");
+    for (std::size_t i = 0; i < b.size(); ++i)
+      s.buckets.push_back(y.count(b[i], fmt::format("{}.buckets[{}]", key, i), 1));
+  }
+  try {
+    SeqLenSampler check(s);
+  } catch (const SeqLenError& e) {
+    YAML::Node at = !e.key.empty() && n[e.key] ? n[e.key] : n;
+    y.fail(at, key + (e.key.empty() ? "" : "." + e.key), e.what());
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> transformer_keys() {
+  return {"layers", "hidden", "heads", "ffn_mult", "vocab", "batch", "dtype", "steps", "seq_len",
+          "recompute", "mode", "generate", "kv_block", "seed", "cublas_workspace"};
+}
 
 WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n, const std::string& key,
-                                        const std::string&) {
-  y.fail(n, key, "the transformer workload is not built yet");
+                                        const std::string& config_dir) {
+  TransformerParams p;
+  auto cnt = [&](const char* k, std::uint64_t lo, std::uint64_t hi) {
+    return y.count(n[k], key + "." + k, lo, hi);
+  };
+  // Bounds keep every GEMM dimension within cuBLAS's 32-bit int and every size within 64 bits.
+  if (n["layers"]) p.layers = cnt("layers", 1, 1024);
+  if (n["hidden"]) p.hidden = cnt("hidden", 1, 1 << 17);
+  if (n["heads"]) p.heads = cnt("heads", 1, 1 << 12);
+  if (n["ffn_mult"]) p.ffn_mult = cnt("ffn_mult", 1, 64);
+  if (n["vocab"]) p.vocab = cnt("vocab", 1, 1 << 24);
+  if (n["batch"]) p.batch = cnt("batch", 1, 1 << 16);
+  if (n["steps"]) p.steps = cnt("steps", 1, 100'000'000);
+  if (n["generate"]) p.generate = cnt("generate", 1, 1 << 20);
+  if (n["kv_block"]) p.kv_block = cnt("kv_block", 1, 1 << 20);
+  if (n["cublas_workspace"]) p.cublas_workspace = y.size(n["cublas_workspace"], key + ".cublas_workspace");
+  std::uint64_t seed = 1;
+  if (n["seed"]) seed = y.count(n["seed"], key + ".seed");
+  if (n["dtype"]) {
+    auto v = y.choice(n["dtype"], key + ".dtype", {"bf16", "fp16", "fp32"});
+    p.dtype = v == "bf16" ? DType::BF16 : v == "fp16" ? DType::FP16 : DType::FP32;
+  }
+  if (n["recompute"]) {
+    auto v = y.choice(n["recompute"], key + ".recompute", {"none", "selective", "full"});
+    p.recompute = v == "none" ? Recompute::None : v == "selective" ? Recompute::Selective : Recompute::Full;
+  }
+  if (n["mode"]) {
+    auto v = y.choice(n["mode"], key + ".mode", {"train", "inference"});
+    p.mode = v == "train" ? TransformerMode::Train : TransformerMode::Inference;
+  }
+  if (p.mode == TransformerMode::Train) {
+    for (const char* k : {"generate", "kv_block"})
+      if (n[k]) y.fail(n[k], key + "." + k, "applies only with mode: inference");
+  } else if (n["recompute"] && p.recompute != Recompute::None) {
+    y.fail(n["recompute"], key + ".recompute", "applies only with mode: train (inference keeps no activations)");
+  }
+  if (p.heads > p.hidden || p.hidden % p.heads)
+    y.fail(n["heads"] ? n["heads"] : n, key + ".heads",
+           fmt::format("heads ({}) must divide hidden ({})", p.heads, p.hidden));
+  if (!n["seq_len"])
+    y.fail(n, key + ".seq_len",
+           fmt::format("missing: a length, or a map with dist ({})", join(seq_dist_names())));
+  p.seq_len = parse_seq_len(y, n["seq_len"], key + ".seq_len", config_dir, seed);
+  SeqLenSampler sampler(p.seq_len);
+  const std::uint64_t s = sampler.max_shape_len();
+  const std::uint64_t tokens = p.mode == TransformerMode::Train ? s : s + p.generate;
+  // Keeps GEMM dimensions within cuBLAS's 32-bit ints and tensor sizes far from 64-bit overflow.
+  if (tokens * p.batch > INT_MAX || double(p.heads) * double(tokens) * double(tokens) * double(p.batch) * 4 > 1e18 ||
+      double(tokens) * double(p.batch) * double(p.vocab) * 4 > 1e18)
+    y.fail(n["seq_len"], key + ".seq_len",
+           fmt::format("the longest batch ({} rows x {} tokens) is too large for one GEMM", p.batch, tokens));
+  try {
+    TransformerWorkload check(p);
+  } catch (const std::invalid_argument& e) {
+    y.fail(n, key, e.what());
+  }
+  return {"transformer", [p] { return make_transformer(p); }};
 }
 
 }  // namespace gmb

@@ -1,0 +1,656 @@
+#include "workloads/transformer.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "workloads/transformer_compute.h"
+
+namespace gmb {
+
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::BF16: return "bf16";
+    case DType::FP16: return "fp16";
+    case DType::FP32: return "fp32";
+  }
+  return "?";
+}
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+const char* to_string(TransformerMode m) { return m == TransformerMode::Train ? "train" : "inference"; }
+Bytes dtype_bytes(DType t) { return t == DType::FP32 ? 4 : 2; }
+
+ActivationBytes korthikanti_layer_bytes(const TransformerParams& p, std::uint64_t s, std::uint64_t b) {
+  const Bytes e = dtype_bytes(p.dtype), h = p.hidden, a = p.heads, f = p.ffn_mult;
+  ActivationBytes r;
+  r.attention = (5 * e + 1) * s * b * h + (2 * e + 1) * a * s * s * b;
+  r.mlp = (e + 2 * f * e + 1) * s * b * h;
+  r.layer_norm = 2 * e * s * b * h;
+  return r;
+}
+
+namespace {
+
+// Parameter tensors of a layer, in creation order (as a PyTorch module would create them).
+enum LayerParam { kQkvW, kQkvB, kProjW, kProjB, kLn1G, kLn1B, kLn2G, kLn2B, kFc1W, kFc1B, kFc2W, kFc2B, kLayerParams };
+// Global tensors, after the layers: the embedding (tied with the output layer), the final norm.
+enum GlobalParam { kEmb, kLnfG, kLnfB, kGlobalParams };
+
+std::vector<std::uint64_t> param_elements(const TransformerParams& p) {
+  const std::uint64_t h = p.hidden, f = p.ffn_mult;
+  std::vector<std::uint64_t> v;
+  v.push_back(p.vocab * h);  // embedding first, as a model's constructor creates it
+  for (std::uint64_t l = 0; l < p.layers; ++l)
+    for (std::uint64_t x : {3 * h * h, 3 * h, h * h, h, h, h, h, h, f * h * h, f * h, f * h * h, h}) v.push_back(x);
+  v.push_back(h);
+  v.push_back(h);
+  return v;
+}
+
+// Persistent buffer ids: 1 + 8 * tensor + role. Step-local ids: (step + 1) << 32 | n.
+enum Role { kWeight, kGrad, kMaster, kAdamM, kAdamV };
+constexpr BufferId kWorkspaceId = (1ull << 32) - 1;
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+std::uint64_t transformer_param_count(const TransformerParams& p) {
+  std::uint64_t n = 0;
+  for (auto x : param_elements(p)) n += x;
+  return n;
+}
+
+GemmExtents gemm_extents(const GemmDesc& g) {
+  // Column-major: op(A) is m x k, op(B) k x n, C m x n; a stored matrix of r rows and c columns
+  // with leading dimension ld spans ld * (c - 1) + r elements.
+  auto span = [](std::uint64_t rows, std::uint64_t cols, std::uint64_t ld) { return ld * (cols - 1) + rows; };
+  GemmExtents e;
+  std::uint64_t ea = g.trans_a ? span(g.k, g.m, g.lda) : span(g.m, g.k, g.lda);
+  std::uint64_t eb = g.trans_b ? span(g.n, g.k, g.ldb) : span(g.k, g.n, g.ldb);
+  std::uint64_t ec = span(g.m, g.n, g.ldc);
+  e.a = g.stride_a * (g.batch - 1) + ea;
+  e.b = g.stride_b * (g.batch - 1) + eb;
+  e.c = g.stride_c * (g.batch - 1) + ec;
+  return e;
+}
+
+// Builds one step's ops: allocations, frees and compute, with names for tests.
+struct TransformerWorkload::Emit {
+  TransformerWorkload& w;
+  std::vector<Op>& out;
+  BufferId next;
+  Bytes elem;
+
+  void push(Op::Kind kind, BufferId id, Bytes bytes, const char* name) {
+    out.push_back({kind, id, bytes, 0, 0});
+    w.names_.push_back(name);
+  }
+  BufferId alloc(Bytes bytes, const char* name) {
+    BufferId id = next++;
+    w.sizes_[id] = bytes;
+    push(Op::Kind::Alloc, id, bytes, name);
+    return id;
+  }
+  void alloc_as(BufferId id, Bytes bytes, const char* name) {
+    w.sizes_[id] = bytes;
+    push(Op::Kind::Alloc, id, bytes, name);
+  }
+  void free(BufferId id, const char* name = "free") {
+    if (id) push(Op::Kind::Free, id, 0, name);
+  }
+  void compute(ComputeDesc d) {
+    const char* name = d.name;
+    BufferId index = w.compute_.size();
+    w.compute_.push_back(std::move(d));
+    push(Op::Kind::Compute, index, 0, name);
+  }
+  void touch(const char* name, std::initializer_list<BufferId> outs, std::initializer_list<BufferId> ins) {
+    ComputeDesc d;
+    d.kind = ComputeDesc::Kind::Touch;
+    d.name = name;
+    for (BufferId id : ins)
+      if (id) d.in.push_back(id), d.bytes += double(w.sizes_.at(id));
+    for (BufferId id : outs)
+      if (id) d.out.push_back(id), d.bytes += double(w.sizes_.at(id));
+    compute(std::move(d));
+  }
+  // Row-major C[M x N] (+)= op(A) op(B), A stored [M x K] ([K x M] when trans_a), B [K x N]
+  // ([N x K] when trans_b), `batch` matrices at the given element strides.
+  void mm(const char* name, std::uint64_t M, std::uint64_t N, std::uint64_t K, BufferId A, Bytes a_off, bool ta,
+          BufferId B, Bytes b_off, bool tb, BufferId C, bool accumulate = false, std::uint64_t batch = 1,
+          std::uint64_t sa = 0, std::uint64_t sb = 0, std::uint64_t sc = 0) {
+    // cuBLAS is column-major: C^T = op(B)^T op(A)^T, so B comes first.
+    ComputeDesc d;
+    d.kind = ComputeDesc::Kind::Gemm;
+    d.name = name;
+    GemmDesc& g = d.gemm;
+    g.m = N, g.n = M, g.k = K, g.batch = batch;
+    g.trans_a = tb, g.a = B, g.a_offset = b_off, g.lda = tb ? K : N, g.stride_a = sb;
+    g.trans_b = ta, g.b = A, g.b_offset = a_off, g.ldb = ta ? M : K, g.stride_b = sa;
+    g.c = C, g.ldc = N, g.stride_c = sc;
+    g.accumulate = accumulate;
+    d.flops = 2.0 * double(M) * double(N) * double(K) * double(batch);
+    d.bytes = double(elem) * double(batch) * (double(M * K + K * N + M * N) + (accumulate ? double(M * N) : 0.0));
+    compute(std::move(d));
+  }
+};
+
+TransformerWorkload::TransformerWorkload(TransformerParams p) : p_(std::move(p)), sampler_(p_.seq_len) {
+  if (!p_.layers || !p_.hidden || !p_.heads || !p_.ffn_mult || !p_.vocab || !p_.batch)
+    throw std::invalid_argument("transformer: layers, hidden, heads, ffn_mult, vocab and batch must be positive");
+  if (p_.hidden % p_.heads) throw std::invalid_argument("transformer: heads must divide hidden");
+  if (p_.mode == TransformerMode::Inference && (!p_.generate || !p_.kv_block))
+    throw std::invalid_argument("transformer: generate and kv_block must be positive");
+  param_elems_ = param_elements(p_);
+}
+
+TransformerWorkload::~TransformerWorkload() { finish(); }
+
+std::string TransformerWorkload::label() const {
+  std::string extra;
+  if (p_.ffn_mult != 4) extra += fmt::format(", ffn x{}", p_.ffn_mult);
+  if (p_.recompute != Recompute::None) extra += fmt::format(", recompute {}", to_string(p_.recompute));
+  if (p_.mode == TransformerMode::Inference)
+    extra += fmt::format(", inference +{} tok{}", p_.generate,
+                         p_.kv_block > 1 ? fmt::format(" kv_block {}", p_.kv_block) : std::string());
+  return fmt::format("transformer[L{} h{} a{} b{} {}, {}{}]", p_.layers, p_.hidden, p_.heads, p_.batch,
+                     to_string(p_.dtype), sampler_.describe(), extra);
+}
+
+Bytes TransformerWorkload::buffer_bytes(BufferId id) const {
+  auto it = sizes_.find(id);
+  return it == sizes_.end() ? 0 : it->second;
+}
+
+void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) {
+  // Sizes of the previous step's buffers are no longer needed; persistent ones stay.
+  for (auto it = sizes_.begin(); it != sizes_.end();)
+    it = it->first > kWorkspaceId ? sizes_.erase(it) : std::next(it);
+  compute_.clear();
+  names_.clear();
+  names_.reserve(out.capacity());
+  Emit e{*this, out, (step + 1) << 32, dtype_bytes(p_.dtype)};
+  BatchShape shape = sampler_.batch(step, p_.batch);
+  if (p_.mode == TransformerMode::Train) {
+    train_step(e, shape, step == 0);
+    info.real_tokens = double(shape.real_tokens);
+    info.padded_tokens = double(shape.padded_tokens);
+  } else {
+    inference_step(e, shape, step == 0);
+    info.real_tokens = double(shape.real_tokens + shape.sequences * p_.generate);
+    info.padded_tokens = double(shape.padded_tokens + shape.rows * p_.generate);
+  }
+}
+
+namespace {
+
+// The activations of one layer (0: not held).
+struct LayerActs {
+  BufferId x = 0;  // the layer's input: the first layer norm's input, saved
+  BufferId ln1 = 0, q = 0, k = 0, v = 0, sm = 0, amask = 0, adrop = 0, ctx = 0, pmask = 0, xmid = 0, ln2 = 0,
+           fc1 = 0, gelu = 0, mmask = 0, out = 0;
+};
+
+}  // namespace
+
+void TransformerWorkload::train_step(Emit& e, const BatchShape& sh, bool first) {
+  const std::uint64_t s = sh.seq_len, b = sh.rows, T = s * b, h = p_.hidden, a = p_.heads, d = h / a,
+                      f = p_.ffn_mult, V = p_.vocab, L = p_.layers;
+  const Bytes E = e.elem;
+  const bool mixed = E == 2;  // 16-bit weights: fp32 master weights for the optimizer
+  auto pid = [&](std::uint64_t tensor, Role role) { return BufferId(1 + 8 * tensor + role); };
+  auto lp = [&](std::uint64_t l, LayerParam k) { return 1 + l * kLayerParams + k; };
+  auto gp = [&](GlobalParam g) { return g == kEmb ? std::uint64_t(0) : 1 + L * kLayerParams + (g - 1); };
+  auto W = [&](std::uint64_t tensor) { return pid(tensor, kWeight); };
+  auto G = [&](std::uint64_t tensor) { return pid(tensor, kGrad); };
+  auto grads_for = [&](std::initializer_list<std::uint64_t> tensors) {
+    if (!first) return;
+    for (auto t : tensors) e.alloc_as(G(t), E * param_elems_[t], "grad");
+  };
+
+  if (first) {
+    e.alloc_as(kWorkspaceId, p_.cublas_workspace, "cublas_workspace");
+    for (std::uint64_t t = 0; t < param_elems_.size(); ++t) {
+      e.alloc_as(W(t), E * param_elems_[t], "weight");
+      e.touch("init_weight", {W(t)}, {});
+      if (mixed) e.alloc_as(pid(t, kMaster), 4 * param_elems_[t], "master_weight");
+    }
+  }
+  const Bytes sbh = E * T * h, mask = T * h, attn = E * a * s * s * b, attn_mask = a * s * s * b;
+  const Bytes qkv_w = E * h * h;  // byte offset of K's and V's weights inside the QKV weight
+
+  BufferId ids = e.alloc(8 * T, "input_ids");
+  BufferId labels = e.alloc(8 * T, "labels");
+  e.touch("load_batch", {ids, labels}, {});
+  BufferId x = e.alloc(sbh, "embedding_out");
+  BufferId emb_mask = e.alloc(mask, "embedding_dropout_mask");
+  e.touch("embedding", {x, emb_mask}, {ids});
+
+  // Softmax, attention dropout: the part selective recomputation drops.
+  auto attention_core = [&](LayerActs& t) {
+    BufferId scores = e.alloc(attn, "attention_scores");
+    e.mm("qk^T", s, s, d, t.q, 0, false, t.k, 0, true, scores, false, b * a, s * d, s * d, s * s);
+    t.sm = e.alloc(attn, "softmax_out");
+    e.touch("softmax", {t.sm}, {scores});
+    e.free(scores, "attention_scores");
+    t.amask = e.alloc(attn_mask, "attention_dropout_mask");
+    t.adrop = e.alloc(attn, "attention_dropout_out");
+    e.touch("attention_dropout", {t.amask, t.adrop}, {t.sm});
+  };
+  // One layer forward. keep: hold what backward needs; otherwise free at last use (the
+  // forward of a fully recomputed layer, which runs without saving).
+  auto forward = [&](std::uint64_t l, BufferId xin, bool keep, bool keep_core) {
+    LayerActs t;
+    t.x = xin;
+    auto done = [&](BufferId& id, bool hold, const char* name) {
+      if (!hold) {
+        e.free(id, name);
+        id = 0;
+      }
+    };
+    t.ln1 = e.alloc(sbh, "ln1_out");
+    e.touch("layer_norm_1", {t.ln1}, {xin});
+    t.q = e.alloc(sbh, "q");
+    e.mm("q_proj", T, h, h, t.ln1, 0, false, W(lp(l, kQkvW)), 0, false, t.q);
+    t.k = e.alloc(sbh, "k");
+    e.mm("k_proj", T, h, h, t.ln1, 0, false, W(lp(l, kQkvW)), qkv_w, false, t.k);
+    t.v = e.alloc(sbh, "v");
+    e.mm("v_proj", T, h, h, t.ln1, 0, false, W(lp(l, kQkvW)), 2 * qkv_w, false, t.v);
+    done(t.ln1, keep, "ln1_out");
+    attention_core(t);
+    done(t.q, keep, "q");
+    done(t.k, keep, "k");
+    done(t.sm, keep && keep_core, "softmax_out");
+    done(t.amask, keep && keep_core, "attention_dropout_mask");
+    t.ctx = e.alloc(sbh, "attention_context");
+    e.mm("attention_v", s, d, s, t.adrop, 0, false, t.v, 0, false, t.ctx, false, b * a, s * s, s * d, s * d);
+    done(t.adrop, keep && keep_core, "attention_dropout_out");
+    done(t.v, keep, "v");
+    BufferId proj = e.alloc(sbh, "attention_proj_out");
+    e.mm("out_proj", T, h, h, t.ctx, 0, false, W(lp(l, kProjW)), 0, false, proj);
+    done(t.ctx, keep, "attention_context");
+    t.pmask = e.alloc(mask, "attention_out_dropout_mask");
+    t.xmid = e.alloc(sbh, "residual_1");
+    e.touch("dropout_residual_1", {t.pmask, t.xmid}, {xin, proj});
+    e.free(proj, "attention_proj_out");
+    done(t.pmask, keep, "attention_out_dropout_mask");
+    t.ln2 = e.alloc(sbh, "ln2_out");
+    e.touch("layer_norm_2", {t.ln2}, {t.xmid});
+    t.fc1 = e.alloc(f * sbh, "fc1_out");
+    e.mm("fc1", T, f * h, h, t.ln2, 0, false, W(lp(l, kFc1W)), 0, false, t.fc1);
+    done(t.ln2, keep, "ln2_out");
+    t.gelu = e.alloc(f * sbh, "gelu_out");
+    e.touch("gelu", {t.gelu}, {t.fc1});
+    done(t.fc1, keep, "fc1_out");
+    BufferId fc2 = e.alloc(sbh, "fc2_out");
+    e.mm("fc2", T, h, f * h, t.gelu, 0, false, W(lp(l, kFc2W)), 0, false, fc2);
+    done(t.gelu, keep, "gelu_out");
+    t.mmask = e.alloc(mask, "mlp_dropout_mask");
+    t.out = e.alloc(sbh, "layer_out");
+    e.touch("dropout_residual_2", {t.mmask, t.out}, {t.xmid, fc2});
+    e.free(fc2, "fc2_out");
+    done(t.mmask, keep, "mlp_dropout_mask");
+    done(t.xmid, keep, "residual_1");
+    return t;
+  };
+
+  // ---- forward
+  std::vector<LayerActs> acts(L);
+  const bool full = p_.recompute == Recompute::Full;
+  const bool keep_core = p_.recompute == Recompute::None;
+  for (std::uint64_t l = 0; l < L; ++l) {
+    acts[l] = forward(l, x, !full, keep_core);
+    x = acts[l].out;
+  }
+  BufferId xL = x;  // the final layer norm's input
+  BufferId lnf = e.alloc(sbh, "final_ln_out");
+  e.touch("final_layer_norm", {lnf}, {xL});
+  BufferId logits = e.alloc(E * T * V, "logits");
+  e.mm("lm_head", T, V, h, lnf, 0, false, W(gp(kEmb)), 0, true, logits);
+  // Cross entropy in fp32: the upcast is transient, log-softmax is saved for backward.
+  BufferId logits32 = 0;
+  if (E != 4) {
+    logits32 = e.alloc(4 * T * V, "logits_fp32");
+    e.touch("upcast_logits", {logits32}, {logits});
+    e.free(logits, "logits");
+    logits = 0;
+  }
+  BufferId logprobs = e.alloc(4 * T * V, "log_softmax");
+  e.touch("log_softmax", {logprobs}, {logits32 ? logits32 : logits});
+  e.free(logits32 ? logits32 : logits, "logits");
+  BufferId loss = e.alloc(4, "loss");
+  e.touch("nll_loss", {loss}, {logprobs, labels});
+
+  // ---- backward
+  BufferId dlog32 = e.alloc(4 * T * V, "grad_logits_fp32");
+  e.touch("cross_entropy_backward", {dlog32}, {logprobs, labels});
+  e.free(logprobs, "log_softmax");
+  e.free(loss, "loss");
+  BufferId dlogits = dlog32;
+  if (E != 4) {
+    dlogits = e.alloc(E * T * V, "grad_logits");
+    e.touch("downcast_grad", {dlogits}, {dlog32});
+    e.free(dlog32, "grad_logits_fp32");
+  }
+  grads_for({gp(kEmb)});
+  e.mm("lm_head_dW", V, h, T, dlogits, 0, true, lnf, 0, false, G(gp(kEmb)), true);
+  BufferId dlnf = e.alloc(sbh, "grad_final_ln_out");
+  e.mm("lm_head_dX", T, h, V, dlogits, 0, false, W(gp(kEmb)), 0, false, dlnf);
+  e.free(dlogits, "grad_logits");
+  e.free(lnf, "final_ln_out");
+  grads_for({gp(kLnfG), gp(kLnfB)});
+  BufferId dx = e.alloc(sbh, "grad_layer_out");
+  e.touch("final_layer_norm_backward", {dx}, {dlnf, xL});
+  e.free(dlnf, "grad_final_ln_out");
+  e.free(xL, "layer_out");
+
+  for (std::uint64_t l = L; l-- > 0;) {
+    LayerActs t = acts[l];
+    if (full) {
+      // Recompute the whole layer from its saved input; its output is not needed again.
+      t = forward(l, t.x, true, true);
+      e.free(t.out, "layer_out (recomputed)");
+    }
+    // MLP
+    BufferId dfc2 = e.alloc(sbh, "grad_fc2_out");
+    e.touch("dropout_backward", {dfc2}, {dx, t.mmask});
+    e.free(t.mmask, "mlp_dropout_mask");
+    grads_for({lp(l, kFc2W), lp(l, kFc2B)});
+    e.mm("fc2_dW", f * h, h, T, t.gelu, 0, true, dfc2, 0, false, G(lp(l, kFc2W)), true);
+    BufferId dgelu = e.alloc(f * sbh, "grad_gelu_out");
+    e.mm("fc2_dX", T, f * h, h, dfc2, 0, false, W(lp(l, kFc2W)), 0, true, dgelu);
+    e.free(dfc2, "grad_fc2_out");
+    e.free(t.gelu, "gelu_out");
+    BufferId dfc1 = e.alloc(f * sbh, "grad_fc1_out");
+    e.touch("gelu_backward", {dfc1}, {dgelu, t.fc1});
+    e.free(dgelu, "grad_gelu_out");
+    e.free(t.fc1, "fc1_out");
+    grads_for({lp(l, kFc1W), lp(l, kFc1B)});
+    e.mm("fc1_dW", h, f * h, T, t.ln2, 0, true, dfc1, 0, false, G(lp(l, kFc1W)), true);
+    BufferId dln2 = e.alloc(sbh, "grad_ln2_out");
+    e.mm("fc1_dX", T, h, f * h, dfc1, 0, false, W(lp(l, kFc1W)), 0, true, dln2);
+    e.free(dfc1, "grad_fc1_out");
+    e.free(t.ln2, "ln2_out");
+    grads_for({lp(l, kLn2G), lp(l, kLn2B)});
+    BufferId dxmid = e.alloc(sbh, "grad_residual_1");
+    e.touch("layer_norm_2_backward", {dxmid}, {dln2, t.xmid, dx});
+    e.free(dln2, "grad_ln2_out");
+    e.free(t.xmid, "residual_1");
+    e.free(dx, "grad_layer_out");
+    // Attention
+    BufferId dproj = e.alloc(sbh, "grad_attention_proj_out");
+    e.touch("dropout_backward", {dproj}, {dxmid, t.pmask});
+    e.free(t.pmask, "attention_out_dropout_mask");
+    grads_for({lp(l, kProjW), lp(l, kProjB)});
+    e.mm("out_proj_dW", h, h, T, t.ctx, 0, true, dproj, 0, false, G(lp(l, kProjW)), true);
+    BufferId dctx = e.alloc(sbh, "grad_attention_context");
+    e.mm("out_proj_dX", T, h, h, dproj, 0, false, W(lp(l, kProjW)), 0, true, dctx);
+    e.free(dproj, "grad_attention_proj_out");
+    e.free(t.ctx, "attention_context");
+    if (!t.sm) attention_core(t);  // selective: recompute softmax and dropout
+    BufferId dadrop = e.alloc(attn, "grad_attention_dropout_out");
+    e.mm("attention_v_dP", s, s, d, dctx, 0, false, t.v, 0, true, dadrop, false, b * a, s * d, s * d, s * s);
+    BufferId dv = e.alloc(sbh, "grad_v");
+    e.mm("attention_v_dV", s, d, s, t.adrop, 0, true, dctx, 0, false, dv, false, b * a, s * s, s * d, s * d);
+    e.free(dctx, "grad_attention_context");
+    e.free(t.adrop, "attention_dropout_out");
+    BufferId dsm = e.alloc(attn, "grad_softmax_out");
+    e.touch("attention_dropout_backward", {dsm}, {dadrop, t.amask});
+    e.free(dadrop, "grad_attention_dropout_out");
+    e.free(t.amask, "attention_dropout_mask");
+    BufferId dscores = e.alloc(attn, "grad_attention_scores");
+    e.touch("softmax_backward", {dscores}, {dsm, t.sm});
+    e.free(dsm, "grad_softmax_out");
+    e.free(t.sm, "softmax_out");
+    BufferId dq = e.alloc(sbh, "grad_q");
+    e.mm("qk_dQ", s, d, s, dscores, 0, false, t.k, 0, false, dq, false, b * a, s * s, s * d, s * d);
+    BufferId dk = e.alloc(sbh, "grad_k");
+    e.mm("qk_dK", s, d, s, dscores, 0, true, t.q, 0, false, dk, false, b * a, s * s, s * d, s * d);
+    e.free(dscores, "grad_attention_scores");
+    e.free(t.q, "q");
+    e.free(t.k, "k");
+    grads_for({lp(l, kQkvW), lp(l, kQkvB)});
+    const BufferId gq = G(lp(l, kQkvW));
+    e.mm("q_proj_dW", h, h, T, t.ln1, 0, true, dq, 0, false, gq, true);
+    e.mm("k_proj_dW", h, h, T, t.ln1, 0, true, dk, 0, false, gq, true);
+    e.mm("v_proj_dW", h, h, T, t.ln1, 0, true, dv, 0, false, gq, true);
+    BufferId dln1 = e.alloc(sbh, "grad_ln1_out");
+    e.mm("q_proj_dX", T, h, h, dq, 0, false, W(lp(l, kQkvW)), 0, true, dln1);
+    e.mm("k_proj_dX", T, h, h, dk, 0, false, W(lp(l, kQkvW)), qkv_w, true, dln1, true);
+    e.mm("v_proj_dX", T, h, h, dv, 0, false, W(lp(l, kQkvW)), 2 * qkv_w, true, dln1, true);
+    e.free(dq, "grad_q");
+    e.free(dk, "grad_k");
+    e.free(dv, "grad_v");
+    e.free(t.ln1, "ln1_out");
+    e.free(t.v, "v");
+    grads_for({lp(l, kLn1G), lp(l, kLn1B)});
+    BufferId dxin = e.alloc(sbh, "grad_layer_in");
+    e.touch("layer_norm_1_backward", {dxin}, {dln1, t.x, dxmid});
+    e.free(dln1, "grad_ln1_out");
+    e.free(dxmid, "grad_residual_1");
+    e.free(t.x, l ? "layer_out" : "embedding_out");
+    dx = dxin;
+  }
+  e.touch("embedding_backward", {G(gp(kEmb))}, {dx, ids});
+  e.free(dx, "grad_layer_in");
+  e.free(emb_mask, "embedding_dropout_mask");
+  e.free(ids, "input_ids");
+  e.free(labels, "labels");
+
+  // ---- optimizer: Adam, one tensor at a time (PyTorch's foreach=False): the states are
+  // created at the first step; each tensor's update makes one fp32 temporary.
+  for (std::uint64_t t = 0; t < param_elems_.size(); ++t) {
+    const Bytes n = param_elems_[t];
+    if (first) {
+      e.alloc_as(pid(t, kAdamM), 4 * n, "adam_exp_avg");
+      e.alloc_as(pid(t, kAdamV), 4 * n, "adam_exp_avg_sq");
+    }
+    BufferId tmp = e.alloc(4 * n, "adam_denom");
+    e.touch("adam", {pid(t, kAdamM), pid(t, kAdamV), tmp, mixed ? pid(t, kMaster) : 0, W(t)}, {G(t)});
+    e.free(tmp, "adam_denom");
+  }
+}
+
+void TransformerWorkload::inference_step(Emit& e, const BatchShape& sh, bool first) {
+  const std::uint64_t s = sh.seq_len, b = sh.rows, h = p_.hidden, a = p_.heads, d = h / a, f = p_.ffn_mult,
+                      V = p_.vocab, L = p_.layers;
+  const Bytes E = e.elem;
+  auto W = [&](std::uint64_t tensor) { return BufferId(1 + 8 * tensor + kWeight); };
+  auto lp = [&](std::uint64_t l, LayerParam k) { return 1 + l * kLayerParams + k; };
+  if (first) {
+    e.alloc_as(kWorkspaceId, p_.cublas_workspace, "cublas_workspace");
+    for (std::uint64_t t = 0; t < param_elems_.size(); ++t) {
+      e.alloc_as(W(t), E * param_elems_[t], "weight");
+      e.touch("init_weight", {W(t)}, {});
+    }
+  }
+  const Bytes qkv_w = E * h * h;
+  std::vector<BufferId> kc(L), vc(L);
+  std::uint64_t cap = ceil_div(s, p_.kv_block) * p_.kv_block;  // cache capacity in tokens
+
+  // One pass through the layers for `T` new tokens per row (prefill: s; decode: 1), with
+  // `ctx_len` tokens in the cache after this pass. Nothing is saved: no gradients.
+  auto layer = [&](std::uint64_t l, BufferId x, std::uint64_t n, std::uint64_t ctx_len, bool prefill) {
+    const std::uint64_t T = n * b;
+    const Bytes tok = E * T * h;
+    BufferId ln1 = e.alloc(tok, "ln1_out");
+    e.touch("layer_norm_1", {ln1}, {x});
+    BufferId q = e.alloc(tok, "q"), k = e.alloc(tok, "k"), v = e.alloc(tok, "v");
+    e.mm("q_proj", T, h, h, ln1, 0, false, W(lp(l, kQkvW)), 0, false, q);
+    e.mm("k_proj", T, h, h, ln1, 0, false, W(lp(l, kQkvW)), qkv_w, false, k);
+    e.mm("v_proj", T, h, h, ln1, 0, false, W(lp(l, kQkvW)), 2 * qkv_w, false, v);
+    e.free(ln1, "ln1_out");
+    if (prefill) {
+      kc[l] = e.alloc(E * b * cap * h, "k_cache");
+      vc[l] = e.alloc(E * b * cap * h, "v_cache");
+      e.touch("kv_cache_write", {kc[l], vc[l]}, {k, v});
+    } else {
+      if (ctx_len > cap) throw std::logic_error("kv cache overflow");
+      e.touch("kv_cache_append", {}, {k, v});
+    }
+    e.free(k, "k");
+    e.free(v, "v");
+    // Per row and head: scores [n x ctx_len] against the cache blocks [cap x d].
+    BufferId scores = e.alloc(E * b * a * n * ctx_len, "attention_scores");
+    e.mm("qk^T", n, ctx_len, d, q, 0, false, kc[l], 0, true, scores, false, b * a, n * d, cap * d, n * ctx_len);
+    e.free(q, "q");
+    BufferId sm = e.alloc(E * b * a * n * ctx_len, "softmax_out");
+    e.touch("softmax", {sm}, {scores});
+    e.free(scores, "attention_scores");
+    BufferId ctx = e.alloc(tok, "attention_context");
+    e.mm("attention_v", n, d, ctx_len, sm, 0, false, vc[l], 0, false, ctx, false, b * a, n * ctx_len, cap * d, n * d);
+    e.free(sm, "softmax_out");
+    BufferId proj = e.alloc(tok, "attention_proj_out");
+    e.mm("out_proj", T, h, h, ctx, 0, false, W(lp(l, kProjW)), 0, false, proj);
+    e.free(ctx, "attention_context");
+    BufferId xmid = e.alloc(tok, "residual_1");
+    e.touch("residual_1", {xmid}, {x, proj});
+    e.free(proj, "attention_proj_out");
+    BufferId ln2 = e.alloc(tok, "ln2_out");
+    e.touch("layer_norm_2", {ln2}, {xmid});
+    BufferId fc1 = e.alloc(f * tok, "fc1_out");
+    e.mm("fc1", T, f * h, h, ln2, 0, false, W(lp(l, kFc1W)), 0, false, fc1);
+    e.free(ln2, "ln2_out");
+    BufferId gelu = e.alloc(f * tok, "gelu_out");
+    e.touch("gelu", {gelu}, {fc1});
+    e.free(fc1, "fc1_out");
+    BufferId fc2 = e.alloc(tok, "fc2_out");
+    e.mm("fc2", T, h, f * h, gelu, 0, false, W(lp(l, kFc2W)), 0, false, fc2);
+    e.free(gelu, "gelu_out");
+    BufferId out = e.alloc(tok, "layer_out");
+    e.touch("residual_2", {out}, {xmid, fc2});
+    e.free(fc2, "fc2_out");
+    e.free(xmid, "residual_1");
+    e.free(x, "layer_in");
+    return out;
+  };
+  // The next token of each row from the last position's hidden state.
+  auto head = [&](BufferId x) {
+    BufferId lnf = e.alloc(E * b * h, "final_ln_out");
+    e.touch("final_layer_norm", {lnf}, {x});
+    e.free(x, "layer_out");
+    BufferId logits = e.alloc(E * b * V, "logits");
+    e.mm("lm_head", b, V, h, lnf, 0, false, W(0), 0, true, logits);
+    e.free(lnf, "final_ln_out");
+    BufferId next = e.alloc(8 * b, "next_tokens");
+    e.touch("sample", {next}, {logits});
+    e.free(logits, "logits");
+    return next;
+  };
+
+  BufferId ids = e.alloc(8 * b * s, "input_ids");
+  e.touch("load_batch", {ids}, {});
+  BufferId x = e.alloc(E * b * s * h, "embedding_out");
+  e.touch("embedding", {x}, {ids});
+  e.free(ids, "input_ids");
+  for (std::uint64_t l = 0; l < L; ++l) x = layer(l, x, s, s, true);
+  // Only the last position feeds the head: slice it off (a copy), as generate() does.
+  BufferId last = e.alloc(E * b * h, "last_hidden");
+  e.touch("slice_last", {last}, {x});
+  e.free(x, "layer_out");
+  BufferId tokens = head(last);
+  std::uint64_t len = s;
+  for (std::uint64_t g = 1; g < p_.generate; ++g) {
+    BufferId xt = e.alloc(E * b * h, "embedding_out");
+    e.touch("embedding", {xt}, {tokens});
+    e.free(tokens, "next_tokens");
+    ++len;
+    if (len > cap) {
+      // Grow every layer's cache: allocate the larger one, copy, free the old (torch.cat).
+      std::uint64_t grown = cap + p_.kv_block;
+      for (std::uint64_t l = 0; l < L; ++l) {
+        for (BufferId* c : {&kc[l], &vc[l]}) {
+          BufferId bigger = e.alloc(E * b * grown * h, c == &kc[l] ? "k_cache" : "v_cache");
+          e.touch("kv_cache_copy", {bigger}, {*c});
+          e.free(*c, c == &kc[l] ? "k_cache" : "v_cache");
+          *c = bigger;
+        }
+      }
+      cap = grown;
+    }
+    for (std::uint64_t l = 0; l < L; ++l) xt = layer(l, xt, 1, len, false);
+    tokens = head(xt);
+  }
+  e.free(tokens, "next_tokens");
+  for (std::uint64_t l = L; l-- > 0;) {
+    e.free(vc[l], "v_cache");
+    e.free(kc[l], "k_cache");
+  }
+}
+
+double TransformerWorkload::modeled_seconds(const ComputeDesc& c) const {
+  double t = c.bytes / rates_.bytes_per_s;
+  if (c.kind == ComputeDesc::Kind::Gemm)
+    t = std::max(t, c.flops / (p_.dtype == DType::FP32 ? rates_.flops_fp32 : rates_.flops_16bit));
+  return std::max(t, rates_.min_kernel_s);
+}
+
+void TransformerWorkload::prepare(ComputeContext& ctx) {
+  if (ctx.real_gpu && !gpu_) gpu_ = tfgpu::create(ctx.stream);
+}
+
+void TransformerWorkload::finish() {
+  if (gpu_) tfgpu::destroy(gpu_);
+  gpu_ = nullptr;
+}
+
+double TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
+  if (op.id >= compute_.size()) return 0;
+  const ComputeDesc& c = compute_[op.id];
+  if (!ctx.real_gpu || !gpu_) return modeled_seconds(c);
+  // A buffer whose allocation failed (an OOM the run goes on after) skips the work.
+  if (c.kind == ComputeDesc::Kind::Gemm) {
+    const GemmDesc& g = c.gemm;
+    auto pa = ctx.buffer(g.a), pb = ctx.buffer(g.b), pc = ctx.buffer(g.c);
+    if (!pa || !pb || !pc) return 0;
+    const Bytes E = dtype_bytes(p_.dtype);
+    GemmExtents ext = gemm_extents(g);
+    // Never touch memory outside the buffers: a shape that does not fit is a bug, not work.
+    if (g.a_offset + ext.a * E > buffer_bytes(g.a) || g.b_offset + ext.b * E > buffer_bytes(g.b) ||
+        g.c_offset + ext.c * E > buffer_bytes(g.c))
+      throw std::logic_error(fmt::format("transformer: GEMM {} does not fit its buffers", c.name));
+    if (auto ws = ctx.buffer(kWorkspaceId))
+      tfgpu::set_workspace(gpu_, reinterpret_cast<void*>(*ws), p_.cublas_workspace);
+    else
+      tfgpu::set_workspace(gpu_, nullptr, 0);
+    tfgpu::GemmCall call;
+    call.trans_a = g.trans_a, call.trans_b = g.trans_b;
+    call.m = g.m, call.n = g.n, call.k = g.k, call.batch = g.batch;
+    call.a = reinterpret_cast<const void*>(*pa + g.a_offset);
+    call.b = reinterpret_cast<const void*>(*pb + g.b_offset);
+    call.c = reinterpret_cast<void*>(*pc + g.c_offset);
+    call.lda = g.lda, call.ldb = g.ldb, call.ldc = g.ldc;
+    call.stride_a = g.stride_a, call.stride_b = g.stride_b, call.stride_c = g.stride_c;
+    call.accumulate = g.accumulate;
+    tfgpu::Elem el = p_.dtype == DType::BF16 ? tfgpu::Elem::BF16
+                     : p_.dtype == DType::FP16 ? tfgpu::Elem::FP16
+                                               : tfgpu::Elem::FP32;
+    tfgpu::gemm(gpu_, el, call);
+    return 0;
+  }
+  tfgpu::TouchBuffer bufs[tfgpu::kMaxTouchBuffers];
+  int n = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (BufferId id : pass ? c.out : c.in) {
+      auto p = ctx.buffer(id);
+      if (!p || n == tfgpu::kMaxTouchBuffers) continue;
+      bufs[n++] = {reinterpret_cast<void*>(*p), buffer_bytes(id), pass == 1};
+    }
+  tfgpu::touch(gpu_, bufs, n);
+  return 0;
+}
+
+std::unique_ptr<Workload> make_transformer(const TransformerParams& params) {
+  return std::make_unique<TransformerWorkload>(params);
+}
+
+}  // namespace gmb

@@ -1,0 +1,135 @@
+// A decoder-only transformer, step by step: the allocations a PyTorch/Megatron-style training
+// step (or an inference request with a growing KV cache) makes, at the per-tensor sizes of
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+// with the GEMMs and memory-touching kernels between them as Compute ops.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "workloads/seq_len.h"
+#include "workloads/workload.h"
+
+namespace gmb {
+
+enum class DType { BF16, FP16, FP32 };
+enum class Recompute { None, Selective, Full };
+enum class TransformerMode { Train, Inference };
+const char* to_string(DType t);
+const char* to_string(Recompute r);
+const char* to_string(TransformerMode m);
+Bytes dtype_bytes(DType t);
+
+struct TransformerParams {
+  std::uint64_t layers = 2;
+  std::uint64_t hidden = 256;
+  std::uint64_t heads = 4;
+  std::uint64_t ffn_mult = 4;
+  std::uint64_t vocab = 50257;
+  std::uint64_t batch = 2;
+  DType dtype = DType::BF16;
+  std::uint64_t steps = 10;
+  SeqLenSpec seq_len;
+  Recompute recompute = Recompute::None;
+  TransformerMode mode = TransformerMode::Train;
+  // Inference: tokens generated per request, and tokens added to the KV cache per regrowth
+  // (1: the cache is re-allocated for every token, as torch.cat in a naive decoder does).
+  std::uint64_t generate = 64;
+  std::uint64_t kv_block = 1;
+  // The cuBLAS workspace (allocated through the allocator under test, as PyTorch does).
+  Bytes cublas_workspace = 32ull << 20;
+};
+
+// Korthikanti et al. per-layer activation memory, in bytes, for sequence s, batch b:
+// 16-bit: attention 11sbh + 5as^2b, MLP 19sbh, layer norms 4sbh (with ffn_mult 4). Other
+// element sizes e scale every tensor except the 1-byte dropout masks:
+// attention (5e+1)sbh + (2e+1)as^2b, MLP (e + 2*ffn_mult*e + 1)sbh, layer norms 2e*sbh.
+struct ActivationBytes {
+  Bytes attention = 0, mlp = 0, layer_norm = 0;
+  Bytes total() const { return attention + mlp + layer_norm; }
+};
+ActivationBytes korthikanti_layer_bytes(const TransformerParams& p, std::uint64_t s, std::uint64_t b);
+
+// Parameters of the model (embedding tied with the output layer).
+std::uint64_t transformer_param_count(const TransformerParams& p);
+
+// What one Compute op does; exposed for tests (operand bounds) and for the modeled time.
+struct GemmDesc {
+  // cuBLAS column-major: C[m x n] = op(A) op(B), batched with strides (elements).
+  bool trans_a = false, trans_b = false;
+  std::uint64_t m = 0, n = 0, k = 0, batch = 1;
+  BufferId a = 0, b = 0, c = 0;
+  Bytes a_offset = 0, b_offset = 0, c_offset = 0;  // bytes into the buffer
+  std::uint64_t lda = 0, ldb = 0, ldc = 0;
+  std::uint64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  bool accumulate = false;  // beta = 1 (weight gradients)
+};
+
+// Elements each operand of a GEMM spans (batch strides included), to check they fit their buffers.
+struct GemmExtents {
+  std::uint64_t a = 0, b = 0, c = 0;
+};
+GemmExtents gemm_extents(const GemmDesc& g);
+
+struct ComputeDesc {
+  enum class Kind : std::uint8_t { Gemm, Touch };
+  Kind kind = Kind::Touch;
+  const char* name = "";  // a string literal
+  GemmDesc gemm;
+  // Touch: one kernel that reads every input buffer once and writes every output buffer once.
+  std::vector<BufferId> in, out;
+  double flops = 0;
+  double bytes = 0;  // memory traffic
+};
+
+struct ModelRates {
+  double flops_16bit = 790e12;  // bf16/fp16 dense GEMM, H200 (GPU.md)
+  double flops_fp32 = 50e12;    // assumption: FP32 without tensor cores
+  double bytes_per_s = 4.3e12;  // device-to-device copy, H200 (GPU.md)
+  double min_kernel_s = 2e-6;   // assumption: no kernel is shorter than this
+};
+
+class TransformerWorkload final : public Workload {
+ public:
+  explicit TransformerWorkload(TransformerParams p);
+  ~TransformerWorkload() override;
+
+  std::string kind() const override { return "transformer"; }
+  std::string label() const override;
+  std::uint64_t num_steps() const override { return p_.steps; }
+  void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) override;
+  void prepare(ComputeContext& ctx) override;
+  double compute(const Op& op, ComputeContext& ctx) override;
+  void finish() override;
+
+  // For tests: the last step's compute ops, buffer sizes and names (index = position of the
+  // op in the step's ops), and the shape of a step.
+  const std::vector<ComputeDesc>& last_compute() const { return compute_; }
+  const std::vector<const char*>& last_op_names() const { return names_; }
+  Bytes buffer_bytes(BufferId id) const;
+  BatchShape shape_of(std::uint64_t step) const { return sampler_.batch(step, p_.batch); }
+  double modeled_seconds(const ComputeDesc& c) const;
+
+ private:
+  struct Emit;
+  friend struct Emit;
+  void train_step(Emit& e, const BatchShape& shape, bool first);
+  void inference_step(Emit& e, const BatchShape& shape, bool first);
+
+  TransformerParams p_;
+  SeqLenSampler sampler_;
+  ModelRates rates_;
+  std::vector<ComputeDesc> compute_;
+  std::vector<const char*> names_;
+  std::unordered_map<BufferId, Bytes> sizes_;  // buffer sizes: persistent ones and this step's
+  std::vector<BufferId> params_, grads_, masters_, adam_m_, adam_v_;
+  std::vector<std::uint64_t> param_elems_;
+  BufferId workspace_ = 0;
+  void* gpu_ = nullptr;  // transformer_compute.cu state (cuBLAS handle)
+};
+
+std::unique_ptr<Workload> make_transformer(const TransformerParams& params);
+
+}  // namespace gmb
