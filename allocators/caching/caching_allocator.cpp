@@ -1,7 +1,7 @@
 // The caching allocator: PyTorch 2.11's DeviceCachingAllocator (native backend) decision for
 // decision, without the parts that need CUDA events or graphs (record_stream, graph pools).
 // Hot paths avoid allocation and locking: blocks live in an arena, the free sets are intrusive
-// treaps, live blocks are found through an open-addressing table keyed by address.
+// B+trees (block_set.h), live blocks are found through an open-addressing table keyed by address.
 #include "allocators/caching/caching_allocator.h"
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 
 #include "allocators/caching/alloc_conf.h"
 #include "allocators/caching/expandable_segment.h"
-#include "allocators/caching/intrusive_treap.h"
+#include "allocators/caching/block_set.h"
 #include "allocators/registry.h"
 #include "allocators/units.h"
 
@@ -26,12 +26,9 @@ namespace {
 struct Pool;
 
 struct Block {
-  // Links of the set the block is in: its pool's free set (mapped, not allocated) or its pool's
-  // unmapped set (expandable segments). Allocated blocks are in neither.
-  Block* t_left = nullptr;
-  Block* t_right = nullptr;
-  Block* t_parent = nullptr;
-  std::uint32_t t_prio = 0;
+  // Leaf of the set the block is in: its pool's free set (mapped, not allocated) or its pool's
+  // unmapped set (expandable segments); nullptr for allocated blocks, which are in neither.
+  void* tleaf = nullptr;
   StreamId stream = 0;
   DevPtr ptr = 0;
   Bytes size = 0;
@@ -47,43 +44,8 @@ struct Block {
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-// PyTorch orders streams by their cudaStream_t value; the default stream (0) comes first.
-inline std::uint32_t stream_key(StreamId s) { return static_cast<std::uint32_t>(s); }
-
-struct SizeKey {
-  StreamId stream;
-  Bytes size;
-  DevPtr ptr;
-};
-struct SizeLess {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return stream_key(a->stream) < stream_key(b->stream);
-    if (a->size != b->size) return a->size < b->size;
-    return a->ptr < b->ptr;
-  }
-  bool operator()(const Block* a, const SizeKey& k) const {
-    if (a->stream != k.stream) return stream_key(a->stream) < stream_key(k.stream);
-    if (a->size != k.size) return a->size < k.size;
-    return a->ptr < k.ptr;
-  }
-};
-struct AddrKey {
-  StreamId stream;
-  DevPtr ptr;
-};
-struct AddrLess {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return stream_key(a->stream) < stream_key(b->stream);
-    return a->ptr < b->ptr;
-  }
-  bool operator()(const Block* a, const AddrKey& k) const {
-    if (a->stream != k.stream) return stream_key(a->stream) < stream_key(k.stream);
-    return a->ptr < k.ptr;
-  }
-};
-
-using SizeSet = IntrusiveTreap<Block, SizeLess>;
-using AddrSet = IntrusiveTreap<Block, AddrLess>;
+using SizeSet = BlockSet<Block, true>;  // PyTorch BlockPool::blocks
+using AddrSet = BlockSet<Block, false>;  // PyTorch BlockPool::unmapped
 
 enum StatType { kAll = 0, kSmall = 1, kLarge = 2 };
 
@@ -391,7 +353,7 @@ class CachingAllocator final : public Allocator {
   bool get_free_block(AllocParams& p) {
     Pool& pool = *p.pool;
     if (gc_active_) ++pool.get_free_blocks_call_count;
-    Block* it = pool.blocks.lower_bound(SizeKey{p.stream, p.size, 0});
+    Block* it = pool.blocks.lower_bound(BlockKey{p.stream, p.size, 0});
     if (!it || it->stream != p.stream) return false;
     if (it->es) {
       if (es_active_) {
@@ -399,15 +361,15 @@ class CachingAllocator final : public Allocator {
         auto expandable_size = [](const Block* b) {
           return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
         };
-        Block* next = SizeSet::next(it);
+        Block* next = pool.blocks.next(it);
         while (it->es && next && next->stream == p.stream &&
                expandable_size(next) < expandable_size(it)) {
           it = next;
-          next = SizeSet::next(next);
+          next = pool.blocks.next(next);
         }
       } else {
         do {
-          it = SizeSet::next(it);
+          it = pool.blocks.next(it);
         } while (it && it->es && it->stream == p.stream);
         if (!it || it->stream != p.stream) return false;
       }
@@ -550,14 +512,14 @@ class CachingAllocator final : public Allocator {
     if (cfg_.max_split_size == UINT64_MAX) return false;
     Pool& pool = *p.pool;
     const Bytes key_size = std::max(p.size, cfg_.max_split_size);
-    Block* it = pool.blocks.lower_bound(SizeKey{p.stream, key_size, 0});
+    Block* it = pool.blocks.lower_bound(BlockKey{p.stream, key_size, 0});
     if (!it || it->stream != p.stream || it->es) {
       if (it == pool.blocks.first()) return false;
-      it = it ? SizeSet::prev(it) : pool.blocks.last();
+      it = it ? pool.blocks.prev(it) : pool.blocks.last();
       Bytes released = 0;
       while (released < key_size && it->size >= cfg_.max_split_size && it->stream == p.stream) {
         Block* cur = it;
-        Block* before = SizeSet::prev(cur);
+        Block* before = pool.blocks.prev(cur);
         if (before) it = before;
         if (!cur->es) {
           released += cur->size;
@@ -585,7 +547,7 @@ class CachingAllocator final : public Allocator {
     std::vector<Block*> to_unmap;
     for (Block* b = pool.blocks.first(); b;) {
       Block* cur = b;
-      b = SizeSet::next(b);
+      b = pool.blocks.next(b);
       if (cur->es)
         to_unmap.push_back(cur);
       else if (!cur->prev && !cur->next)
@@ -621,7 +583,7 @@ class CachingAllocator final : public Allocator {
     };
     std::size_t total_age = 0;
     int freeable = 0;
-    for (Block* b = large_.blocks.first(); b; b = SizeSet::next(b)) {
+    for (Block* b = large_.blocks.first(); b; b = large_.blocks.next(b)) {
       if (!b->is_split()) {
         total_age += gc_count(b);
         ++freeable;
@@ -634,7 +596,7 @@ class CachingAllocator final : public Allocator {
       block_freed = false;
       for (Block* b = large_.blocks.first(); b;) {
         Block* cur = b;
-        b = SizeSet::next(b);
+        b = large_.blocks.next(b);
         if (!cur->is_split() && !cur->es &&
             static_cast<double>(gc_count(cur)) >= age_threshold) {
           block_freed = true;
@@ -660,8 +622,8 @@ class CachingAllocator final : public Allocator {
       }
       return bytes >= size;
     };
-    for (Block* it = pool.unmapped.lower_bound(AddrKey{stream, 0}); it && it->stream == stream;
-         it = AddrSet::next(it)) {
+    for (Block* it = pool.unmapped.lower_bound(BlockKey{stream, 0, 0}); it && it->stream == stream;
+         it = pool.unmapped.next(it)) {
       Block* c = it;
       if (allocatable(c->prev)) c = c->prev;
       if (has_room(c)) return c;
@@ -786,7 +748,7 @@ class CachingAllocator final : public Allocator {
     o.cached_bytes = o.reserved_bytes - o.allocated_bytes;
     o.largest_free_block = 0;
     for (Pool* pool : {&large_, &small_})
-      for (Block* b = pool->blocks.first(); b; b = SizeSet::next(b))
+      for (Block* b = pool->blocks.first(); b; b = pool->blocks.next(b))
         o.largest_free_block = std::max(o.largest_free_block, b->size);
     o.retried_after_freeing_cache = retried;
     const DeviceInfo& info = device_.info();
@@ -808,8 +770,8 @@ class CachingAllocator final : public Allocator {
     out.reserve(live_.size());
     live_.for_each([&](Block* b) { out.push_back(b); });
     for (const Pool* pool : {&large_, &small_}) {
-      for (Block* b = pool->blocks.first(); b; b = SizeSet::next(b)) out.push_back(b);
-      for (Block* b = pool->unmapped.first(); b; b = AddrSet::next(b)) out.push_back(b);
+      for (Block* b = pool->blocks.first(); b; b = pool->blocks.next(b)) out.push_back(b);
+      for (Block* b = pool->unmapped.first(); b; b = pool->unmapped.next(b)) out.push_back(b);
     }
     return out;
   }
