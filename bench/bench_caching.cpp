@@ -19,7 +19,7 @@
 namespace gmb {
 namespace {
 
-// ---- the mixed pattern (keep identical to scripts/bench_torch_allocator.py) ---------------
+// ---- BEGIN mixed pattern: scripts/bench_torch_allocator.py compiles this block verbatim ----
 struct MixedOp {
   std::uint32_t slot;
   std::uint64_t bytes;
@@ -62,7 +62,19 @@ MixedPattern make_mixed_pattern(std::uint32_t n_small = 1000, std::uint32_t n_la
   }
   return p;
 }
-// ---------------------------------------------------------------------------------------------
+
+// Identifies the pattern (printed by both benchmarks; they must agree).
+std::uint64_t pattern_checksum(const MixedPattern& p) {
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
+  for (std::uint64_t b : p.initial) mix(b);
+  for (const MixedOp& op : p.ops) {
+    mix(op.slot);
+    mix(op.bytes);
+  }
+  return h & ((1ULL << 40) - 1);  // fits a double exactly
+}
+// ---- END mixed pattern ------------------------------------------------------------------
 
 struct Setup {
   explicit Setup(bool expandable) {
@@ -120,6 +132,7 @@ void BM_CachingMixed(benchmark::State& state) {
   auto st = s.alloc->stats();
   state.counters["device_allocs_in_loop"] = static_cast<double>(st.device_allocs - device_allocs);
   state.counters["reserved_GiB"] = static_cast<double>(st.reserved_bytes) / GiB;
+  state.counters["pattern_checksum"] = static_cast<double>(pattern_checksum(pattern));
   state.SetLabel(state.range(0) ? "expandable_segments:True" : "native");
   for (DevPtr p : live) s.alloc->deallocate(p);
 }
