@@ -13,6 +13,7 @@
 
 #include "allocators/registry.h"
 #include "allocators/units.h"
+#include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/report.h"
 #include "workloads/trace.h"
@@ -225,6 +226,24 @@ int run_replay(const std::string& trace_path, const std::string& allocator, cons
   return 0;
 }
 
+// Several results side by side. Without --output the chosen formats (default md) go to
+// stdout; with it, files go there and the Markdown table to stdout.
+int run_compare(const std::vector<std::string>& inputs, const std::string& output_flag,
+                const std::string& format_flag) {
+  std::vector<CompareInput> loaded;
+  for (const auto& path : inputs) loaded.push_back(load_compare_input(path));
+  Comparison c = compare_results(std::move(loaded));
+  if (output_flag.empty()) {
+    std::cout << compare_text(c, format_flag.empty() ? std::vector<std::string>{"md"} : parse_formats(format_flag));
+    return 0;
+  }
+  std::vector<std::string> formats =
+      format_flag.empty() ? std::vector<std::string>{"md", "csv", "json"} : parse_formats(format_flag);
+  std::cout << compare_markdown(c);
+  write_compare(c, output_flag, formats);
+  return 0;
+}
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
@@ -253,6 +272,14 @@ int run_cli(int argc, char** argv) {
   replay->add_option("--format", format, "formats for --output");
   replay->add_flag("--quiet,-q", quiet, "no notices on stderr");
 
+  auto* compare = app.add_subcommand(
+      "compare", "put several results.json side by side (cases matched by label, ratios to the first)");
+  std::vector<std::string> compare_inputs;
+  compare->add_option("results", compare_inputs, "results.json files (or folders holding one), two or more")
+      ->required();
+  compare->add_option("--output", output, "write compare.{md,csv,json,tex} here (default: print to stdout)");
+  compare->add_option("--format", format, "comma-separated formats: md, csv, json, latex (default md; with --output md,csv,json)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -261,6 +288,7 @@ int run_cli(int argc, char** argv) {
   }
   const std::string cmd = command_line(argc, argv);
   try {
+    if (compare->parsed()) return run_compare(compare_inputs, output, format);
     if (replay->parsed())
       return run_replay(trace, allocator, alloc_conf, capacity, device, timeline, output, format, quiet, cmd);
     if (config.empty()) {
@@ -276,6 +304,9 @@ int run_cli(int argc, char** argv) {
     return 2;
   } catch (const UsageError& e) {
     std::cerr << "gpumembench: " << e.what() << "\n";
+    return 2;
+  } catch (const CompareError& e) {
+    std::cerr << "gpumembench compare: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "gpumembench: internal error: " << e.what() << "\n";

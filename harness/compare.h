@@ -1,0 +1,79 @@
+// `gpumembench compare A/results.json B/results.json ...`: several results side by side (two
+// GPUs, two versions, two settings), cases matched by label, each metric per input and its
+// ratio to the first input.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "allocators/device.h"
+
+namespace gmb {
+
+// A bad input (missing, not JSON, not a gpumembench results.json, nothing in common with the
+// first input). The message names the file; the CLI exits 2 on it.
+struct CompareError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct CompareInput {
+  std::string path;  // the results.json that was read
+  std::string name;  // short name for headers: the folder holding it, made unique
+  std::string device_kind, device_name;
+  Bytes capacity_bytes = 0;
+  std::string tool_version, config_name;
+  std::uint64_t repeat = 1;
+  nlohmann::json results;
+};
+
+// One case of one input.
+struct CompareCell {
+  bool present = false;  // the input has a case with this label
+  std::string error;     // the case could not run there
+  double peak_reserved_bytes = 0;
+  double fragmentation = 0;
+  double steps_per_s = 0;
+  double tokens_per_s = 0;
+  bool memory_modeled = false;
+  bool throughput_modeled = false;
+  bool has_oom = false;
+  std::string oom_kind;
+  std::uint64_t oom_step = 0;
+  std::uint64_t ooms = 0;
+  std::uint64_t runs = 0;
+};
+
+struct CompareRow {
+  std::string label;
+  std::vector<CompareCell> cells;  // one per input
+};
+
+struct Comparison {
+  std::vector<CompareInput> inputs;
+  std::vector<CompareRow> rows;  // the first input's cases in its order, then the others'
+  std::size_t common = 0;        // cases present in every input
+  bool any_tokens = false;       // some input measured tokens/s
+};
+
+// Reads one input: a results.json, or a folder holding one. Throws CompareError naming it.
+CompareInput load_compare_input(const std::string& path);
+
+// Matches the cases of the inputs by label. Throws CompareError when there are fewer than two
+// inputs or an input shares no case with the first.
+Comparison compare_results(std::vector<CompareInput> inputs);
+
+std::string compare_markdown(const Comparison& c);
+std::string compare_csv(const Comparison& c);
+nlohmann::json compare_json(const Comparison& c);
+std::string compare_latex(const Comparison& c);
+
+// Writes compare.{md,csv,json,tex} for the chosen formats into dir.
+void write_compare(const Comparison& c, const std::string& dir, const std::vector<std::string>& formats);
+// The chosen formats, one after another, for stdout.
+std::string compare_text(const Comparison& c, const std::vector<std::string>& formats);
+
+}  // namespace gmb
