@@ -63,6 +63,34 @@ std::string oom_cell(const RunMetrics& m) {
                      format_bytes(o.requested_bytes), m.ooms > 1 ? fmt::format(", {} OOMs", m.ooms) : "");
 }
 
+// Share of the run's time spent inside allocator calls: measured on the GPU; on sim, the
+// modeled driver-call time over the modeled run time (the allocator's own CPU time is not
+// part of the sim's model).
+double alloc_share(const CaseResult& c, const RunMetrics& m) {
+  if (m.seconds <= 0) return 0;
+  return c.throughput_modeled ? m.modeled_call_seconds / m.seconds : m.alloc_seconds / m.seconds;
+}
+// Host time of the harness itself over the run's time: an upper bound on what the harness adds
+// to a step (its work may overlap GPU kernels). On sim: over the modeled time.
+double harness_share(const RunMetrics& m) { return m.seconds > 0 ? m.harness_seconds / m.seconds : 0; }
+
+std::string rate_cell(double v) { return v > 0 ? fmt::format("{:.4g}", v) : "–"; }
+
+// Running peaks at a quarter, half, three quarters and all of the first run's steps:
+// "peak reserved (fragmentation)", to show fragmentation growing (or not) over a run.
+std::string over_steps_row(const CaseResult& c) {
+  std::string row;
+  const auto& st = c.steps;
+  for (int q = 1; q <= 4; ++q) {
+    std::size_t i = (st.size() * q + 3) / 4;
+    i = i ? i - 1 : 0;
+    const StepSample& x = st[i];
+    double frag = x.peak_reserved_bytes ? 1.0 - double(x.peak_allocated_bytes) / double(x.peak_reserved_bytes) : 0;
+    row += fmt::format(" {}: {} ({:.1f}%) |", x.step + 1, format_bytes(x.peak_reserved_bytes), 100 * frag);
+  }
+  return row;
+}
+
 }  // namespace
 
 json to_json(const RunReport& r) {
@@ -103,7 +131,12 @@ json to_json(const RunReport& r) {
     j["device_frees"] = m->device_frees;
     j["seconds"] = spread_json(spread_of(c.runs, [](auto& x) { return x.seconds; }));
     j["alloc_seconds"] = spread_json(spread_of(c.runs, [](auto& x) { return x.alloc_seconds; }));
-    j["alloc_time_share"] = m->seconds > 0 ? m->alloc_seconds / m->seconds : 0.0;
+    j["alloc_time_share"] = alloc_share(c, *m);
+    j["compute_call_seconds"] = m->compute_call_seconds;
+    j["sync_seconds"] = m->sync_seconds;
+    j["modeled_call_seconds"] = m->modeled_call_seconds;
+    j["harness_seconds"] = spread_json(spread_of(c.runs, [](auto& x) { return x.harness_seconds; }));
+    j["harness_overhead_share"] = harness_share(*m);
     j["repeats"] = c.runs.size();
     j["spread"] = {
         {"steps_per_s", spread_json(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }))},
@@ -160,6 +193,27 @@ std::string markdown_table(const RunReport& r) {
                        with_spread(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }), c.runs.size(), "{:.4g}"),
                        tm, oom_cell(*m));
   }
+  // Where the time went, and tokens: real ones and with padding.
+  out += "\n| case | steps/s | tokens/s real | tokens/s padded | in allocator calls | harness overhead |\n";
+  out += "|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& c : r.cases) {
+    const RunMetrics* m = representative(c);
+    if (!m) continue;
+    std::string tm = c.throughput_modeled ? " (modeled)" : "";
+    out += fmt::format("| {} | {}{} | {} | {} | {:.2f}%{} | {:.2f}%{} |\n", c.label,
+                       rate_cell(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median), tm,
+                       rate_cell(spread_of(c.runs, [](auto& x) { return x.tokens_per_s; }).median),
+                       rate_cell(spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median),
+                       100 * alloc_share(c, *m), tm, 100 * harness_share(*m), tm);
+  }
+  // Peak reserved and fragmentation as the steps go by (first run), where there are steps.
+  bool any_steps = std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return c.steps.size() >= 4; });
+  if (any_steps) {
+    out += "\n| case | peak reserved (fragmentation) after step: 1/4 | 1/2 | 3/4 | all |\n";
+    out += "|---|---:|---:|---:|---:|\n";
+    for (const auto& c : r.cases)
+      if (c.steps.size() >= 4) out += fmt::format("| {} |{}\n", c.label, over_steps_row(c));
+  }
   if (modeled)
     out += "\n(modeled): figure from the simulated device's model of the driver or of the step time, not a measurement.\n";
   return out;
@@ -170,7 +224,7 @@ std::string csv_table(const RunReport& r) {
       "label,workload,allocator,device_kind,device_name,capacity_bytes,peak_reserved_bytes,peak_allocated_bytes,"
       "fragmentation,device_mallocs,device_frees,allocs,cache_hits,hit_rate,steps_per_s,steps_per_s_min,"
       "steps_per_s_max,tokens_per_s,repeats,throughput_modeled,memory_modeled,oom_kind,oom_step,oom_event,"
-      "oom_requested_bytes,ooms\n";
+      "oom_requested_bytes,ooms,padded_tokens_per_s,alloc_time_share,harness_overhead_share\n";
   auto q = [](const std::string& s) {
     std::string e = "\"";
     for (char ch : s) e += ch == '"' ? std::string("\"\"") : std::string(1, ch);
@@ -181,7 +235,8 @@ std::string csv_table(const RunReport& r) {
     if (!m) continue;
     Spread sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; });
     Spread tps = spread_of(c.runs, [](auto& x) { return x.tokens_per_s; });
-    out += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{:.6f},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{}\n",
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{:.6f},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},"
+                       "{:.6g},{:.6f},{:.6f}\n",
                        q(c.label), c.workload, c.allocator, to_string(r.device.kind), q(r.device.name),
                        c.capacity_bytes, m->peak_reserved_bytes, m->peak_allocated_bytes, m->fragmentation,
                        m->device_allocs, m->device_frees, m->allocs, m->cache_hits, m->hit_rate(), sps.median,
@@ -189,7 +244,9 @@ std::string csv_table(const RunReport& r) {
                        c.memory_modeled ? 1 : 0, m->first_oom ? to_string(m->first_oom->kind) : "",
                        m->first_oom ? std::to_string(m->first_oom->step) : "",
                        m->first_oom ? std::to_string(m->first_oom->event) : "",
-                       m->first_oom ? std::to_string(m->first_oom->requested_bytes) : "", m->ooms);
+                       m->first_oom ? std::to_string(m->first_oom->requested_bytes) : "", m->ooms,
+                       spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median,
+                       alloc_share(c, *m), harness_share(*m));
   }
   return out;
 }

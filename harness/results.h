@@ -62,6 +62,13 @@ struct RunMetrics {
   std::uint64_t ooms = 0;
   double seconds = 0;          // whole run: measured on cuda, modeled on sim
   double alloc_seconds = 0;    // inside allocator calls (host clock on both devices)
+  // Where the rest of the wall time went (host clock): inside the workload's compute calls
+  // (kernel launches, and waits when the launch queue is full), waiting for the GPU at the end,
+  // and the harness itself (event generation, bookkeeping, progress): the overhead to keep small.
+  double compute_call_seconds = 0;
+  double sync_seconds = 0;
+  double harness_seconds = 0;
+  double modeled_call_seconds = 0;  // sim: the device's modeled driver-call time (part of seconds)
   double steps_per_s = 0;
   double tokens_per_s = 0;         // real tokens
   double padded_tokens_per_s = 0;  // tokens including padding

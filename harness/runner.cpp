@@ -144,7 +144,11 @@ struct CaseRun {
             do_free(op, m.events++);
             break;
           case Op::Kind::Compute:
-            if (!skipping) compute_modeled += workload.compute(op, ctx);
+            if (!skipping) {
+              auto t = Clock::now();
+              compute_modeled += workload.compute(op, ctx);
+              m.compute_call_seconds += seconds_since(t);
+            }
             break;
         }
         if (stop) break;
@@ -162,8 +166,12 @@ struct CaseRun {
       }
       if (progress) progress(repeat_index, step + 1, steps);
     }
+    auto sync_start = Clock::now();
     if (!device.simulated()) device.synchronize();
+    m.sync_seconds = seconds_since(sync_start);
     double wall = seconds_since(start);
+    m.harness_seconds = std::max(0.0, wall - m.alloc_seconds - m.compute_call_seconds - m.sync_seconds);
+    m.modeled_call_seconds = device.counters().modeled_call_seconds;
     workload.finish();
     AllocatorStats s = allocator.stats();
     m.peak_reserved_bytes = s.peak_reserved_bytes;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "harness/config.h"
+#include "harness/frontier.h"
 #include "workloads/transformer.h"
 
 namespace gmb {
@@ -189,7 +190,9 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
   } catch (const std::invalid_argument& e) {
     y.fail(n, key, e.what());
   }
-  return {"transformer", [p] { return make_transformer(p); }};
+  WorkloadSpec spec{"transformer", [p] { return make_transformer(p); }, {}, {}};
+  add_transformer_frontier_params(spec, p);  // batch and seq_len for `gpumembench frontier`
+  return spec;
 }
 
 }  // namespace gmb

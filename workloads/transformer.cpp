@@ -151,6 +151,15 @@ TransformerWorkload::TransformerWorkload(TransformerParams p) : p_(std::move(p))
   if (p_.mode == TransformerMode::Inference && (!p_.generate || !p_.kv_block))
     throw std::invalid_argument("transformer: generate and kv_block must be positive");
   param_elems_ = param_elements(p_);
+  // Persistent buffers' sizes are known up front, so any step's ops can be made first.
+  const Bytes e = dtype_bytes(p_.dtype);
+  for (std::uint64_t t = 0; t < param_elems_.size(); ++t) {
+    const Bytes n = param_elems_[t];
+    for (auto [role, bytes] : {std::pair{kWeight, e * n}, {kGrad, e * n}, {kMaster, 4 * n}, {kAdamM, 4 * n},
+                               {kAdamV, 4 * n}})
+      sizes_[1 + 8 * t + role] = bytes;
+  }
+  sizes_[kWorkspaceId] = p_.cublas_workspace;
 }
 
 TransformerWorkload::~TransformerWorkload() { finish(); }

@@ -1,0 +1,302 @@
+// The transformer workload's events: activation sizes against Korthikanti et al., the
+// persistent state, recomputation, the KV cache, determinism, and GEMM operand bounds.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "workloads/transformer.h"
+
+using namespace gmb;
+
+namespace {
+
+constexpr BufferId kFirstStepLocalId = 1ull << 32;
+
+TransformerParams small(std::uint64_t layers = 2, Recompute r = Recompute::None, DType t = DType::BF16) {
+  TransformerParams p;
+  p.layers = layers;
+  p.hidden = 256;
+  p.heads = 8;
+  p.vocab = 1000;
+  p.batch = 3;
+  p.dtype = t;
+  p.recompute = r;
+  p.steps = 4;
+  p.seq_len.dist = SeqDist::Fixed;
+  p.seq_len.value = 96;
+  return p;
+}
+
+struct StepOps {
+  std::vector<Op> ops;
+  std::vector<const char*> names;
+  StepInfo info;
+};
+
+StepOps run_step(TransformerWorkload& w, std::uint64_t step) {
+  StepOps s;
+  w.step_ops(step, s.ops, s.info);
+  s.names = w.last_op_names();
+  return s;
+}
+
+// Bytes of this step's own (non-persistent) buffers live just before the op named `name`.
+Bytes step_local_live_before(const StepOps& s, const std::string& name) {
+  std::map<BufferId, Bytes> live;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    if (op.kind == Op::Kind::Alloc && s.names[i] == name) break;
+    if (op.id < kFirstStepLocalId || op.kind == Op::Kind::Compute) continue;
+    if (op.kind == Op::Kind::Alloc) live[op.id] = op.bytes;
+    if (op.kind == Op::Kind::Free) live.erase(op.id);
+  }
+  Bytes total = 0;
+  for (auto& [id, b] : live) total += b;
+  return total;
+}
+
+}  // namespace
+
+TEST(Transformer, KorthikantiFormulaFor16BitAnd32Bit) {
+  TransformerParams p = small();
+  p.hidden = 1024;
+  p.heads = 16;
+  const Bytes s = 512, b = 2, h = 1024, a = 16;
+  auto r = korthikanti_layer_bytes(p, s, b);
+  EXPECT_EQ(r.attention, 11 * s * b * h + 5 * a * s * s * b);
+  EXPECT_EQ(r.mlp, 19 * s * b * h);
+  EXPECT_EQ(r.layer_norm, 4 * s * b * h);
+  EXPECT_EQ(r.total(), s * b * h * (34 + 5 * a * s / h));  // the paper's per-layer total
+  p.dtype = DType::FP32;  // every tensor doubles except the 1-byte dropout masks
+  auto f = korthikanti_layer_bytes(p, s, b);
+  EXPECT_EQ(f.attention, 21 * s * b * h + 9 * a * s * s * b);
+  EXPECT_EQ(f.mlp, 37 * s * b * h);
+  EXPECT_EQ(f.layer_norm, 8 * s * b * h);
+}
+
+// At the end of the forward pass (just before the logits), the activations held are: the
+// input ids and labels (int64), the embedding dropout mask, each layer's saved tensors, the
+// last layer's output and the final layer norm's output.
+TEST(Transformer, ForwardHoldsExactlyTheKorthikantiActivationsPerLayer) {
+  for (DType t : {DType::BF16, DType::FP32}) {
+    for (std::uint64_t layers : {1, 2, 5}) {
+      TransformerParams p = small(layers, Recompute::None, t);
+      TransformerWorkload w(p);
+      for (std::uint64_t step : {0, 1}) {
+        StepOps s = run_step(w, step);
+        const Bytes sq = 96, b = 3, h = 256, T = sq * b, e = dtype_bytes(t);
+        Bytes expected = 16 * T + T * h + layers * korthikanti_layer_bytes(p, sq, b).total() + 2 * e * T * h;
+        EXPECT_EQ(step_local_live_before(s, "logits"), expected)
+            << to_string(t) << " layers " << layers << " step " << step;
+      }
+    }
+  }
+}
+
+TEST(Transformer, SelectiveRecomputeDropsTheAttentionMatricesAndFullKeepsOnlyLayerInputs) {
+  const Bytes sq = 96, b = 3, h = 256, a = 8, T = sq * b, e = 2;
+  const Bytes outside = 16 * T + T * h + 2 * e * T * h;
+  for (std::uint64_t layers : {1, 3}) {
+    TransformerParams sel = small(layers, Recompute::Selective);
+    TransformerWorkload ws(sel);
+    StepOps s = run_step(ws, 1);
+    // Selective: 34sbh per layer (the 5as^2b of softmax, its dropout mask and output are gone).
+    EXPECT_EQ(step_local_live_before(s, "logits"), outside + layers * 34 * T * h);
+    TransformerWorkload wf(small(layers, Recompute::Full));
+    StepOps f = run_step(wf, 1);
+    EXPECT_EQ(step_local_live_before(f, "logits"), outside + layers * e * T * h);
+  }
+  // Recomputation trades memory for compute: more FLOPs per step, the same final state.
+  auto flops = [](TransformerWorkload& w) {
+    std::vector<Op> ops;
+    StepInfo info;
+    w.step_ops(1, ops, info);
+    double f = 0;
+    for (auto& c : w.last_compute()) f += c.flops;
+    return f;
+  };
+  TransformerWorkload none(small(2)), sel(small(2, Recompute::Selective)), full(small(2, Recompute::Full));
+  double fn = flops(none), fs = flops(sel), ff = flops(full);
+  EXPECT_GT(fs, fn);
+  EXPECT_GT(ff, fs);
+  (void)a;
+}
+
+TEST(Transformer, StateIsSixteenBytesPerParameterAndEveryStepFreesWhatItAllocates) {
+  for (DType t : {DType::BF16, DType::FP16, DType::FP32}) {
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+      TransformerParams p = small(2, r, t);
+      TransformerWorkload w(p);
+      std::map<BufferId, Bytes> live;
+      Bytes persistent = 0;
+      for (std::uint64_t step = 0; step < 3; ++step) {
+        StepOps s = run_step(w, step);
+        for (const Op& op : s.ops) {
+          if (op.kind == Op::Kind::Alloc) {
+            ASSERT_FALSE(live.count(op.id)) << "id reused while live";
+            live[op.id] = op.bytes;
+            if (op.id < kFirstStepLocalId) {
+              EXPECT_EQ(step, 0u) << "persistent state is allocated at the first step only";
+              persistent += op.bytes;
+            }
+          } else if (op.kind == Op::Kind::Free) {
+            ASSERT_TRUE(live.count(op.id)) << "free of a buffer not live";
+            EXPECT_GE(op.id, kFirstStepLocalId) << "persistent state is never freed";
+            live.erase(op.id);
+          }
+        }
+        for (auto& [id, bytes] : live) EXPECT_LT(id, kFirstStepLocalId) << "step " << step << " leaks";
+      }
+      EXPECT_EQ(persistent, 16 * transformer_param_count(p) + p.cublas_workspace) << to_string(t);
+    }
+  }
+  // Parameters: embedding (tied output) + per layer 12h^2 + 13h + final norm.
+  TransformerParams p = small(2);
+  EXPECT_EQ(transformer_param_count(p), 1000ull * 256 + 2 * (12ull * 256 * 256 + 13 * 256) + 2 * 256);
+}
+
+TEST(Transformer, EveryGemmOperandFitsItsBufferAndEveryBufferIsWritten) {
+  std::vector<TransformerParams> cases;
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    for (DType t : {DType::BF16, DType::FP32}) cases.push_back(small(2, r, t));
+  TransformerParams inf = small(2);
+  inf.mode = TransformerMode::Inference;
+  inf.generate = 5;
+  cases.push_back(inf);
+  inf.kv_block = 4;
+  cases.push_back(inf);
+  for (const auto& p : cases) {
+    TransformerWorkload w(p);
+    for (std::uint64_t step = 0; step < 2; ++step) {
+      StepOps s = run_step(w, step);
+      const Bytes e = dtype_bytes(p.dtype);
+      std::set<BufferId> written;
+      for (const auto& c : w.last_compute()) {
+        if (c.kind == ComputeDesc::Kind::Gemm) {
+          const GemmDesc& g = c.gemm;
+          GemmExtents x = gemm_extents(g);
+          EXPECT_LE(g.a_offset + x.a * e, w.buffer_bytes(g.a)) << c.name;
+          EXPECT_LE(g.b_offset + x.b * e, w.buffer_bytes(g.b)) << c.name;
+          EXPECT_LE(g.c_offset + x.c * e, w.buffer_bytes(g.c)) << c.name;
+          EXPECT_GT(w.buffer_bytes(g.a), 0u) << c.name;
+          written.insert(g.c);
+        }
+        for (BufferId id : c.out) written.insert(id);
+      }
+      for (std::size_t i = 0; i < s.ops.size(); ++i)
+        if (s.ops[i].kind == Op::Kind::Alloc && std::string(s.names[i]) != "cublas_workspace" &&
+            std::string(s.names[i]).rfind("adam", 0) != 0 && std::string(s.names[i]) != "master_weight" &&
+            std::string(s.names[i]) != "grad")
+          EXPECT_TRUE(written.count(s.ops[i].id)) << s.names[i] << " is never written";
+    }
+  }
+}
+
+TEST(Transformer, SameParametersGiveTheSameOpsAndTheSeedChangesTheLengths) {
+  TransformerParams p = small(2);
+  p.seq_len = SeqLenSpec{};
+  p.seq_len.dist = SeqDist::Uniform;
+  p.seq_len.min = 16;
+  p.seq_len.max = 200;
+  p.seq_len.seed = 7;
+  TransformerWorkload a(p), b(p);
+  std::vector<std::uint64_t> lens;
+  for (std::uint64_t step = 0; step < 5; ++step) {
+    StepOps x = run_step(a, step), y = run_step(b, step);
+    ASSERT_EQ(x.ops.size(), y.ops.size());
+    for (std::size_t i = 0; i < x.ops.size(); ++i) {
+      EXPECT_EQ(x.ops[i].kind, y.ops[i].kind);
+      EXPECT_EQ(x.ops[i].id, y.ops[i].id);
+      EXPECT_EQ(x.ops[i].bytes, y.ops[i].bytes);
+    }
+    EXPECT_EQ(x.info.real_tokens, y.info.real_tokens);
+    lens.push_back(a.shape_of(step).seq_len);
+  }
+  // A step's ops do not depend on the steps generated before it.
+  TransformerWorkload c(p);
+  StepOps late = run_step(c, 3), again = run_step(a, 3);
+  EXPECT_EQ(late.ops.size(), again.ops.size());
+  EXPECT_EQ(late.info.padded_tokens, again.info.padded_tokens);
+  p.seq_len.seed = 8;
+  TransformerWorkload d(p);
+  std::vector<std::uint64_t> other;
+  for (std::uint64_t step = 0; step < 5; ++step) other.push_back(d.shape_of(step).seq_len);
+  EXPECT_NE(lens, other);
+}
+
+TEST(Transformer, StepInfoCountsRealAndPaddedTokens) {
+  TransformerParams p = small(1);
+  p.seq_len = SeqLenSpec{};
+  p.seq_len.dist = SeqDist::Uniform;
+  p.seq_len.min = 10;
+  p.seq_len.max = 100;
+  p.seq_len.pad_to_max = true;
+  TransformerWorkload w(p);
+  StepOps s = run_step(w, 2);
+  BatchShape sh = w.shape_of(2);
+  EXPECT_EQ(s.info.padded_tokens, 3.0 * 100);
+  EXPECT_EQ(s.info.real_tokens, double(sh.real_tokens));
+  EXPECT_LT(s.info.real_tokens, s.info.padded_tokens);
+  // The tensors are sized by the padded length.
+  for (std::size_t i = 0; i < s.ops.size(); ++i)
+    if (s.ops[i].kind == Op::Kind::Alloc && std::string(s.names[i]) == "q")
+      EXPECT_EQ(s.ops[i].bytes, 2ull * 3 * 100 * 256);
+}
+
+TEST(Transformer, InferenceKvCacheGrowsByReallocation) {
+  TransformerParams p = small(3);
+  p.mode = TransformerMode::Inference;
+  p.generate = 6;
+  TransformerWorkload w(p);
+  StepOps s = run_step(w, 1);
+  const Bytes e = 2, b = 3, h = 256, sq = 96;
+  std::vector<Bytes> k_sizes;
+  for (std::size_t i = 0; i < s.ops.size(); ++i)
+    if (s.ops[i].kind == Op::Kind::Alloc && std::string(s.names[i]) == "k_cache") k_sizes.push_back(s.ops[i].bytes);
+  // Prefill caches the prompt; each of the 5 later tokens re-allocates every layer's cache one token longer.
+  ASSERT_EQ(k_sizes.size(), 3u * 6);
+  EXPECT_EQ(k_sizes.front(), e * b * sq * h);
+  EXPECT_EQ(k_sizes.back(), e * b * (sq + 5) * h);
+  EXPECT_EQ(s.info.real_tokens, 3.0 * (96 + 6));
+  // With kv_block 4 the cache grows twice (96 -> 100 -> 104) for 5 appended tokens.
+  p.kv_block = 4;
+  TransformerWorkload w4(p);
+  StepOps s4 = run_step(w4, 1);
+  std::size_t grows = 0;
+  for (std::size_t i = 0; i < s4.ops.size(); ++i)
+    if (s4.ops[i].kind == Op::Kind::Alloc && std::string(s4.names[i]) == "k_cache") ++grows;
+  EXPECT_EQ(grows, 3u * 3);
+}
+
+TEST(Transformer, ModeledTimeIsTheRooflineOfEachKernel) {
+  TransformerParams p = small(1);
+  p.hidden = 4096;
+  p.heads = 32;
+  p.seq_len.value = 2048;
+  p.batch = 4;
+  TransformerWorkload w(p);
+  run_step(w, 1);
+  const ComputeDesc* q = nullptr;
+  const ComputeDesc* ln = nullptr;
+  for (const auto& c : w.last_compute()) {
+    if (std::string(c.name) == "q_proj" && !q) q = &c;
+    if (std::string(c.name) == "layer_norm_1" && !ln) ln = &c;
+  }
+  ASSERT_TRUE(q && ln);
+  // q projection: 2 * (2048*4) * 4096 * 4096 FLOPs at 790 TFLOP/s (compute bound).
+  EXPECT_DOUBLE_EQ(q->flops, 2.0 * 8192 * 4096 * 4096);
+  EXPECT_NEAR(w.modeled_seconds(*q), q->flops / 790e12, 1e-12);
+  // Layer norm: reads and writes 2 * 8192 * 4096 bytes at 4.3 TB/s (memory bound).
+  EXPECT_DOUBLE_EQ(ln->bytes, 2.0 * 2 * 8192 * 4096);
+  EXPECT_NEAR(w.modeled_seconds(*ln), ln->bytes / 4.3e12, 1e-12);
+  // fp32 GEMMs at the assumed 50 TFLOP/s.
+  p.dtype = DType::FP32;
+  TransformerWorkload w32(p);
+  run_step(w32, 1);
+  for (const auto& c : w32.last_compute())
+    if (std::string(c.name) == "q_proj") {
+      EXPECT_NEAR(w32.modeled_seconds(c), c.flops / 50e12, 1e-12);
+      break;
+    }
+}
