@@ -14,7 +14,8 @@
 //
 // Block must have the fields `StreamId stream; Bytes size; DevPtr ptr; void* tleaf;`. tleaf is
 // the leaf holding the block (nullptr while in no set); a block's key must not change while it
-// is in a set.
+// is in a set. Keys are packed into one 128-bit number (stream << 112 | size << 64 | address),
+// so streams must lie in [0, 65535] and sizes below 2^48 (256 TiB); the allocator checks this.
 #pragma once
 
 #include <cstddef>
@@ -36,15 +37,11 @@ template <class Block, bool kBySize>
 class BlockSet {
   static constexpr int kCap = 16;
 
-  struct Key {
-    unsigned __int128 k;  // size << 64 | address (or the address alone)
-    std::uint32_t s;      // stream
-  };
+  using Key = unsigned __int128;
   struct Inner;
   struct Leaf {
     int n = 0;
-    unsigned __int128 k[kCap];
-    std::uint32_t s[kCap];
+    Key k[kCap];
     Block* blk[kCap];
     Leaf* prev = nullptr;
     Leaf* next = nullptr;
@@ -53,8 +50,7 @@ class BlockSet {
   struct Inner {
     int n = 0;  // children
     bool leaves = false;
-    unsigned __int128 k[kCap];  // separators: child i+1 holds keys >= separator i
-    std::uint32_t s[kCap];
+    Key k[kCap];  // separators: child i+1 holds keys >= separator i
     void* child[kCap + 1];
     Inner* parent = nullptr;
   };
@@ -88,7 +84,7 @@ class BlockSet {
     if (!size_) return nullptr;
     const Key k = make_key(key.stream, key.size, key.ptr);
     const Leaf* l = descend(k);
-    int i = count_less(l->k, l->s, l->n, k);
+    int i = count_less(l->k, l->n, k);
     if (i < l->n) return l->blk[i];
     return l->next ? l->next->blk[0] : nullptr;
   }
@@ -99,8 +95,7 @@ class BlockSet {
     if (!root_) {
       Leaf* l = new_leaf();
       l->n = 1;
-      l->k[0] = k.k;
-      l->s[0] = k.s;
+      l->k[0] = k;
       l->blk[0] = b;
       b->tleaf = l;
       root_ = l;
@@ -109,7 +104,7 @@ class BlockSet {
       return;
     }
     Leaf* l = descend(k);
-    int pos = count_less(l->k, l->s, l->n, k);
+    int pos = count_less(l->k, l->n, k);
     if (l->n < kCap) {
       put(l, pos, k, b);
       return;
@@ -119,7 +114,6 @@ class BlockSet {
     const int half = kCap / 2;
     for (int i = half; i < kCap; ++i) {
       r->k[i - half] = l->k[i];
-      r->s[i - half] = l->s[i];
       r->blk[i - half] = l->blk[i];
       r->blk[i - half]->tleaf = r;
     }
@@ -136,7 +130,7 @@ class BlockSet {
       put(l, pos, k, b);
     else
       put(r, pos - half, k, b);
-    insert_child(l->parent, l, Key{r->k[0], r->s[0]}, r, /*leaves=*/true);
+    insert_child(l->parent, l, r->k[0], r, /*leaves=*/true);
   }
 
   void erase(Block* b) {
@@ -144,7 +138,6 @@ class BlockSet {
     int i = index_in(l, b);
     for (int j = i + 1; j < l->n; ++j) {
       l->k[j - 1] = l->k[j];
-      l->s[j - 1] = l->s[j];
       l->blk[j - 1] = l->blk[j];
     }
     --l->n;
@@ -167,33 +160,30 @@ class BlockSet {
 
  private:
   static Key make_key(StreamId stream, Bytes size, DevPtr ptr) {
-    unsigned __int128 k = ptr;
-    if (kBySize) k |= static_cast<unsigned __int128>(size) << 64;
-    return Key{k, static_cast<std::uint32_t>(stream)};
+    constexpr Bytes kMaxSize = (Bytes{1} << 48) - 1;  // a larger lookup key finds nothing
+    Key hi = static_cast<std::uint64_t>(static_cast<std::uint16_t>(stream)) << 48;
+    if (kBySize) hi |= size < kMaxSize ? size : kMaxSize;
+    return (hi << 64) | ptr;
   }
 
   // Number of keys among the first n that are less than key (branch-free).
-  static int count_less(const unsigned __int128* ks, const std::uint32_t* ss, int n,
-                        const Key& key) {
+  static int count_less(const Key* ks, int n, Key key) {
     int c = 0;
-    for (int i = 0; i < n; ++i)
-      c += (ss[i] < key.s) | ((ss[i] == key.s) & (ks[i] < key.k));
+    for (int i = 0; i < n; ++i) c += ks[i] < key;
     return c;
   }
   // Number of separators that are <= key: the child to follow.
-  static int count_le(const unsigned __int128* ks, const std::uint32_t* ss, int n,
-                      const Key& key) {
+  static int count_le(const Key* ks, int n, Key key) {
     int c = 0;
-    for (int i = 0; i < n; ++i)
-      c += (ss[i] < key.s) | ((ss[i] == key.s) & (ks[i] <= key.k));
+    for (int i = 0; i < n; ++i) c += ks[i] <= key;
     return c;
   }
 
-  Leaf* descend(const Key& k) const {
+  Leaf* descend(Key k) const {
     void* node = root_;
     for (int level = height_; level > 1; --level) {
       const Inner* in = static_cast<const Inner*>(node);
-      node = in->child[count_le(in->k, in->s, in->n - 1, k)];
+      node = in->child[count_le(in->k, in->n - 1, k)];
     }
     return static_cast<Leaf*>(node);
   }
@@ -204,14 +194,12 @@ class BlockSet {
     return i;
   }
 
-  static void put(Leaf* l, int pos, const Key& k, Block* b) {
+  static void put(Leaf* l, int pos, Key k, Block* b) {
     for (int j = l->n; j > pos; --j) {
       l->k[j] = l->k[j - 1];
-      l->s[j] = l->s[j - 1];
       l->blk[j] = l->blk[j - 1];
     }
-    l->k[pos] = k.k;
-    l->s[pos] = k.s;
+    l->k[pos] = k;
     l->blk[pos] = b;
     b->tleaf = l;
     ++l->n;
@@ -226,15 +214,14 @@ class BlockSet {
 
   // Inserts `right` (whose keys are >= sep) just after `left` in parent p (nullptr: left is
   // the root, a new root is made).
-  void insert_child(Inner* p, void* left, const Key& sep, void* right, bool leaves) {
+  void insert_child(Inner* p, void* left, Key sep, void* right, bool leaves) {
     if (!p) {
       Inner* root = new_inner();
       root->leaves = leaves;
       root->n = 2;
       root->child[0] = left;
       root->child[1] = right;
-      root->k[0] = sep.k;
-      root->s[0] = sep.s;
+      root->k[0] = sep;
       set_parent(left, leaves, root);
       set_parent(right, leaves, root);
       root_ = root;
@@ -245,13 +232,9 @@ class BlockSet {
     while (p->child[i] != left) ++i;
     if (p->n < kCap) {
       for (int j = p->n; j > i + 1; --j) p->child[j] = p->child[j - 1];
-      for (int j = p->n - 1; j > i; --j) {
-        p->k[j] = p->k[j - 1];
-        p->s[j] = p->s[j - 1];
-      }
+      for (int j = p->n - 1; j > i; --j) p->k[j] = p->k[j - 1];
       p->child[i + 1] = right;
-      p->k[i] = sep.k;
-      p->s[i] = sep.s;
+      p->k[i] = sep;
       ++p->n;
       set_parent(right, leaves, p);
       return;
@@ -265,7 +248,7 @@ class BlockSet {
     }
     for (int j = 0, o = 0; j < p->n - 1; ++j) {
       if (j == i) sp[o++] = sep;
-      sp[o++] = Key{p->k[j], p->s[j]};
+      sp[o++] = p->k[j];
     }
     if (i == p->n - 1) sp[kCap - 1] = sep;
     const int total = kCap + 1;
@@ -277,19 +260,13 @@ class BlockSet {
       p->child[j] = ch[j];
       set_parent(ch[j], leaves, p);
     }
-    for (int j = 0; j < left_n - 1; ++j) {
-      p->k[j] = sp[j].k;
-      p->s[j] = sp[j].s;
-    }
+    for (int j = 0; j < left_n - 1; ++j) p->k[j] = sp[j];
     q->n = total - left_n;
     for (int j = 0; j < q->n; ++j) {
       q->child[j] = ch[left_n + j];
       set_parent(ch[left_n + j], leaves, q);
     }
-    for (int j = 0; j < q->n - 1; ++j) {
-      q->k[j] = sp[left_n + j].k;
-      q->s[j] = sp[left_n + j].s;
-    }
+    for (int j = 0; j < q->n - 1; ++j) q->k[j] = sp[left_n + j];
     insert_child(p->parent, p, sp[left_n - 1], q, /*leaves=*/false);
   }
 
@@ -300,10 +277,7 @@ class BlockSet {
     for (int j = i + 1; j < p->n; ++j) p->child[j - 1] = p->child[j];
     // Child i covered [sep i-1, sep i): drop sep i-1 (or sep 0 for the first child).
     const int drop = i > 0 ? i - 1 : 0;
-    for (int j = drop + 1; j < p->n - 1; ++j) {
-      p->k[j - 1] = p->k[j];
-      p->s[j - 1] = p->s[j];
-    }
+    for (int j = drop + 1; j < p->n - 1; ++j) p->k[j - 1] = p->k[j];
     --p->n;
     if (p->n > 0) {
       // A root with one child: the child becomes the root (repeatedly: deletion is lazy, so

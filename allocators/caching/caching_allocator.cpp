@@ -246,6 +246,8 @@ class CachingAllocator final : public Allocator {
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
     if (bytes == 0) return DevPtr{0};  // PyTorch hands out nullptr for 0 bytes
+    if (stream < 0 || stream > 65535)
+      throw std::invalid_argument(fmt::format("caching allocator: stream id {} outside [0, 65535]", stream));
     Block* b = malloc(bytes, stream);
     if (!b) return std::nullopt;
     live_.insert(b->ptr, b);

@@ -15,6 +15,10 @@
 //                       PyTorch's allowed_memory_maximum, checked before every device
 //                       allocation. Default: per_process_memory_fraction x the card when
 //                       alloc_conf sets a fraction < 1, else the device's capacity_bytes.
+//                       (PyTorch without a fraction has no such check and no garbage
+//                       collection; here a capacity always acts as the limit.)
+// Streams: ids 0..65535; blocks belong to the stream that allocated them and are reused only
+// on it. record_stream (cross-stream uses, CUDA events) and CUDA graph pools are not modeled.
 #pragma once
 
 #include <memory>
