@@ -1,15 +1,33 @@
-// The simulated GPU: deterministic, no GPU needed. It models what the H200's driver
-// (580.159) was seen to do (../shared/GPU.md):
-//  - physical memory is taken in 2 MiB pages; small cudaMallocs are packed into shared
-//    2 MiB pages at 512-byte steps;
-//  - virtual addresses: regions of the request rounded up to 32 MiB, placed top-down in the
-//    highest gap that fits; later requests are carved from existing regions first (newest
-//    region first, best fit, low end of the free range); an empty region is released.
-// Placing memory like the driver makes every address tie-break in a policy allocator the same
-// as on the GPU. Call costs are modeled from the H200 measurements.
+// The simulated GPU: deterministic, no GPU needed. Every rule below was measured on the H200
+// (driver 580.159, CUDA 13.0) by scripts/probe/driver_probe.cu; the probe's output is
+// results/h200/probe/driver_probe.json and results/h200/native_allocators.md reads it.
+//
+// cudaMalloc placement (tests/test_sim_placement.cpp replays the probe's sequences and gets
+// the H200's pointers, all 312 of them):
+//  - The driver keeps virtual-address regions. A request that no region can hold opens a new
+//    region of the request rounded up to 32 MiB, placed top-down: at the top of the highest
+//    gap below the existing regions that is strictly larger than the region (a hole of
+//    exactly the region's size was skipped twice on the H200).
+//  - Otherwise the request is carved from an existing region: regions newest first; inside
+//    the first region that can hold it, the smallest free range (best fit), from its low end.
+//  - A region is released when its last allocation is freed.
+//  - A fresh context already holds regions of its own (three, seen identically in the probe
+//    and in a PyTorch process): a 32 MiB region whose upper 24 MiB are free, a full 64 MiB one
+//    below it and a 416 MiB one whose top 2 MiB are free; new regions start 480 MiB below the
+//    first. The sim starts in that state, so its pointers are the H200's pointers of a fresh
+//    process. Their own memory is the context's and is not counted as used.
+// Small cudaMallocs (<= 1 MiB; 1 MiB + 1 is not) are packed into shared 2 MiB pages at
+// 512-byte steps, first fit; a page is placed like a 2 MiB cudaMalloc and released when empty.
+// Larger requests take whole 2 MiB pages.
+//
+// cudaMemPool (cudaMemPoolCreate, pinned, device 0): see the PoolModel comment below.
+// Managed memory: taken in 2 MiB pages from the same physical memory (not measured: the probe
+// never allocates managed memory on a shared GPU); prefetch and advice change nothing here.
+// Call costs: medians of 50 calls on the H200 from the probe.
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,23 +39,32 @@ namespace {
 
 constexpr Bytes kRegionGranularity = 32 * MiB;
 constexpr Bytes kSmallStep = 512;
-// Requests up to this size are packed into shared 2 MiB pages.
-constexpr Bytes kPackLimit = 1 * MiB;
-constexpr DevPtr kVaLow = 0x7f0000000000ULL;
-constexpr DevPtr kVaHigh = 0x7fc000000000ULL;
-constexpr DevPtr kManagedBase = 0x600000000000ULL;
+constexpr Bytes kPackLimit = 1 * MiB;  // largest request packed into shared 2 MiB pages
+// The H200's addresses in a fresh process: the top of the context's first region.
+constexpr DevPtr kVaHigh = 0x7f3e06000000ULL;
+constexpr DevPtr kVaLow = 0x300000000000ULL;
+constexpr DevPtr kManagedBase = 0x200000000000ULL;
+// Pools: the H200 put the first pool's memory at 0x302000000; each pool gets 1 TiB of VA.
+constexpr DevPtr kPoolBase = 0x302000000ULL;
+constexpr Bytes kPoolSpan = 1ULL << 40;
+constexpr int kMaxPools = 16;
+constexpr Bytes kPoolGranule = 32 * MiB;  // pool memory is mapped and released in 32 MiB pieces
+constexpr Bytes kPoolStep = 512;
 
 Bytes round_up(Bytes n, Bytes step) { return (n + step - 1) / step * step; }
 
-// Modeled call costs in seconds, interpolated on log(size) between H200 measurements.
+// Modeled call costs in seconds, interpolated on log(size) between the probe's medians
+// (512 B and 1 MiB cost the same as 2 MiB: one page).
 double interpolate_cost(Bytes bytes, double at_2mib, double at_100mib, double at_1gib) {
   double x = std::log2(std::max<double>(static_cast<double>(bytes), 2.0 * MiB));
   const double x0 = 21, x1 = std::log2(100.0 * MiB), x2 = 30;
   if (x <= x1) return at_2mib + (at_100mib - at_2mib) * (x - x0) / (x1 - x0);
   return at_100mib + (at_1gib - at_100mib) * (x - x1) / (x2 - x1);
 }
-double malloc_cost(Bytes b) { return interpolate_cost(b, 50e-6, 75e-6, 172e-6); }
-double free_cost(Bytes b) { return interpolate_cost(b, 41e-6, 125e-6, 675e-6); }
+double malloc_cost(Bytes b) { return interpolate_cost(b, 51.8e-6, 88.5e-6, 167.2e-6); }
+double free_cost(Bytes b) { return interpolate_cost(b, 41.9e-6, 149.3e-6, 687.6e-6); }
+constexpr double kAsyncMallocCost = 0.65e-6, kAsyncFreeCost = 0.81e-6;
+constexpr double kManagedCallCost = 13e-6;
 
 // Free-range bookkeeping inside one driver VA region.
 struct Region {
@@ -45,7 +72,8 @@ struct Region {
   std::uint64_t created = 0;           // creation order: newest region is searched first
   std::map<Bytes, Bytes> free_ranges;  // offset -> length
   std::uint64_t live = 0;
-  bool vmm = false;  // a cuMemAddressReserve range: never carved by cudaMalloc
+  bool vmm = false;     // a cuMemAddressReserve range: never carved by cudaMalloc
+  bool pinned = false;  // the context's own region: never released
 };
 
 struct SmallPage {
@@ -54,12 +82,44 @@ struct SmallPage {
   std::uint64_t live = 0;
 };
 
+// The cudaMemPool model, from the probe's pool section:
+//  - Requests are rounded up to 512 bytes and placed first fit (lowest address) in the pool's
+//    own contiguous virtual range; freed ranges are reused at once by the same stream.
+//  - Physical memory backs that range in 32 MiB granules: 1 B reserves 32 MiB, 100 MiB
+//    reserves 128 MiB, 1 GiB reserves 1 GiB, and consecutive requests share granules
+//    (1 B + 1 MiB + 2 MiB + 20 MiB + 100 MiB + 1 GiB reserve 1152 MiB together).
+//  - A request that fits in already-backed free memory takes no new memory. Otherwise it goes
+//    to the lowest free range that fits (the end of the pool if none) and its unbacked
+//    granules are backed first by moving idle granules (backed, holding no live allocation)
+//    and only then by new memory. That is how 100+200+300 MiB, free 200, 250 MiB reserves
+//    704 MiB on the H200 and not 864: five idle granules of the freed 200 MiB are reused.
+//  - ReservedMemCurrent = backed granules x 32 MiB; UsedMemCurrent = the bytes requested.
+//  - Above the release threshold, idle granules go back to the device at the next
+//    synchronization (threshold 0: reserved drops to 0 at the stream sync after the free,
+//    not at the free); cudaMemPoolTrimTo releases idle granules down to the bytes to keep
+//    (with 20 MiB live, trim to 0 keeps the one 32 MiB granule that holds it).
+//  - Which idle granule is moved or released first (the highest) was not measured.
+//  - Reuse across streams: the sim's GPU is idle, so a free has always completed; a range
+//    freed on another stream is reusable when opportunistic reuse or internal dependencies
+//    are allowed, else only after a synchronize. Event dependencies are not modeled.
+struct PoolBlock {
+  Bytes size = 0;       // rounded
+  Bytes requested = 0;  // counted in UsedMem
+  StreamId stream = 0;
+};
+
 struct PoolModel {
   MemPoolOptions options;
+  DevPtr base = 0;
+  bool alive = false;
+  std::map<Bytes, PoolBlock> live;                      // offset -> block
+  std::map<Bytes, std::pair<Bytes, StreamId>> pending;  // freed, not reusable by other streams yet
+  std::set<std::uint64_t> backed;                       // granule indices with physical memory
   MemPoolUsage usage;
-  std::map<DevPtr, Bytes> live;          // ptr -> rounded size
-  std::multimap<Bytes, DevPtr> cached;   // freed ranges kept by the pool, by size
-  std::map<DevPtr, Bytes> chunks;        // memory the pool holds from the device
+
+  bool cross_stream_reuse() const {
+    return options.reuse_allow_opportunistic || options.reuse_allow_internal_dependencies;
+  }
 };
 
 class SimDevice final : public Device {
@@ -70,7 +130,8 @@ class SimDevice final : public Device {
     info_.capacity_bytes = o.capacity_bytes;
     info_.total_bytes = o.capacity_bytes;
     info_.page_bytes = o.page_bytes;
-    info_.driver = "simulated (H200, driver 580 placement model)";
+    info_.driver = "simulated (H200, driver 580.159 model)";
+    add_context_regions();
   }
 
   const DeviceInfo& info() const override { return info_; }
@@ -106,8 +167,7 @@ class SimDevice final : public Device {
 
   std::optional<DevPtr> reserve_address_range(Bytes bytes) override {
     Bytes size = round_up(bytes, info_.page_bytes);
-    DevPtr base = new_region(size, /*vmm=*/true);
-    return base;
+    return new_region(size, /*vmm=*/true);
   }
 
   void release_address_range(DevPtr base, Bytes) override { regions_.erase(base); }
@@ -133,9 +193,9 @@ class SimDevice final : public Device {
 
   std::optional<DevPtr> malloc_managed(Bytes bytes) override {
     ++counters_.managed_mallocs;
-    counters_.modeled_call_seconds += 13e-6;
+    counters_.modeled_call_seconds += kManagedCallCost;
     Bytes size = round_up(std::max<Bytes>(bytes, 1), info_.page_bytes);
-    if (used_ + size > info_.capacity_bytes) return std::nullopt;
+    if (used_ + size > info_.capacity_bytes) return std::nullopt;  // no oversubscription
     used_ += size;
     DevPtr p = managed_next_;
     managed_next_ += size;
@@ -145,7 +205,7 @@ class SimDevice final : public Device {
 
   void free_managed(DevPtr ptr) override {
     ++counters_.managed_frees;
-    counters_.modeled_call_seconds += 13e-6;
+    counters_.modeled_call_seconds += kManagedCallCost;
     auto it = managed_.find(ptr);
     if (it == managed_.end()) return;
     used_ -= it->second;
@@ -155,87 +215,132 @@ class SimDevice final : public Device {
   void prefetch_managed(DevPtr, Bytes, StreamId) override {}
   void advise_managed(DevPtr, Bytes, bool, bool) override {}
 
-  // --- cudaMemPool model: reserves in 2 MiB steps, keeps freed memory up to the release
-  // threshold, reuses a cached range that fits (best fit), trims on request.
+  // --- cudaMemPool model (see PoolModel) ---
   PoolHandle create_pool(const MemPoolOptions& options) override {
-    pools_.emplace_back();
-    pools_.back().options = options;
+    if (pools_.size() >= static_cast<std::size_t>(kMaxPools))
+      throw DeviceError(fmt::format("simulated device: more than {} memory pools", kMaxPools));
+    PoolModel pool;
+    pool.options = options;
+    pool.base = kPoolBase + pools_.size() * kPoolSpan;
+    pool.alive = true;
+    pools_.push_back(std::move(pool));
     return static_cast<PoolHandle>(pools_.size() - 1);
   }
-  void destroy_pool(PoolHandle pool) override { trim_pool(pool, 0); }
 
-  std::optional<DevPtr> malloc_async(PoolHandle h, Bytes bytes, StreamId) override {
+  void destroy_pool(PoolHandle h) override {
+    PoolModel& pool = pool_at(h);
+    used_ -= pool.backed.size() * kPoolGranule;
+    pool.backed.clear();
+    pool.live.clear();
+    pool.pending.clear();
+    pool.usage.reserved_current = pool.usage.used_current = 0;
+    pool.alive = false;
+  }
+
+  std::optional<DevPtr> malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
     ++counters_.async_mallocs;
-    counters_.modeled_call_seconds += 0.62e-6;
-    PoolModel& pool = pools_.at(h);
-    Bytes size = round_up(std::max<Bytes>(bytes, 1), kSmallStep);
-    auto it = pool.cached.lower_bound(size);
-    DevPtr p;
-    if (it != pool.cached.end()) {
-      p = it->second;
-      Bytes have = it->first;
-      pool.cached.erase(it);
-      if (have > size) pool.cached.emplace(have - size, p + size);
-    } else {
-      Bytes chunk = round_up(size, info_.page_bytes);
-      if (used_ + chunk > info_.capacity_bytes) {
-        trim_pool(h, 0);  // the driver releases unused pool memory before failing
-        if (used_ + chunk > info_.capacity_bytes) return std::nullopt;
+    counters_.modeled_call_seconds += kAsyncMallocCost;
+    PoolModel& pool = pool_at(h);
+    const Bytes size = round_up(std::max<Bytes>(bytes, 1), kPoolStep);
+
+    // Free gaps between the occupied ranges (live blocks, and ranges freed on other streams
+    // that this stream may not reuse yet), in address order; the last one is unbounded.
+    std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
+    occupied.reserve(pool.live.size() + pool.pending.size());
+    for (const auto& [off, b] : pool.live) occupied.emplace_back(off, off + b.size);
+    for (const auto& [off, p] : pool.pending)
+      if (p.second != stream) occupied.emplace_back(off, off + p.first);
+    if (!pool.pending.empty()) std::sort(occupied.begin(), occupied.end());
+
+    auto fully_backed = [&](Bytes start) {
+      for (std::uint64_t g = start / kPoolGranule; g <= (start + size - 1) / kPoolGranule; ++g)
+        if (!pool.backed.count(g)) return false;
+      return true;
+    };
+    std::optional<Bytes> backed_fit, any_fit;
+    Bytes gap_start = 0;
+    for (const auto& [s, e] : occupied) {
+      if (s > gap_start && s - gap_start >= size) {
+        if (!any_fit) any_fit = gap_start;
+        if (fully_backed(gap_start)) {
+          backed_fit = gap_start;
+          break;
+        }
       }
-      used_ += chunk;
-      p = place(chunk);
-      pool.chunks[p] = chunk;
-      pool.usage.reserved_current += chunk;
-      if (chunk > size) pool.cached.emplace(chunk - size, p + size);
+      gap_start = std::max(gap_start, e);
     }
-    pool.live[p] = size;
-    pool.usage.used_current += size;
+    if (!backed_fit && fully_backed(gap_start)) backed_fit = gap_start;
+    if (!any_fit) any_fit = gap_start;
+    const Bytes offset = backed_fit ? *backed_fit : *any_fit;
+    if (offset + size > kPoolSpan)
+      throw DeviceError("simulated device: memory pool virtual address range exhausted");
+
+    // Back the granules it touches: idle granules first, then new memory.
+    const std::uint64_t g0 = offset / kPoolGranule, g1 = (offset + size - 1) / kPoolGranule;
+    std::vector<std::uint64_t> missing;
+    for (std::uint64_t g = g0; g <= g1; ++g)
+      if (!pool.backed.count(g)) missing.push_back(g);
+    if (!missing.empty()) {
+      std::vector<std::uint64_t> idle = idle_granules(pool, true, g0, g1);  // highest first
+      std::size_t moved = std::min(idle.size(), missing.size());
+      Bytes grow = (missing.size() - moved) * kPoolGranule;
+      if (used_ + grow > info_.capacity_bytes) return std::nullopt;
+      for (std::size_t i = 0; i < moved; ++i) pool.backed.erase(idle[i]);
+      for (std::uint64_t g : missing) pool.backed.insert(g);
+      used_ += grow;
+      pool.usage.reserved_current = pool.backed.size() * kPoolGranule;
+    }
+    drop_pending_overlap(pool, offset, offset + size);
+    pool.live[offset] = PoolBlock{size, bytes, stream};
+    pool.usage.used_current += bytes;
     pool.usage.used_high = std::max(pool.usage.used_high, pool.usage.used_current);
     pool.usage.reserved_high = std::max(pool.usage.reserved_high, pool.usage.reserved_current);
-    return p;
+    return pool.base + offset;
   }
 
-  void free_async(PoolHandle h, DevPtr ptr, StreamId) override {
+  void free_async(PoolHandle h, DevPtr ptr, StreamId stream) override {
     ++counters_.async_frees;
-    counters_.modeled_call_seconds += 0.73e-6;
-    PoolModel& pool = pools_.at(h);
-    auto it = pool.live.find(ptr);
+    counters_.modeled_call_seconds += kAsyncFreeCost;
+    PoolModel& pool = pool_at(h);
+    if (ptr < pool.base) return;
+    auto it = pool.live.find(ptr - pool.base);
     if (it == pool.live.end()) return;
-    pool.usage.used_current -= it->second;
-    pool.cached.emplace(it->second, ptr);
+    pool.usage.used_current -= it->second.requested;
+    if (!pool.cross_stream_reuse()) pool.pending[it->first] = {it->second.size, stream};
     pool.live.erase(it);
-    if (pool.usage.reserved_current > pool.options.release_threshold)
-      trim_pool(h, pool.options.release_threshold);
+    // Memory above the release threshold goes back at the next synchronization, not here.
   }
 
-  void trim_pool(PoolHandle h, Bytes keep) override {
-    PoolModel& pool = pools_.at(h);
-    // Release whole chunks with nothing live in them, newest first, until at most `keep` stays.
-    for (auto it = pool.chunks.begin(); it != pool.chunks.end() && pool.usage.reserved_current > keep;) {
-      DevPtr base = it->first;
-      Bytes size = it->second;
-      bool busy = false;
-      for (auto l = pool.live.lower_bound(base); l != pool.live.end() && l->first < base + size; ++l) {
-        busy = true;
-        break;
-      }
-      if (busy) { ++it; continue; }
-      for (auto c = pool.cached.begin(); c != pool.cached.end();)
-        c = (c->second >= base && c->second < base + size) ? pool.cached.erase(c) : std::next(c);
-      used_ -= size;
-      unplace(base, size);
-      pool.usage.reserved_current -= size;
-      it = pool.chunks.erase(it);
+  void trim_pool(PoolHandle h, Bytes keep) override { release_idle(pool_at(h), keep); }
+
+  MemPoolUsage pool_usage(PoolHandle h) const override {
+    if (h < 0 || static_cast<std::size_t>(h) >= pools_.size())
+      throw DeviceError(fmt::format("simulated device: no memory pool {}", h));
+    return pools_[h].usage;
+  }
+
+  void synchronize() override {
+    ++counters_.synchronizes;
+    for (PoolModel& pool : pools_) {
+      if (!pool.alive) continue;
+      pool.pending.clear();  // every free has completed
+      if (pool.usage.reserved_current > pool.options.release_threshold)
+        release_idle(pool, pool.options.release_threshold);
     }
   }
 
-  MemPoolUsage pool_usage(PoolHandle h) const override { return pools_.at(h).usage; }
-
-  void synchronize() override { ++counters_.synchronizes; }
   void* native_stream(StreamId) override { return nullptr; }
   Bytes used_bytes() const override { return used_; }
 
  private:
+  // --- the context's own regions (see the top of the file) ---
+  void add_context_regions() {
+    const Bytes used_at_start = used_;
+    for (Bytes n : {8 * MiB, 64 * MiB, 414 * MiB}) place(n);
+    for (auto& [base, r] : regions_) r.pinned = true;
+    used_ = used_at_start;
+  }
+
   // --- driver VA placement model ---
   DevPtr place(Bytes size) {
     // Existing regions, newest first; best fit inside the first region that can hold it.
@@ -265,17 +370,23 @@ class SimDevice final : public Device {
     return base;
   }
 
-  // Top-down: the highest gap below kVaHigh that fits; the region sits at the top of it.
+  // Top-down: the highest gap below kVaHigh strictly larger than the region; the region sits
+  // at the top of it.
   DevPtr new_region(Bytes size, bool vmm) {
     DevPtr top = kVaHigh;
     DevPtr base = 0;
     for (auto it = regions_.rbegin(); it != regions_.rend(); ++it) {
       DevPtr end = it->first + it->second.size;
-      if (top >= end + size) { base = top - size; break; }
-      top = it->first;
+      if (top > end && top - end > size) {
+        base = top - size;
+        break;
+      }
+      top = std::min(top, it->first);
     }
-    if (base == 0) base = top - size;
-    if (base < kVaLow) throw DeviceError("simulated device: virtual address space exhausted");
+    if (base == 0) {
+      if (top < kVaLow + size) throw DeviceError("simulated device: virtual address space exhausted");
+      base = top - size;
+    }
     Region r;
     r.size = size;
     r.created = ++region_seq_;
@@ -306,7 +417,7 @@ class SimDevice final : public Device {
       }
     }
     r.free_ranges.emplace(start, len);
-    if (--r.live == 0) regions_.erase(it);
+    if (--r.live == 0 && !r.pinned) regions_.erase(it);
   }
 
   // --- small allocations packed into shared 2 MiB pages ---
@@ -328,7 +439,7 @@ class SimDevice final : public Device {
     used_ += page_size;
     SmallPage page;
     page.base = place(page_size);
-    page.free_ranges.emplace(size, page_size - size);
+    if (page_size > size) page.free_ranges.emplace(size, page_size - size);
     page.live = 1;
     small_pages_.push_back(page);
     small_live_[page.base] = size;
@@ -343,9 +454,8 @@ class SimDevice final : public Device {
     for (auto p = small_pages_.begin(); p != small_pages_.end(); ++p) {
       if (ptr < p->base || ptr >= p->base + info_.page_bytes) continue;
       Bytes off = ptr - p->base;
-      p->free_ranges.emplace(off, size);
+      auto it = p->free_ranges.emplace(off, size).first;
       // coalesce neighbours
-      auto it = p->free_ranges.find(off);
       if (auto n = std::next(it); n != p->free_ranges.end() && off + size == n->first) {
         it->second += n->second;
         p->free_ranges.erase(n);
@@ -363,6 +473,60 @@ class SimDevice final : public Device {
         small_pages_.erase(p);
       }
       return;
+    }
+  }
+
+  // --- pool helpers ---
+  PoolModel& pool_at(PoolHandle h) {
+    if (h < 0 || static_cast<std::size_t>(h) >= pools_.size() || !pools_[h].alive)
+      throw DeviceError(fmt::format("simulated device: no memory pool {}", h));
+    return pools_[h];
+  }
+
+  // Granules that are backed but hold no live (or not yet reusable) allocation, highest
+  // first, leaving out those of [skip0, skip1] when skip is set.
+  static std::vector<std::uint64_t> idle_granules(const PoolModel& pool, bool skip = false,
+                                                  std::uint64_t skip0 = 0, std::uint64_t skip1 = 0) {
+    std::set<std::uint64_t> busy;
+    auto mark = [&](Bytes off, Bytes size) {
+      for (std::uint64_t g = off / kPoolGranule; g <= (off + size - 1) / kPoolGranule; ++g) busy.insert(g);
+    };
+    for (const auto& [off, b] : pool.live) mark(off, b.size);
+    for (const auto& [off, p] : pool.pending) mark(off, p.first);
+    std::vector<std::uint64_t> idle;
+    for (auto it = pool.backed.rbegin(); it != pool.backed.rend(); ++it)
+      if (!busy.count(*it) && !(skip && *it >= skip0 && *it <= skip1)) idle.push_back(*it);
+    return idle;
+  }
+
+  void release_idle(PoolModel& pool, Bytes keep) {
+    if (pool.usage.reserved_current <= keep) return;
+    for (std::uint64_t g : idle_granules(pool)) {
+      if (pool.usage.reserved_current <= keep) break;
+      pool.backed.erase(g);
+      used_ -= kPoolGranule;
+      pool.usage.reserved_current -= kPoolGranule;
+    }
+  }
+
+  // A range reused by its own stream is no longer pending.
+  static void drop_pending_overlap(PoolModel& pool, Bytes start, Bytes end) {
+    if (pool.pending.empty()) return;
+    auto it = pool.pending.lower_bound(start);
+    if (it != pool.pending.begin()) --it;
+    while (it != pool.pending.end() && it->first < end) {
+      Bytes s = it->first, e = s + it->second.first;
+      StreamId st = it->second.second;
+      if (e <= start) {
+        ++it;
+        continue;
+      }
+      it = pool.pending.erase(it);
+      if (s < start) pool.pending[s] = {start - s, st};
+      if (e > end) {
+        pool.pending[end] = {e - end, st};
+        break;  // ranges do not overlap: nothing further can
+      }
     }
   }
 

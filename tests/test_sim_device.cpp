@@ -43,16 +43,19 @@ TEST(SimDevice, OutOfMemoryAtCapacityIsNulloptNotAnException) {
 }
 
 TEST(SimDevice, PlacesRegionsTopDownAndCarvesExistingRegionsFirst) {
+  // As on the H200 (tests/test_sim_placement.cpp replays the measured sequences).
   auto d = sim();
-  DevPtr a = *d->malloc(20 * MiB);  // new 32 MiB region
-  DevPtr b = *d->malloc(10 * MiB);  // carved from a's region, right after a
-  EXPECT_EQ(b, a + 20 * MiB);
-  DevPtr c = *d->malloc(100 * MiB);  // new region, below the first
-  EXPECT_LT(c + 100 * MiB, a + 1);
+  DevPtr a = *d->malloc(30 * MiB);  // too big for the context's own regions: new 32 MiB region
+  DevPtr b = *d->malloc(2 * MiB);   // carved from the newest region, right after a
+  EXPECT_EQ(b, a + 30 * MiB);
+  DevPtr c = *d->malloc(100 * MiB);  // new 128 MiB region, right below the first
+  EXPECT_EQ(c + 128 * MiB, a);
   d->free(a);
-  d->free(b);  // first region now empty: released
+  d->free(b);  // first region now empty: released, leaving a 32 MiB hole
   DevPtr e = *d->malloc(20 * MiB);  // fits in c's region tail (128 MiB region, 28 MiB free)
   EXPECT_EQ(e, c + 100 * MiB);
+  DevPtr f = *d->malloc(30 * MiB);  // a hole of exactly the region's size is not reused
+  EXPECT_EQ(f, c - 32 * MiB);
 }
 
 TEST(SimDevice, VmmMapsCountTowardCapacity) {

@@ -1,0 +1,272 @@
+// The simulated cudaMemPool against the H200: the pool section of scripts/probe/driver_probe.cu
+// (results/h200/probe/driver_probe.json) replayed step by step through the sim. After every
+// step the probe recorded the pool's ReservedMemCurrent and UsedMemCurrent and the pointer it
+// got; the sim must give the same figures and the same pointer offsets from the pool's start.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "allocators/device.h"
+
+using namespace gmb;
+using nlohmann::json;
+
+namespace {
+
+const json& pool_probe() {
+  static const json j = [] {
+    std::ifstream in(std::string(GMB_SOURCE_DIR) + "/results/h200/probe/driver_probe.json");
+    json out;
+    if (in) in >> out;
+    return out.contains("pool") ? out["pool"] : json();
+  }();
+  return j;
+}
+
+std::uint64_t hex(const json& v) { return std::stoull(v.get<std::string>(), nullptr, 16); }
+
+// One pool on a fresh sim, mirroring the probe's Pool helper (release threshold max).
+struct SimPool {
+  std::unique_ptr<Device> dev;
+  Device::PoolHandle h;
+  std::uint64_t gpu_base = 0, sim_base = 0;  // the first pointer each side returned
+  explicit SimPool(Bytes threshold = UINT64_MAX) {
+    SimDeviceOptions o;
+    o.capacity_bytes = 139 * GiB;
+    dev = make_sim_device(o);
+    MemPoolOptions p;
+    p.release_threshold = threshold;
+    h = dev->create_pool(p);
+  }
+  DevPtr alloc(Bytes n, StreamId s = 1) { return *dev->malloc_async(h, n, s); }
+  void free(DevPtr p, StreamId s = 1) { dev->free_async(h, p, s); }
+  // Compares one recorded state: reserved, used and (where recorded) the pointer's offset.
+  void expect(const json& state, DevPtr ptr = 0) {
+    MemPoolUsage u = dev->pool_usage(h);
+    const std::string step = state["step"];
+    EXPECT_EQ(u.reserved_current, state["reserved"].get<Bytes>()) << step;
+    EXPECT_EQ(u.used_current, state["used"].get<Bytes>()) << step;
+    EXPECT_EQ(u.reserved_high, state["reserved_high"].get<Bytes>()) << step;
+    if (ptr && state.contains("ptr")) {
+      if (!gpu_base) {
+        gpu_base = hex(state["ptr"]);
+        sim_base = ptr;
+      }
+      EXPECT_EQ(ptr - sim_base, hex(state["ptr"]) - gpu_base) << step << ": pointer offset";
+    }
+  }
+};
+
+#define REQUIRE_POOL_PROBE() \
+  if (pool_probe().is_null()) GTEST_FAIL() << "results/h200/probe/driver_probe.json has no pool section"
+
+}  // namespace
+
+TEST(SimMemPool, EachSizeAloneReservesWhatTheH200Reserved) {
+  REQUIRE_POOL_PROBE();
+  // 1 B, 1 MiB, 2 MiB, 20 MiB -> 32 MiB; 100 MiB -> 128 MiB; 1 GiB -> 1 GiB.
+  SimPool P;
+  const Bytes sizes[] = {1, MiB, 2 * MiB, 20 * MiB, 100 * MiB, GiB};
+  const json& states = pool_probe()["single_request"];
+  ASSERT_EQ(states.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    P.dev->trim_pool(P.h, 0);
+    DevPtr p = P.alloc(sizes[i]);
+    P.dev->synchronize();
+    P.expect(states[i], p);
+    P.free(p);
+    P.dev->synchronize();
+    P.dev->trim_pool(P.h, 0);
+  }
+}
+
+TEST(SimMemPool, ConsecutiveRequestsShare32MiBGranules) {
+  REQUIRE_POOL_PROBE();
+  SimPool P;
+  const Bytes sizes[] = {1, MiB, 2 * MiB, 20 * MiB, 100 * MiB, GiB};
+  const json& states = pool_probe()["cumulative"];
+  for (std::size_t i = 0; i < 6; ++i) P.expect(states[i], P.alloc(sizes[i]));
+  EXPECT_EQ(P.dev->pool_usage(P.h).reserved_current, 1152 * MiB);
+}
+
+TEST(SimMemPool, GrowsInTheH200sStepsForRepeatedRequests) {
+  REQUIRE_POOL_PROBE();
+  for (const json& g : pool_probe()["growth_steps"]) {
+    SimPool P;
+    const Bytes size = g["size"];
+    std::vector<DevPtr> ptrs;
+    for (int i = 0; i < g["count"].get<int>(); ++i) {
+      ptrs.push_back(P.alloc(size));
+      EXPECT_EQ(P.dev->pool_usage(P.h).reserved_current, g["reserved_after_each"][i].get<Bytes>())
+          << size << " B, request " << i + 1;
+    }
+    for (std::size_t i = 0; i < ptrs.size() && i < g["ptrs"].size(); ++i)
+      EXPECT_EQ(ptrs[i] - ptrs[0], hex(g["ptrs"][i]) - hex(g["ptrs"][0])) << size << " B, pointer " << i;
+  }
+}
+
+TEST(SimMemPool, ReusesFreedMemoryLikeTheH200) {
+  REQUIRE_POOL_PROBE();
+  const json& s = pool_probe()["reuse_after_sync"];
+  ASSERT_EQ(s.size(), 15u);
+  SimPool P;
+  auto sync = [&] { P.dev->synchronize(); };
+  DevPtr a = P.alloc(100 * MiB);
+  P.expect(s[0], a);
+  P.free(a);
+  sync();
+  P.expect(s[1]);
+  DevPtr b = P.alloc(50 * MiB);
+  P.expect(s[2], b);
+  DevPtr b2 = P.alloc(50 * MiB);
+  P.expect(s[3], b2);
+  P.free(b);
+  P.free(b2);
+  sync();
+  P.expect(s[4]);
+  DevPtr c = P.alloc(100 * MiB);
+  P.expect(s[5], c);
+  P.free(c);
+  sync();
+  P.expect(s[6]);
+  DevPtr d = P.alloc(150 * MiB);  // the freed 128 MiB plus one more granule
+  P.expect(s[7], d);
+  P.free(d);
+  sync();
+  P.expect(s[8]);
+  DevPtr e = P.alloc(60 * MiB), f = P.alloc(60 * MiB), g = P.alloc(60 * MiB);
+  P.expect(s[9], e);
+  P.expect(s[10], f);
+  P.expect(s[11], g);
+  P.free(f);
+  DevPtr h = P.alloc(40 * MiB);  // into F's place
+  P.expect(s[12], h);
+  for (DevPtr p : {e, g, h}) P.free(p);
+  sync();
+  P.expect(s[13]);
+  P.dev->trim_pool(P.h, 0);
+  P.expect(s[14]);
+  EXPECT_EQ(P.dev->used_bytes(), 0u);
+}
+
+TEST(SimMemPool, ReusesAcrossStreamsWithoutASyncByDefault) {
+  REQUIRE_POOL_PROBE();
+  const json& s = pool_probe()["reuse_without_sync"];
+  SimPool P;
+  DevPtr a = P.alloc(100 * MiB);
+  P.free(a);
+  DevPtr b = P.alloc(100 * MiB);
+  P.expect(s[0], a);
+  P.expect(s[1], b);
+  P.free(b);
+  DevPtr c = P.alloc(100 * MiB, /*stream=*/2);
+  P.expect(s[2], c);
+}
+
+TEST(SimMemPool, ReleaseThresholdZeroReturnsMemoryAtTheNextSync) {
+  REQUIRE_POOL_PROBE();
+  const json& s = pool_probe()["release_threshold_0"];
+  SimPool P(/*threshold=*/0);
+  std::size_t i = 0;
+  for (Bytes n : {100 * MiB, GiB}) {
+    DevPtr p = P.alloc(n);
+    P.dev->synchronize();
+    P.expect(s[i++], p);
+    P.free(p);
+    P.expect(s[i++]);  // freed, not yet synchronized: still reserved
+    P.dev->synchronize();
+    P.expect(s[i++]);
+    P.dev->synchronize();
+    P.expect(s[i++]);
+  }
+}
+
+TEST(SimMemPool, TrimToKeepsOnlyTheGranulesThatHoldLiveMemory) {
+  REQUIRE_POOL_PROBE();
+  const json& s = pool_probe()["trim"];
+  SimPool P;
+  DevPtr a = P.alloc(100 * MiB), b = P.alloc(GiB), c = P.alloc(20 * MiB);
+  P.expect(s[0]);
+  P.free(a);
+  P.free(b);
+  P.dev->synchronize();
+  P.expect(s[1]);
+  P.dev->trim_pool(P.h, 512 * MiB);
+  P.expect(s[2]);
+  P.dev->trim_pool(P.h, 0);
+  P.expect(s[3]);  // the 20 MiB still live keeps its 32 MiB granule
+  P.free(c);
+  P.dev->synchronize();
+  P.expect(s[4]);
+  P.dev->trim_pool(P.h, 0);
+  P.expect(s[5]);
+}
+
+TEST(SimMemPool, ThousandOneByteRequestsFitOneGranuleAt512ByteSteps) {
+  REQUIRE_POOL_PROBE();
+  const json& s = pool_probe()["small_1000_x_1B"];
+  SimPool P;
+  std::vector<DevPtr> ptrs;
+  for (int i = 0; i < 1000; ++i) ptrs.push_back(P.alloc(1));
+  MemPoolUsage u = P.dev->pool_usage(P.h);
+  EXPECT_EQ(u.reserved_current, s["reserved"].get<Bytes>());
+  EXPECT_EQ(u.used_current, s["used"].get<Bytes>());
+  EXPECT_EQ(static_cast<std::int64_t>(ptrs[1] - ptrs[0]), s["stride_mode"].get<std::int64_t>());
+}
+
+// The hole pattern, as gpumembench ran it on the H200 through cuda_mempool: peak reserved
+// 704 MiB (five idle granules of the freed 200 MiB back the 250 MiB request).
+TEST(SimMemPool, HolePatternReserves704MiBAsOnTheH200) {
+  SimPool P;
+  DevPtr a = P.alloc(100 * MiB), b = P.alloc(200 * MiB), c = P.alloc(300 * MiB);
+  EXPECT_EQ(P.dev->pool_usage(P.h).reserved_current, 608 * MiB);
+  P.free(b);
+  DevPtr d = P.alloc(250 * MiB);
+  EXPECT_EQ(d, c + 300 * MiB);  // the 200 MiB hole is too small: after c
+  EXPECT_EQ(P.dev->pool_usage(P.h).reserved_current, 704 * MiB);
+  EXPECT_EQ(P.dev->pool_usage(P.h).used_current, 650 * MiB);
+  EXPECT_EQ(P.dev->used_bytes(), 704 * MiB);
+  for (DevPtr p : {a, c, d}) P.free(p);
+}
+
+// Cross-stream reuse with opportunistic reuse and internal dependencies both off: a range
+// freed on another stream waits for a synchronize; its own stream reuses it at once.
+TEST(SimMemPool, WithoutOpportunisticReuseAnotherStreamWaitsForASync) {
+  SimDeviceOptions o;
+  o.capacity_bytes = 8 * GiB;
+  auto dev = make_sim_device(o);
+  MemPoolOptions p;
+  p.reuse_allow_opportunistic = false;
+  p.reuse_allow_internal_dependencies = false;
+  auto h = dev->create_pool(p);
+  DevPtr a = *dev->malloc_async(h, 100 * MiB, 1);
+  dev->free_async(h, a, 1);
+  DevPtr b = *dev->malloc_async(h, 100 * MiB, 2);
+  EXPECT_EQ(b, a + 100 * MiB) << "stream 2 may not reuse stream 1's free before a sync";
+  EXPECT_EQ(dev->pool_usage(h).reserved_current, 224 * MiB);
+  DevPtr c = *dev->malloc_async(h, 100 * MiB, 1);
+  EXPECT_EQ(c, a) << "stream 1 reuses its own free in stream order";
+  dev->free_async(h, b, 2);
+  dev->free_async(h, c, 1);
+  dev->synchronize();
+  DevPtr e = *dev->malloc_async(h, 200 * MiB, 3);
+  EXPECT_EQ(e, a) << "after a sync every free is reusable";
+  EXPECT_EQ(dev->pool_usage(h).reserved_current, 224 * MiB);
+}
+
+TEST(SimMemPool, PoolMemoryCountsTowardTheCapacity) {
+  SimDeviceOptions o;
+  o.capacity_bytes = 256 * MiB;
+  auto dev = make_sim_device(o);
+  auto h = dev->create_pool(MemPoolOptions{});
+  DevPtr a = *dev->malloc_async(h, 200 * MiB, 0);  // 224 MiB reserved
+  EXPECT_FALSE(dev->malloc_async(h, 60 * MiB, 0)) << "needs two more granules: 288 MiB > 256 MiB";
+  EXPECT_TRUE(dev->malloc_async(h, 50 * MiB, 0)) << "the last granule's tail and one new granule";
+  EXPECT_EQ(dev->used_bytes(), 256 * MiB);
+  EXPECT_FALSE(dev->malloc(2 * MiB)) << "cudaMalloc sees the pool's memory as taken";
+  dev->free_async(h, a, 0);
+}
