@@ -15,6 +15,7 @@
 #include "allocators/units.h"
 #include "harness/compare.h"
 #include "harness/config.h"
+#include "harness/frontier.h"
 #include "harness/report.h"
 #include "workloads/trace.h"
 
@@ -141,17 +142,28 @@ int run_config(const std::string& config_path, const std::string& device_flag, c
                             ? fmt::format("results/{}-{}", config.name, utc_now("%Y%m%dT%H%M%SZ"))
                             : output_flag;
 
-  std::size_t total = config.workloads.size() * config.allocators.size();
+  // A capacity sweep (`device: {capacity: [8GiB, 12GiB]}`): one set of cases per capacity,
+  // labelled "... @ 8.00 GiB". --capacity replaces the sweep with one capacity.
+  std::vector<Bytes> capacities = {spec.capacity_bytes};
+  if (capacity_flag.empty() && config.capacities.size() > 1) report.capacity_sweep = capacities = config.capacities;
+  std::size_t total = capacities.size() * config.workloads.size() * config.allocators.size();
   Progress progress(!quiet && isatty(STDERR_FILENO), total);
   std::size_t i = 0;
-  for (const auto& w : config.workloads) {
-    for (const auto& a : config.allocators) {
-      CaseSpec cs{a.name, a.options, w.make};
-      std::string label = allocator_label(a.name, a.options) + " x " + w.kind;
-      progress.start_case(i, label);
-      report.cases.push_back(run_case(cs, spec, config.run, [&](auto r, auto s, auto n) { progress.step(r, s, n); }));
-      progress.end_case();
-      ++i;
+  for (Bytes cap : capacities) {
+    DeviceSpec case_spec = spec;
+    case_spec.capacity_bytes = cap;
+    std::string at = report.capacity_sweep.empty() ? "" : " @ " + format_bytes(cap);
+    for (const auto& w : config.workloads) {
+      for (const auto& a : config.allocators) {
+        CaseSpec cs{a.name, a.options, w.make};
+        std::string label = allocator_label(a.name, a.options) + " x " + w.kind + at;
+        progress.start_case(i, label);
+        report.cases.push_back(
+            run_case(cs, case_spec, config.run, [&](auto r, auto s, auto n) { progress.step(r, s, n); }));
+        report.cases.back().label += at;
+        progress.end_case();
+        ++i;
+      }
     }
   }
   std::cout << markdown_table(report);
@@ -280,6 +292,9 @@ int run_cli(int argc, char** argv) {
   compare->add_option("--output", output, "write compare.{md,csv,json,tex} here (default: print to stdout)");
   compare->add_option("--format", format, "comma-separated formats: md, csv, json, latex (default md; with --output md,csv,json)");
 
+  FrontierCliArgs frontier_args;
+  auto* frontier = add_frontier_command(app, frontier_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -289,6 +304,7 @@ int run_cli(int argc, char** argv) {
   const std::string cmd = command_line(argc, argv);
   try {
     if (compare->parsed()) return run_compare(compare_inputs, output, format);
+    if (frontier->parsed()) return run_frontier_command(frontier_args, cmd);
     if (replay->parsed())
       return run_replay(trace, allocator, alloc_conf, capacity, device, timeline, output, format, quiet, cmd);
     if (config.empty()) {

@@ -14,6 +14,8 @@ const std::vector<std::string>& valid_formats() {
   return formats;
 }
 
+FrontierSpec parse_frontier_section(const YamlReader& y, const YAML::Node& n, const Config& c);
+
 namespace {
 
 std::vector<std::string> workload_kind_names() {
@@ -40,7 +42,10 @@ NamedEntry named_entry(const YamlReader& y, const YAML::Node& item, const std::s
 
 void parse_device(const YamlReader& y, const YAML::Node& n, Config& c) {
   y.expect_map(n, "device", {"capacity", "kind"});
-  if (n["capacity"]) c.device.capacity_bytes = y.size(n["capacity"], "device.capacity", false);
+  if (n["capacity"]) {  // one size, or a list: a capacity sweep
+    c.capacities = y.sizes(n["capacity"], "device.capacity");
+    c.device.capacity_bytes = c.capacities.front();
+  }
   if (n["kind"]) {
     auto k = y.choice(n["kind"], "device.kind", {"auto", "sim", "cuda"});
     c.device.choice = k == "sim" ? DeviceChoice::Sim : k == "cuda" ? DeviceChoice::Cuda : DeviceChoice::Auto;
@@ -133,7 +138,7 @@ Config load_config(const std::string& path) {
     throw ConfigError(path, e.mark.line + 1, e.mark.column + 1, "", "YAML syntax error: " + e.msg);
   }
   if (!root || root.IsNull()) throw ConfigError(path, 0, 0, "", "the config is empty");
-  y.expect_map(root, "", {"name", "description", "device", "allocators", "workloads", "run", "output"});
+  y.expect_map(root, "", {"name", "description", "device", "allocators", "workloads", "run", "output", "frontier"});
   Config c;
   c.path = path;
   c.name = root["name"] ? y.string(root["name"], "name")
@@ -149,6 +154,7 @@ Config load_config(const std::string& path) {
   parse_workloads(y, root["workloads"], c, dir.empty() ? "." : dir);
   if (root["run"]) parse_run(y, root["run"], c);
   if (root["output"]) parse_output(y, root["output"], c);
+  if (root["frontier"]) c.frontier = parse_frontier_section(y, root["frontier"], c);  // frontier_config.cpp
   return c;
 }
 

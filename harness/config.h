@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,16 +20,30 @@ struct AllocatorSpec {
 struct WorkloadSpec {
   std::string kind;
   std::function<std::unique_ptr<Workload>()> make;
+  // Parameters an OOM frontier search may vary (name -> the config's value), and how to make
+  // the workload with one of them set (throws std::invalid_argument for a value it cannot take).
+  std::vector<std::pair<std::string, std::uint64_t>> params;
+  std::function<std::unique_ptr<Workload>(const std::string& param, std::uint64_t value)> make_with;
 };
+
+// `frontier:` section (and `gpumembench frontier` flags): the parameter to bisect and its range.
+struct FrontierSpec {
+  std::string param = "capacity";  // capacity | batch | seq_len
+  std::uint64_t lo = 0, hi = 0;    // 0: chosen by the search (see harness/frontier.h)
+  std::uint64_t resolution = 0;    // 0: 2 MiB for capacity, 1 for batch and seq_len
+};
+const std::vector<std::string>& frontier_params();
 
 struct Config {
   std::string path;
   std::string name;
-  DeviceSpec device;
+  DeviceSpec device;                // device.capacity_bytes: the first of `capacities`
+  std::vector<Bytes> capacities;    // `device: {capacity: [8GiB, 12GiB]}`: one set of cases each
   std::vector<AllocatorSpec> allocators;
   std::vector<WorkloadSpec> workloads;
   RunSettings run;
   std::vector<std::string> formats;  // from `output: {formats: [...]}`; empty: the default
+  std::optional<FrontierSpec> frontier;
 };
 
 // Throws ConfigError (file, line, column, key, valid choices) for anything wrong;

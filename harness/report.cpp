@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "allocators/units.h"
+#include "harness/oom_report.h"
 #include "harness/runner.h"
 
 namespace gmb {
@@ -60,7 +61,42 @@ std::string oom_cell(const RunMetrics& m) {
   if (!m.first_oom) return "none";
   const auto& o = *m.first_oom;
   return fmt::format("{} at step {} (event {}, {}){}", to_string(o.kind), o.step, o.event,
-                     format_bytes(o.requested_bytes), m.ooms > 1 ? fmt::format(", {} OOMs", m.ooms) : "");
+                     format_bytes(o.requested_bytes),
+                     m.ooms > 1 ? fmt::format(", {} OOMs ({} fragmentation, {} capacity)", m.ooms,
+                                              m.fragmentation_ooms, m.capacity_ooms)
+                                : "");
+}
+
+// The first OOM's details for the CSV (ends the row).
+std::string oom_csv_cells(const CaseResult& c, const RunMetrics& m) {
+  auto v = [&](auto f) { return m.first_oom ? std::to_string(f(*m.first_oom)) : std::string(); };
+  return fmt::format("{},{},{},{},{},{},{},{},{},{}\n", v([](auto& o) { return o.allocated_bytes; }),
+                     v([](auto& o) { return o.reserved_bytes; }), v([](auto& o) { return o.cached_bytes; }),
+                     v([](auto& o) { return o.largest_free_block; }), v([](auto& o) { return o.capacity_bytes; }),
+                     v([](auto& o) { return o.retried_after_freeing_cache ? 1 : 0; }), m.fragmentation_ooms,
+                     m.capacity_ooms, c.capacity_requested_bytes, c.ballast_bytes);
+}
+
+// One row per case with an OOM: every detail of the first, and the count by kind.
+std::string oom_details_table(const RunReport& r) {
+  std::string out;
+  for (std::size_t i = 0; i < r.cases.size(); ++i) {
+    const CaseResult& c = r.cases[i];
+    const RunMetrics* m = c.runs.empty() ? nullptr : &c.runs.front();
+    if (!m || !m->first_oom) continue;
+    if (out.empty())
+      out = "\n| case (first OOM) | kind | step | event | request | allocated | reserved | cached | largest free block "
+            "| capacity left | retried | OOMs: fragmentation / capacity | block map |\n"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n";
+    const OomRecord& o = *m->first_oom;
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n", c.label,
+                       to_string(o.kind), o.step, o.event, format_bytes(o.requested_bytes),
+                       format_bytes(o.allocated_bytes), format_bytes(o.reserved_bytes), format_bytes(o.cached_bytes),
+                       format_bytes(o.largest_free_block), format_bytes(o.capacity_bytes),
+                       o.retried_after_freeing_cache ? "yes" : "no", m->fragmentation_ooms, m->capacity_ooms,
+                       has_oom_details(c) ? "oom/" + oom_file_stem(i, c) + ".svg" : "");
+  }
+  return out;
 }
 
 // Share of the run's time spent inside allocator calls: measured on the GPU; on sim, the
@@ -105,6 +141,8 @@ json to_json(const RunReport& r) {
     j["allocator_label"] = c.allocator_label;
     j["options"] = c.options;
     j["capacity_bytes"] = c.capacity_bytes;
+    j["capacity_requested_bytes"] = c.capacity_requested_bytes;
+    j["ballast_bytes"] = c.ballast_bytes;
     if (!c.error.empty()) j["error"] = c.error;
     if (!m) {
       cases.push_back(j);
@@ -153,9 +191,16 @@ json to_json(const RunReport& r) {
     for (const auto& [k, v] : c.memory_stats) stats[k] = v;
     j["memory_stats"] = stats;
     if (!c.oom_segments.empty()) j["oom_block_map"] = segments_json(c.oom_segments);
+    j["ooms_by_kind"] = {{"fragmentation", m->fragmentation_ooms}, {"capacity", m->capacity_ooms}};
+    if (has_oom_details(c)) {
+      std::string stem = "oom/" + oom_file_stem(static_cast<std::size_t>(&c - r.cases.data()), c);
+      j["oom_files"] = {{"state_json", stem + ".json"}, {"block_map_svg", stem + ".svg"},
+                        {"usage_csv", stem + ".timeline.csv"}, {"usage_svg", stem + ".timeline.svg"},
+                        {"ooms_csv", stem + ".ooms.csv"}};
+    }
     cases.push_back(j);
   }
-  return json{{"tool", {{"name", "gpumembench"}, {"version", r.tool_version}}},
+  json out{{"tool", {{"name", "gpumembench"}, {"version", r.tool_version}}},
               {"config", {{"name", r.config_name}, {"path", r.config_path}}},
               {"command", r.command_line},
               {"started_at", r.started_at},
@@ -169,13 +214,23 @@ json to_json(const RunReport& r) {
                 {"driver", r.device.driver}}},
               {"run", {{"on_oom", r.on_oom}, {"repeat", r.repeat}}},
               {"cases", cases}};
+  if (!r.capacity_sweep.empty()) out["device"]["capacity_sweep_bytes"] = r.capacity_sweep;
+  return out;
 }
 
 std::string markdown_table(const RunReport& r) {
   std::string out;
   bool modeled = false;
-  out += fmt::format("{} on {} ({}, capacity {}), {} run(s) per case\n\n", r.config_name, r.device.name,
-                     to_string(r.device.kind), format_bytes(r.device.capacity_bytes), r.repeat);
+  std::string capacity = format_bytes(r.device.capacity_bytes);
+  if (!r.capacity_sweep.empty()) {
+    capacity = "capacity sweep";
+    for (std::size_t i = 0; i < r.capacity_sweep.size(); ++i)
+      capacity += (i ? ", " : " ") + format_bytes(r.capacity_sweep[i]);
+  } else {
+    capacity = "capacity " + capacity;
+  }
+  out += fmt::format("{} on {} ({}, {}), {} run(s) per case\n\n", r.config_name, r.device.name,
+                     to_string(r.device.kind), capacity, r.repeat);
   out += "| case | peak reserved | peak allocated | fragmentation | device mallocs | device frees | hit rate | steps/s | OOM |\n";
   out += "|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& c : r.cases) {
@@ -214,6 +269,7 @@ std::string markdown_table(const RunReport& r) {
     for (const auto& c : r.cases)
       if (c.steps.size() >= 4) out += fmt::format("| {} |{}\n", c.label, over_steps_row(c));
   }
+  out += oom_details_table(r);
   if (modeled)
     out += "\n(modeled): figure from the simulated device's model of the driver or of the step time, not a measurement.\n";
   return out;
@@ -224,7 +280,9 @@ std::string csv_table(const RunReport& r) {
       "label,workload,allocator,device_kind,device_name,capacity_bytes,peak_reserved_bytes,peak_allocated_bytes,"
       "fragmentation,device_mallocs,device_frees,allocs,cache_hits,hit_rate,steps_per_s,steps_per_s_min,"
       "steps_per_s_max,tokens_per_s,repeats,throughput_modeled,memory_modeled,oom_kind,oom_step,oom_event,"
-      "oom_requested_bytes,ooms,padded_tokens_per_s,alloc_time_share,harness_overhead_share\n";
+      "oom_requested_bytes,ooms,padded_tokens_per_s,alloc_time_share,harness_overhead_share,"
+      "oom_allocated_bytes,oom_reserved_bytes,oom_cached_bytes,oom_largest_free_block_bytes,oom_capacity_bytes,"
+      "oom_retried,fragmentation_ooms,capacity_ooms,capacity_requested_bytes,ballast_bytes\n";
   auto q = [](const std::string& s) {
     std::string e = "\"";
     for (char ch : s) e += ch == '"' ? std::string("\"\"") : std::string(1, ch);
@@ -236,7 +294,7 @@ std::string csv_table(const RunReport& r) {
     Spread sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; });
     Spread tps = spread_of(c.runs, [](auto& x) { return x.tokens_per_s; });
     out += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{:.6f},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},"
-                       "{:.6g},{:.6f},{:.6f}\n",
+                       "{:.6g},{:.6f},{:.6f},",
                        q(c.label), c.workload, c.allocator, to_string(r.device.kind), q(r.device.name),
                        c.capacity_bytes, m->peak_reserved_bytes, m->peak_allocated_bytes, m->fragmentation,
                        m->device_allocs, m->device_frees, m->allocs, m->cache_hits, m->hit_rate(), sps.median,
@@ -247,6 +305,7 @@ std::string csv_table(const RunReport& r) {
                        m->first_oom ? std::to_string(m->first_oom->requested_bytes) : "", m->ooms,
                        spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median,
                        alloc_share(c, *m), harness_share(*m));
+    out += oom_csv_cells(c, *m);
   }
   return out;
 }
@@ -318,6 +377,7 @@ void write_reports(const RunReport& r, const std::string& dir, const std::vector
         write_timeline_csv((fs::path(dir) / "timelines" / fmt::format("case{:02}.csv", i)).string(),
                            r.cases[i].timeline);
   }
+  write_oom_reports(r, dir);  // oom/: block map, usage series and OOM list per case with an OOM
 }
 
 }  // namespace gmb

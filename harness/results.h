@@ -42,6 +42,14 @@ struct TimelineRow {
   bool oom;
 };
 
+// Bytes in use after one event, kept up to the first OOM (the picture of how it came about).
+struct UsageSample {
+  std::uint64_t event;
+  std::uint64_t step;
+  Bytes allocated_bytes;
+  Bytes reserved_bytes;
+};
+
 struct StepSample {
   std::uint64_t step;
   Bytes allocated_bytes;  // at the end of the step
@@ -60,6 +68,7 @@ struct RunMetrics {
   std::uint64_t allocs = 0, frees = 0, cache_hits = 0;
   std::uint64_t device_allocs = 0, device_frees = 0;
   std::uint64_t ooms = 0;
+  std::uint64_t fragmentation_ooms = 0, capacity_ooms = 0;  // every OOM of the run, by kind
   double seconds = 0;          // whole run: measured on cuda, modeled on sim
   double alloc_seconds = 0;    // inside allocator calls (host clock on both devices)
   // Where the rest of the wall time went (host clock): inside the workload's compute calls
@@ -83,7 +92,9 @@ struct CaseResult {
   std::string allocator;
   std::string allocator_label;
   AllocatorOptions options;
-  Bytes capacity_bytes = 0;
+  Bytes capacity_bytes = 0;            // left to the allocator (cuda: measured after the ballast)
+  Bytes capacity_requested_bytes = 0;  // as configured (0: the whole device)
+  Bytes ballast_bytes = 0;             // cuda: taken up front to leave capacity_bytes
   bool throughput_modeled = false;
   bool memory_modeled = false;  // reserved figures from a driver model (native allocators on sim)
   std::vector<RunMetrics> runs;
@@ -92,6 +103,11 @@ struct CaseResult {
   std::vector<std::pair<std::string, std::int64_t>> memory_stats;  // end of first run
   std::string memory_summary;
   std::vector<SegmentInfo> oom_segments;  // block map at the first OOM of the first run
+  // First run: every OOM (up to kMaxOomEvents) and the usage after each event up to the first.
+  static constexpr std::size_t kMaxOomEvents = 10000;
+  std::vector<OomRecord> oom_events;
+  std::uint64_t oom_usage_stride = 1;  // every stride-th event kept (long runs are thinned)
+  std::vector<UsageSample> oom_usage;
   std::string error;  // non-empty: the case could not run
 };
 
@@ -104,6 +120,7 @@ struct RunReport {
   DeviceInfo device;
   std::string on_oom;
   std::uint64_t repeat = 1;
+  std::vector<Bytes> capacity_sweep;  // the configured capacities when a config lists several
   std::vector<CaseResult> cases;
 };
 

@@ -75,32 +75,39 @@ struct CaseRun {
     if (ptr) {
       live[op.id] = *ptr;
       record_timeline(event, 'a', op, false);
+      record_usage(event, step);
       return true;
     }
     ++m.ooms;
     AllocatorStats s = allocator.stats();
+    OomDetails d = allocator.last_oom();
+    OomRecord r;
+    r.step = step;
+    r.event = event;
+    r.requested_bytes = op.bytes;
+    r.allocated_bytes = s.allocated_bytes;
+    r.reserved_bytes = s.reserved_bytes;
+    r.cached_bytes = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
+    r.largest_free_block = d.largest_free_block;
+    r.capacity_bytes = device.info().capacity_bytes;
+    r.retried_after_freeing_cache = d.retried_after_freeing_cache;
+    r.kind = classify_oom(r.capacity_bytes, s.allocated_bytes, op.bytes);
+    r.message = d.message;
+    ++(r.kind == OomKind::Fragmentation ? m.fragmentation_ooms : m.capacity_ooms);
+    const bool details = first_run && settings.oom_block_map;
     if (!m.first_oom) {
-      OomDetails d = allocator.last_oom();
-      OomRecord r;
-      r.step = step;
-      r.event = event;
-      r.requested_bytes = op.bytes;
-      r.allocated_bytes = s.allocated_bytes;
-      r.reserved_bytes = s.reserved_bytes;
-      r.cached_bytes = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
-      r.largest_free_block = d.largest_free_block;
-      r.capacity_bytes = device.info().capacity_bytes;
-      r.retried_after_freeing_cache = d.retried_after_freeing_cache;
-      r.kind = classify_oom(r.capacity_bytes, s.allocated_bytes, op.bytes);
-      r.message = d.message;
+      if (details) {
+        result.oom_segments = allocator.segments();
+        result.oom_usage.push_back({event, step, s.allocated_bytes, s.reserved_bytes});
+      }
       m.first_oom = r;
-      if (first_run && settings.oom_block_map) result.oom_segments = allocator.segments();
     }
+    if (details && result.oom_events.size() < CaseResult::kMaxOomEvents) result.oom_events.push_back(r);
     record_timeline(event, 'a', op, true);
     return false;
   }
 
-  void do_free(const Op& op, std::uint64_t event) {
+  void do_free(const Op& op, std::uint64_t step, std::uint64_t event) {
     auto it = live.find(op.id);
     if (it == live.end()) return;  // its allocation failed: nothing to free
     auto t = Clock::now();
@@ -108,6 +115,24 @@ struct CaseRun {
     m.alloc_seconds += seconds_since(t);
     live.erase(it);
     record_timeline(event, 'f', op, false);
+    record_usage(event, step);
+  }
+
+  // Allocated and reserved bytes after each event until the first OOM. Past kMaxUsage rows the
+  // series keeps every other row and doubles its stride, so long runs stay bounded.
+  static constexpr std::size_t kMaxUsage = 1 << 20;
+  void record_usage(std::uint64_t event, std::uint64_t step) {
+    if (!first_run || !settings.oom_block_map || m.first_oom) return;
+    if (event % result.oom_usage_stride) return;
+    AllocatorStats s = allocator.stats();
+    result.oom_usage.push_back({event, step, s.allocated_bytes, s.reserved_bytes});
+    if (result.oom_usage.size() >= kMaxUsage) {
+      result.oom_usage_stride *= 2;
+      std::size_t kept = 0;
+      for (const auto& u : result.oom_usage)
+        if (u.event % result.oom_usage_stride == 0) result.oom_usage[kept++] = u;
+      result.oom_usage.resize(kept);
+    }
   }
 
   void run(const ProgressFn& progress, std::uint64_t repeat_index) {
@@ -141,7 +166,7 @@ struct CaseRun {
             }
             break;
           case Op::Kind::Free:
-            do_free(op, m.events++);
+            do_free(op, step, m.events++);
             break;
           case Op::Kind::Compute:
             if (!skipping) {
@@ -194,6 +219,7 @@ struct CaseRun {
     if (first_run) {
       result.memory_stats = allocator.memory_stats();
       result.memory_summary = allocator.memory_summary();
+      if (!m.first_oom) result.oom_usage.clear();  // the series only tells how an OOM came about
     }
     // Release what is still live so the allocator shuts down cleanly.
     for (auto& [id, ptr] : live) allocator.deallocate(ptr);
@@ -219,6 +245,8 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
         result.workload_label = workload->label();
         result.label = result.allocator_label + " x " + result.workload_label;
         result.capacity_bytes = device->info().capacity_bytes;
+        result.capacity_requested_bytes = device_spec.capacity_bytes;
+        result.ballast_bytes = device->info().ballast_bytes;
         result.throughput_modeled = device->simulated();
         result.memory_modeled = device->simulated() && spec.allocator != "caching";
       }

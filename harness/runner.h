@@ -36,7 +36,7 @@ struct RunSettings {
   OnOom on_oom = OnOom::Stop;
   std::uint64_t repeat = 1;
   bool timeline = false;       // keep the per-event timeline of the first run
-  bool oom_block_map = true;   // keep the segment map at the first OOM
+  bool oom_block_map = true;   // keep the segment map, every OOM and the usage up to the first OOM
 };
 
 // Called after every step: (repeat index, step, steps in total).

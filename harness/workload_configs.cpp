@@ -39,7 +39,7 @@ WorkloadSpec parse_hole_pattern(const YamlReader& y, const YAML::Node& n, const 
   }
   if (n["probe"]) p.probes = y.sizes(n["probe"], key + ".probe");
   if (n["repeat"]) p.repeat = y.count(n["repeat"], key + ".repeat", 1);
-  return {"hole_pattern", [p] { return make_hole_pattern(p); }};
+  return {"hole_pattern", [p] { return make_hole_pattern(p); }, {}, {}};
 }
 
 WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::string& key,
@@ -56,7 +56,7 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
     y.fail(n["path"], key + ".path", e.what());
   }
   auto shared = std::make_shared<Trace>(std::move(trace));
-  return {"trace", [shared] { return make_trace_workload(*shared); }};
+  return {"trace", [shared] { return make_trace_workload(*shared); }, {}, {}};
 }
 
 }  // namespace

@@ -1,0 +1,403 @@
+#include "harness/frontier.h"
+
+#include <algorithm>
+#include <climits>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "allocators/registry.h"
+#include "allocators/units.h"
+#include "harness/report.h"
+#include "workloads/transformer.h"
+
+namespace gmb {
+
+const std::vector<std::string>& frontier_params() {
+  static const std::vector<std::string> params = {"capacity", "batch", "seq_len"};
+  return params;
+}
+
+BisectResult bisect_frontier(FrontierDirection direction, std::uint64_t lo, std::uint64_t hi,
+                             std::uint64_t resolution, const std::function<bool(std::uint64_t)>& passes) {
+  if (resolution == 0) resolution = 1;
+  if (hi < lo) std::swap(lo, hi);
+  // Keep hi on the grid lo + k * resolution.
+  hi = lo + (hi - lo + resolution - 1) / resolution * resolution;
+  std::map<std::uint64_t, bool> seen;
+  auto ok = [&](std::uint64_t v) {
+    auto it = seen.find(v);
+    if (it != seen.end()) return it->second;
+    return seen[v] = passes(v);
+  };
+  BisectResult r;
+  // The easy end: nothing passes if it fails. The hard end: the frontier is there if it passes.
+  const bool smallest = direction == FrontierDirection::SmallestPassing;
+  std::uint64_t easy = smallest ? hi : lo, hard = smallest ? lo : hi;
+  if (!ok(easy)) {
+    r.fail = easy;
+    return r;
+  }
+  if (easy == hard || ok(hard)) {
+    r.pass = hard;
+    return r;
+  }
+  // Invariant: `easy` passes, `hard` fails; they close in until one grid step apart.
+  while ((easy > hard ? easy - hard : hard - easy) > resolution) {
+    std::uint64_t a = std::min(easy, hard), b = std::max(easy, hard);
+    std::uint64_t mid = a + (b - a) / resolution / 2 * resolution;
+    (ok(mid) ? easy : hard) = mid;
+  }
+  r.pass = easy;
+  r.fail = hard;
+  return r;
+}
+
+const FrontierProbe* FrontierRow::probe(std::uint64_t value) const {
+  for (const auto& p : probes)
+    if (p.value == value) return &p;
+  return nullptr;
+}
+
+void add_transformer_frontier_params(WorkloadSpec& spec, const TransformerParams& params) {
+  const SeqLenSpec& s = params.seq_len;
+  std::uint64_t seq = s.dist == SeqDist::Fixed ? s.value : s.max;
+  spec.params = {{"batch", params.batch}};
+  if (s.dist != SeqDist::Histogram) spec.params.emplace_back("seq_len", seq);
+  spec.make_with = [params](const std::string& param, std::uint64_t value) -> std::unique_ptr<Workload> {
+    TransformerParams p = params;
+    if (value == 0) throw std::invalid_argument(param + " must be at least 1");
+    if (param == "batch") {
+      p.batch = value;
+    } else if (param == "seq_len") {
+      // A fixed length is set; a bounded distribution gets this as its maximum.
+      if (p.seq_len.dist == SeqDist::Histogram)
+        throw std::invalid_argument("seq_len drawn from a histogram file cannot be varied");
+      if (p.seq_len.dist == SeqDist::Fixed) {
+        p.seq_len.value = value;
+      } else {
+        p.seq_len.max = value;
+        p.seq_len.min = std::min(p.seq_len.min, value);
+      }
+    } else {
+      throw std::invalid_argument("the transformer cannot vary '" + param + "' (valid: batch, seq_len)");
+    }
+    SeqLenSampler sampler(p.seq_len);  // throws SeqLenError (an invalid_argument) for a bad value
+    std::uint64_t tokens = p.mode == TransformerMode::Train ? sampler.max_shape_len() : sampler.max_shape_len() + p.generate;
+    if (tokens * p.batch > INT_MAX)
+      throw std::invalid_argument(fmt::format("{} rows x {} tokens is too large for one GEMM", p.batch, tokens));
+    return make_transformer(p);
+  };
+}
+
+namespace {
+
+bool is_capacity(const FrontierSpec& s) { return s.param == "capacity"; }
+
+}  // namespace
+
+// Capacities exactly (a frontier 2 MiB from its neighbour must not print as the same value).
+std::string frontier_value_text(const std::string& param, std::uint64_t v) {
+  if (param != "capacity") return std::to_string(v);
+  if (v % MiB == 0) return fmt::format("{} MiB", v / MiB);
+  return fmt::format("{:.2f} MiB", double(v) / double(MiB));
+}
+
+namespace {
+
+std::string value_text(const std::string& param, std::uint64_t v) { return frontier_value_text(param, v); }
+
+// The largest capacity a search may try: the whole card on cuda, 1 TiB on sim.
+Bytes device_limit(DeviceChoice choice) {
+  if (resolve_device(choice) != DeviceChoice::Cuda) return 1024 * GiB;
+  DeviceSpec whole{DeviceChoice::Cuda, 0};
+  return make_device(whole)->info().capacity_bytes;
+}
+
+struct Searcher {
+  const Config& config;
+  const FrontierSpec& spec;
+  DeviceChoice device;
+  const FrontierProgress& progress;
+
+  FrontierProbe probe(FrontierRow& row, const AllocatorSpec& a, const WorkloadSpec& w, Bytes capacity,
+                      std::uint64_t value) {
+    FrontierProbe p;
+    p.value = value;
+    CaseSpec cs{a.name, a.options, w.make};
+    DeviceSpec ds{device, capacity};
+    if (is_capacity(spec)) {
+      ds.capacity_bytes = value;
+    } else {
+      std::string param = spec.param;
+      const WorkloadSpec* wp = &w;
+      cs.make_workload = [wp, param, value] { return wp->make_with(param, value); };
+    }
+    RunSettings settings = config.run;
+    settings.on_oom = OnOom::Stop;  // the first OOM settles the probe
+    settings.repeat = 1;
+    settings.timeline = false;
+    settings.oom_block_map = false;
+    try {
+      CaseResult r = run_case(cs, ds, settings);
+      p.error = r.error;
+      p.capacity_bytes = r.capacity_bytes;
+      if (!r.runs.empty()) {
+        const RunMetrics& m = r.runs.front();
+        p.oom = m.first_oom;
+        p.peak_reserved_bytes = m.peak_reserved_bytes;
+        p.peak_allocated_bytes = m.peak_allocated_bytes;
+        p.steps_completed = m.steps_completed;
+      }
+      p.passed = p.error.empty() && !p.oom && !r.runs.empty();
+    } catch (const std::invalid_argument& e) {  // a value the workload cannot take
+      p.error = e.what();
+    }
+    row.probes.push_back(p);
+    if (progress) progress(row, row.probes.back());
+    return p;
+  }
+
+  FrontierRow search(const AllocatorSpec& a, const WorkloadSpec& w, Bytes capacity) {
+    FrontierRow row;
+    row.allocator_label = allocator_label(a.name, a.options);
+    row.workload_label = w.make()->label();
+    row.capacity_bytes = is_capacity(spec) ? 0 : capacity;
+    const std::uint64_t res =
+        spec.resolution ? spec.resolution : is_capacity(spec) ? std::uint64_t(2 * MiB) : std::uint64_t(1);
+    bool stopped = false;
+    auto passes = [&](std::uint64_t v) {
+      if (stopped) return false;
+      if (const FrontierProbe* done = row.probe(v)) return done->passed;
+      FrontierProbe p = probe(row, a, w, capacity, v);
+      // A device error ends the search; a value the workload cannot take counts as failing.
+      if (!p.error.empty() && is_capacity(spec)) {
+        row.error = p.error;
+        stopped = true;
+      }
+      return p.passed;
+    };
+    std::uint64_t lo = spec.lo, hi = spec.hi;
+    if (is_capacity(spec)) {
+      const Bytes limit = device_limit(device);
+      if (!hi) {
+        // Start at the configured capacity (else the device's size) and double until it passes.
+        hi = std::min<Bytes>(config.device.capacity_bytes ? config.device.capacity_bytes : limit, limit);
+        hi = (hi + res - 1) / res * res;
+        while (!passes(hi) && !stopped && hi < limit) hi = std::min<Bytes>(hi * 2, limit);
+      }
+      if (!lo && !stopped) {
+        // Every allocator needs at least the peak of the bytes allocated at once.
+        if (passes(hi)) {
+          const FrontierProbe* top = row.probe(hi);
+          lo = std::max<Bytes>(top->peak_allocated_bytes / res * res, res);
+        } else {
+          lo = res;
+        }
+      }
+    } else {
+      auto it = std::find_if(w.params.begin(), w.params.end(), [&](auto& kv) { return kv.first == spec.param; });
+      const std::uint64_t start = it->second;
+      if (!lo) lo = 1;
+      if (!hi) {
+        // From the configured value, double until it fails (or the value cannot be taken).
+        hi = std::max(start, lo);
+        while (passes(hi) && hi < (std::uint64_t(1) << 30)) hi *= 2;
+      }
+    }
+    if (!stopped) {
+      BisectResult b = bisect_frontier(is_capacity(spec) ? FrontierDirection::SmallestPassing
+                                                         : FrontierDirection::LargestPassing,
+                                       lo, hi, res, passes);
+      if (!stopped) {
+        row.frontier = b.pass;
+        row.nearest_failure = b.fail;
+      }
+    }
+    return row;
+  }
+};
+
+}  // namespace
+
+FrontierReport run_frontier(const Config& config, const FrontierSpec& spec, DeviceChoice device,
+                            std::optional<Bytes> capacity_override, const FrontierProgress& progress) {
+  if (std::find(frontier_params().begin(), frontier_params().end(), spec.param) == frontier_params().end())
+    throw std::invalid_argument(
+        fmt::format("--param: '{}' is not a frontier parameter (valid: {})", spec.param, join(frontier_params())));
+  if (spec.lo && spec.hi && spec.lo > spec.hi)
+    throw std::invalid_argument(fmt::format("--lo ({}) is above --hi ({})", value_text(spec.param, spec.lo),
+                                            value_text(spec.param, spec.hi)));
+  if (!is_capacity(spec))
+    for (const auto& w : config.workloads) {
+      bool has = std::any_of(w.params.begin(), w.params.end(), [&](auto& kv) { return kv.first == spec.param; });
+      if (!has || !w.make_with) {
+        std::string can;
+        for (const auto& kv : w.params) can += (can.empty() ? "" : ", ") + kv.first;
+        throw std::invalid_argument(fmt::format(
+            "workload '{}' has no parameter '{}' to vary (it can vary: capacity{}{}); the transformer "
+            "workload varies batch and seq_len",
+            w.kind, spec.param, can.empty() ? "" : ", ", can));
+      }
+    }
+  FrontierReport report;
+  report.config_name = config.name;
+  report.config_path = config.path;
+  report.spec = spec;
+  DeviceSpec ds = config.device;
+  ds.choice = device;
+  if (capacity_override) ds.capacity_bytes = *capacity_override;
+  report.device = make_device(ds)->info();
+  std::vector<Bytes> capacities = {ds.capacity_bytes};
+  if (!is_capacity(spec) && !capacity_override && config.capacities.size() > 1) capacities = config.capacities;
+  Config cfg = config;
+  if (capacity_override) cfg.device.capacity_bytes = *capacity_override;
+  Searcher s{cfg, spec, device, progress};
+  for (Bytes cap : capacities)
+    for (const auto& w : config.workloads)
+      for (const auto& a : config.allocators) report.rows.push_back(s.search(a, w, cap));
+  return report;
+}
+
+nlohmann::json frontier_json(const FrontierReport& r) {
+  using nlohmann::json;
+  auto oom = [](const std::optional<OomRecord>& o) -> json {
+    if (!o) return nullptr;
+    return json{{"step", o->step},
+                {"event", o->event},
+                {"kind", to_string(o->kind)},
+                {"requested_bytes", o->requested_bytes},
+                {"allocated_bytes", o->allocated_bytes},
+                {"reserved_bytes", o->reserved_bytes},
+                {"cached_bytes", o->cached_bytes},
+                {"largest_free_block_bytes", o->largest_free_block},
+                {"capacity_bytes", o->capacity_bytes},
+                {"retried_after_freeing_cache", o->retried_after_freeing_cache}};
+  };
+  json rows = json::array();
+  for (const auto& row : r.rows) {
+    json probes = json::array();
+    for (const auto& p : row.probes) {
+      json pj{{"value", p.value},
+              {"passed", p.passed},
+              {"capacity_bytes", p.capacity_bytes},
+              {"peak_reserved_bytes", p.peak_reserved_bytes},
+              {"peak_allocated_bytes", p.peak_allocated_bytes},
+              {"steps_completed", p.steps_completed},
+              {"oom", oom(p.oom)}};
+      if (!p.error.empty()) pj["error"] = p.error;
+      probes.push_back(pj);
+    }
+    json j{{"allocator", row.allocator_label},
+           {"workload", row.workload_label},
+           {"capacity_bytes", row.capacity_bytes},
+           {"frontier", row.frontier ? json(*row.frontier) : json(nullptr)},
+           {"nearest_failure", row.nearest_failure ? json(*row.nearest_failure) : json(nullptr)},
+           {"probes", probes}};
+    if (row.frontier)
+      if (const FrontierProbe* p = row.probe(*row.frontier)) j["frontier_capacity_left_bytes"] = p->capacity_bytes;
+    if (row.nearest_failure)
+      if (const FrontierProbe* p = row.probe(*row.nearest_failure)) j["nearest_failure_oom"] = oom(p->oom);
+    if (!row.error.empty()) j["error"] = row.error;
+    rows.push_back(j);
+  }
+  return json{{"tool", {{"name", "gpumembench"}, {"version", r.tool_version}}},
+              {"config", {{"name", r.config_name}, {"path", r.config_path}}},
+              {"command", r.command_line},
+              {"started_at", r.started_at},
+              {"device", {{"kind", to_string(r.device.kind)}, {"name", r.device.name}, {"driver", r.device.driver}}},
+              {"param", r.spec.param},
+              {"direction", is_capacity(r.spec) ? "smallest passing" : "largest passing"},
+              {"lo", r.spec.lo},
+              {"hi", r.spec.hi},
+              {"resolution", r.spec.resolution},
+              {"memory_modeled_note", "on sim, allocators other than caching have modeled reserved memory"},
+              {"rows", rows}};
+}
+
+namespace {
+
+std::string failure_cell(const FrontierRow& row, const std::string& param) {
+  if (!row.nearest_failure) return "none in range";
+  const FrontierProbe* p = row.probe(*row.nearest_failure);
+  if (!p) return value_text(param, *row.nearest_failure);
+  if (p->oom)
+    return fmt::format("{}: {} OOM at step {} ({} requested)", value_text(param, p->value), to_string(p->oom->kind),
+                       p->oom->step, format_bytes(p->oom->requested_bytes));
+  return fmt::format("{}: {}", value_text(param, p->value), p->error.empty() ? "failed" : p->error);
+}
+
+}  // namespace
+
+std::string frontier_markdown(const FrontierReport& r) {
+  const bool cap = is_capacity(r.spec);
+  const bool sim = r.device.kind == DeviceKind::Sim;
+  std::string out = fmt::format("OOM frontier of {} on {} ({}): {} {} that runs every step without an OOM\n\n",
+                                r.config_name, r.device.name, to_string(r.device.kind),
+                                cap ? "the smallest" : "the largest", r.spec.param);
+  out += cap ? "| allocator | workload | smallest capacity without OOM | capacity left there | OOM just below | peak reserved there | probes |\n"
+               "|---|---|---:|---:|---|---:|---:|\n"
+             : fmt::format("| allocator | workload | capacity | largest {} without OOM | OOM just above | peak reserved there | probes |\n"
+                           "|---|---|---:|---:|---|---:|---:|\n",
+                           r.spec.param);
+  bool modeled = false;
+  for (const auto& row : r.rows) {
+    const FrontierProbe* at = row.frontier ? row.probe(*row.frontier) : nullptr;
+    const bool mm = sim && row.allocator_label.rfind("caching", 0) != 0;
+    modeled = modeled || mm;
+    std::string front = row.error.empty() ? (row.frontier ? value_text(r.spec.param, *row.frontier) : "none in range")
+                                          : "error: " + row.error;
+    std::string peak = at ? format_bytes(at->peak_reserved_bytes) + (mm ? " (modeled)" : "") : "";
+    if (cap)
+      out += fmt::format("| {} | {} | {}{} | {} | {} | {} | {} |\n", row.allocator_label, row.workload_label, front,
+                         mm && row.frontier ? " (modeled)" : "", at ? value_text("capacity", at->capacity_bytes) : "",
+                         failure_cell(row, r.spec.param), peak, row.probes.size());
+    else
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", row.allocator_label, row.workload_label,
+                         row.capacity_bytes ? value_text("capacity", row.capacity_bytes) : "whole device", front,
+                         failure_cell(row, r.spec.param), peak,
+                         row.probes.size());
+  }
+  out += fmt::format("\nBisection at a resolution of {}; both the frontier and its failing neighbour were run.\n",
+                     value_text(r.spec.param, r.spec.resolution ? r.spec.resolution
+                                                                : cap ? std::uint64_t(2 * MiB) : std::uint64_t(1)));
+  if (modeled)
+    out += "(modeled): on the simulated device these allocators' reserved memory comes from a model of the driver.\n";
+  return out;
+}
+
+std::string frontier_csv(const FrontierReport& r) {
+  auto q = [](const std::string& s) {
+    std::string e = "\"";
+    for (char ch : s) e += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return e + "\"";
+  };
+  std::string out =
+      "allocator,workload,device_kind,param,capacity_bytes,frontier,frontier_capacity_left_bytes,"
+      "frontier_peak_reserved_bytes,nearest_failure,nearest_failure_oom_kind,nearest_failure_oom_step,probes,error\n";
+  for (const auto& row : r.rows) {
+    const FrontierProbe* at = row.frontier ? row.probe(*row.frontier) : nullptr;
+    const FrontierProbe* bad = row.nearest_failure ? row.probe(*row.nearest_failure) : nullptr;
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", q(row.allocator_label), q(row.workload_label),
+                       to_string(r.device.kind), r.spec.param, row.capacity_bytes ? std::to_string(row.capacity_bytes) : "",
+                       row.frontier ? std::to_string(*row.frontier) : "", at ? std::to_string(at->capacity_bytes) : "",
+                       at ? std::to_string(at->peak_reserved_bytes) : "",
+                       row.nearest_failure ? std::to_string(*row.nearest_failure) : "",
+                       bad && bad->oom ? to_string(bad->oom->kind) : "",
+                       bad && bad->oom ? std::to_string(bad->oom->step) : "", row.probes.size(), q(row.error));
+  }
+  return out;
+}
+
+void write_frontier_reports(const FrontierReport& r, const std::string& dir) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  write_file_atomically((fs::path(dir) / "frontier.json").string(), frontier_json(r).dump(2) + "\n");
+  write_file_atomically((fs::path(dir) / "frontier.md").string(),
+                        frontier_markdown(r) + "\nCommand: `" + r.command_line + "` (" + r.started_at + ")\n");
+  write_file_atomically((fs::path(dir) / "frontier.csv").string(), frontier_csv(r));
+}
+
+}  // namespace gmb

@@ -1,0 +1,97 @@
+// OOM frontier: for a workload and each allocator, the smallest capacity (or the largest batch
+// size or sequence length) that runs every step without an OOM, found by bisection.
+//
+// The search assumes the outcome is monotone in the parameter (more capacity never hurts, a
+// larger batch never helps). An allocator can break that (a policy's decisions change with the
+// capacity); the result always names a value that passed and the nearest value that failed,
+// both actually run, so a reader can check the claim at those two points.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/config.h"
+
+namespace gmb {
+
+enum class FrontierDirection {
+  SmallestPassing,  // capacity: the smallest value that passes
+  LargestPassing,   // batch, seq_len: the largest value that passes
+};
+
+struct BisectResult {
+  std::optional<std::uint64_t> pass;  // the frontier: nullopt when no value in range passed
+  std::optional<std::uint64_t> fail;  // the nearest failing value probed (nullopt: none failed)
+};
+
+// Bisection over [lo, hi] on a grid of `resolution` (lo and hi are probed first; values are
+// lo + k * resolution, hi included). `passes` is called once per value at most.
+BisectResult bisect_frontier(FrontierDirection direction, std::uint64_t lo, std::uint64_t hi,
+                             std::uint64_t resolution, const std::function<bool(std::uint64_t)>& passes);
+
+struct FrontierProbe {
+  std::uint64_t value = 0;
+  bool passed = false;
+  Bytes capacity_bytes = 0;  // left to the allocator in this probe (cuda: measured)
+  Bytes peak_reserved_bytes = 0, peak_allocated_bytes = 0;
+  std::uint64_t steps_completed = 0;
+  std::optional<OomRecord> oom;
+  std::string error;  // the probe could not run (device error, a value the workload cannot take)
+};
+
+struct FrontierRow {
+  std::string allocator_label, workload_label;
+  Bytes capacity_bytes = 0;  // batch/seq_len: the capacity the search ran at (requested)
+  std::optional<std::uint64_t> frontier;
+  std::optional<std::uint64_t> nearest_failure;
+  std::vector<FrontierProbe> probes;  // in the order they ran
+  std::string error;                  // non-empty: the search stopped on a probe error
+  const FrontierProbe* probe(std::uint64_t value) const;
+};
+
+struct FrontierReport {
+  std::string tool_version, config_name, config_path, command_line, started_at;
+  DeviceInfo device;
+  FrontierSpec spec;  // lo/hi as asked (0: chosen by the search)
+  std::vector<FrontierRow> rows;
+};
+
+using FrontierProgress = std::function<void(const FrontierRow&, const FrontierProbe&)>;
+
+// Runs the search for every workload x allocator of the config (batch/seq_len: at every
+// configured capacity). Throws std::invalid_argument when a workload cannot vary the parameter.
+FrontierReport run_frontier(const Config& config, const FrontierSpec& spec, DeviceChoice device,
+                            std::optional<Bytes> capacity_override, const FrontierProgress& progress = {});
+
+// "1900 MiB" (capacity, exact), "12" (batch, seq_len).
+std::string frontier_value_text(const std::string& param, std::uint64_t value);
+nlohmann::json frontier_json(const FrontierReport& r);
+std::string frontier_markdown(const FrontierReport& r);
+std::string frontier_csv(const FrontierReport& r);
+// frontier.json, frontier.md, frontier.csv into dir.
+void write_frontier_reports(const FrontierReport& r, const std::string& dir);
+
+// The `frontier` subcommand (harness/frontier_cli.cpp).
+struct FrontierCliArgs {
+  std::string config, param, lo, hi, resolution, device, capacity, output;
+  bool quiet = false;
+};
+}  // namespace gmb
+namespace CLI {
+class App;
+}
+namespace gmb {
+CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& args);
+// Exit status: 0, 2 for bad usage (ConfigError is left to the caller), 1 when a search failed.
+int run_frontier_command(const FrontierCliArgs& args, const std::string& command_line);
+
+// Makes a transformer's batch and seq_len variable for the frontier (harness/transformer_config.cpp).
+struct TransformerParams;
+void add_transformer_frontier_params(WorkloadSpec& spec, const TransformerParams& params);
+
+}  // namespace gmb

@@ -1,0 +1,109 @@
+// `gpumembench frontier`: the OOM frontier of a config's workloads x allocators.
+#include <ctime>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "allocators/units.h"
+#include "harness/frontier.h"
+
+namespace gmb {
+
+namespace {
+
+std::string utc(const char* format) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
+
+// A value of --lo/--hi/--resolution: a size for capacity, a positive integer otherwise.
+std::uint64_t parse_value(const std::string& flag, const std::string& text, const std::string& param) {
+  if (param == "capacity") {
+    auto v = parse_size(text);
+    if (!v || *v == 0)
+      throw std::invalid_argument(fmt::format("{}: '{}' is not a size (e.g. 24GiB, 512MiB, 1073741824)", flag, text));
+    return *v;
+  }
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 18 ||
+      std::stoull(text) == 0)
+    throw std::invalid_argument(fmt::format("{}: '{}' is not a positive integer ({} is a count)", flag, text, param));
+  return std::stoull(text);
+}
+
+}  // namespace
+
+CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& a) {
+  auto* f = app.add_subcommand(
+      "frontier", "OOM frontier: per allocator, the smallest capacity (or largest batch / seq_len) without an OOM");
+  f->add_option("--config", a.config, "YAML config (its `frontier:` section gives defaults)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  f->add_option("--param", a.param, "capacity (default), batch or seq_len (batch/seq_len: transformer workloads)")
+      ->check(CLI::IsMember(frontier_params()));
+  f->add_option("--lo", a.lo, "lower end of the search (capacity: a size; default: the peak allocated bytes / 1)");
+  f->add_option("--hi", a.hi, "upper end (default: capacity doubles from the config's; batch/seq_len double until OOM)");
+  f->add_option("--resolution", a.resolution, "grid of the search (default 2MiB for capacity, 1 otherwise)");
+  f->add_option("--device", a.device, "auto, sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
+  f->add_option("--capacity", a.capacity, "batch/seq_len: the capacity to search at (default: the config's)");
+  f->add_option("--output", a.output, "output directory (default results/<config name>-frontier-<UTC time>/)");
+  f->add_flag("--quiet,-q", a.quiet, "no progress on stderr");
+  return f;
+}
+
+int run_frontier_command(const FrontierCliArgs& a, const std::string& command_line) {
+  Config config = load_config(a.config);  // ConfigError: the caller reports it (exit 2)
+  FrontierReport report;
+  try {
+    FrontierSpec spec = config.frontier.value_or(FrontierSpec{});
+    if (!a.param.empty() && a.param != spec.param) spec = FrontierSpec{a.param};  // the YAML's range is in other units
+    if (!a.lo.empty()) spec.lo = parse_value("--lo", a.lo, spec.param);
+    if (!a.hi.empty()) spec.hi = parse_value("--hi", a.hi, spec.param);
+    if (!a.resolution.empty()) spec.resolution = parse_value("--resolution", a.resolution, spec.param);
+    std::optional<Bytes> capacity;
+    if (!a.capacity.empty()) capacity = parse_value("--capacity", a.capacity, "capacity");
+    DeviceChoice choice = config.device.choice;
+    if (a.device == "sim") choice = DeviceChoice::Sim;
+    if (a.device == "cuda") choice = DeviceChoice::Cuda;
+    if (a.device == "auto") choice = DeviceChoice::Auto;
+    if (choice == DeviceChoice::Cuda && !cuda_device_available())
+      throw std::invalid_argument("--device cuda: no CUDA GPU is visible");
+    if (choice == DeviceChoice::Auto) {
+      choice = resolve_device(choice);
+      if (choice == DeviceChoice::Sim && !a.quiet)
+        std::cerr << "gpumembench: no GPU visible; running on the simulated device (--device sim)\n";
+    }
+    auto progress = [&](const FrontierRow& row, const FrontierProbe& p) {
+      if (a.quiet) return;
+      std::string v = frontier_value_text(spec.param, p.value);
+      std::string what = p.passed ? "ran every step"
+                         : p.oom  ? fmt::format("{} OOM at step {}", to_string(p.oom->kind), p.oom->step)
+                                  : "failed: " + p.error;
+      std::cerr << fmt::format("frontier: {} {} = {}: {}\n", row.allocator_label, spec.param, v, what);
+    };
+    report = run_frontier(config, spec, choice, capacity, progress);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "gpumembench: " << e.what() << "\n";
+    return 2;
+  }
+  report.tool_version = GMB_VERSION;
+  report.command_line = command_line;
+  report.started_at = utc("%Y-%m-%dT%H:%M:%SZ");
+  std::string dir = a.output.empty() ? fmt::format("results/{}-frontier-{}", config.name, utc("%Y%m%dT%H%M%SZ")) : a.output;
+  std::cout << frontier_markdown(report);
+  write_frontier_reports(report, dir);
+  if (!a.quiet) std::cerr << "gpumembench: frontier written to " << dir << "/\n";
+  bool error = false;
+  for (const auto& row : report.rows)
+    if (!row.error.empty()) {
+      std::cerr << "gpumembench: frontier of " << row.allocator_label << " stopped: " << row.error << "\n";
+      error = true;
+    }
+  return error ? 1 : 0;
+}
+
+}  // namespace gmb

@@ -1,0 +1,405 @@
+// OOMs on demand (issue 6): the fragmentation OOM config, the classification rule, the block
+// map files, capacity sweeps and the OOM frontier, as a user meets them.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "allocators/units.h"
+#include "harness/frontier.h"
+#include "harness/oom_report.h"
+#include "harness/runner.h"
+#include "test_helpers.h"
+
+using namespace gmb::testing;
+using gmb::MiB;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const json* find_case(const json& j, const std::string& label_prefix, const std::string& label_suffix) {
+  for (const auto& c : j["cases"]) {
+    std::string l = c["label"];
+    if (l.rfind(label_prefix, 0) == 0 && l.size() >= label_suffix.size() &&
+        l.compare(l.size() - label_suffix.size(), label_suffix.size(), label_suffix) == 0)
+      return &c;
+  }
+  return nullptr;
+}
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::string line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+// Runs configs/fragmentation_oom.yaml on sim once for all the tests that read its output.
+class FragmentationOomConfig : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(temp_dir("fragoom"));
+    result_ = new CommandResult(run_gpumembench("--device sim --config " + source_path("configs/fragmentation_oom.yaml") +
+                                                " --output " + (*dir_ / "out").string()));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete result_;
+  }
+  static fs::path out() { return *dir_ / "out"; }
+  static json results() { return json::parse(read_text(out() / "results.json")); }
+  static fs::path* dir_;
+  static CommandResult* result_;
+};
+fs::path* FragmentationOomConfig::dir_ = nullptr;
+CommandResult* FragmentationOomConfig::result_ = nullptr;
+
+}  // namespace
+
+TEST(OomClassification, FragmentationWhenCapacityMinusAllocatedHoldsTheRequest) {
+  using gmb::classify_oom;
+  using gmb::OomKind;
+  EXPECT_EQ(classify_oom(1000, 700, 300), OomKind::Fragmentation);  // exactly fits: the memory exists
+  EXPECT_EQ(classify_oom(1000, 700, 301), OomKind::Capacity);
+  EXPECT_EQ(classify_oom(1000, 0, 1000), OomKind::Fragmentation);
+  EXPECT_EQ(classify_oom(1000, 1200, 1), OomKind::Capacity);  // more in use than the capacity
+  EXPECT_EQ(classify_oom(0, 0, 1), OomKind::Capacity);
+}
+
+TEST_F(FragmentationOomConfig, DefaultCachingHitsAFragmentationOomThatExpandableSegmentsAvoid) {
+  ASSERT_EQ(result_->status, 0) << result_->out;
+  json j = results();
+  ASSERT_EQ(j["cases"].size(), 8u) << "2 capacities x 4 allocators";
+  const json* caching = find_case(j, "caching x hole_pattern", "@ 1.75 GiB");
+  const json* expandable = find_case(j, "caching[expandable_segments:True] x hole_pattern", "@ 1.75 GiB");
+  ASSERT_TRUE(caching && expandable) << result_->out;
+
+  const json& oom = (*caching)["oom"];
+  ASSERT_FALSE(oom.is_null());
+  EXPECT_EQ(oom["kind"], "fragmentation");
+  EXPECT_EQ(oom["step"], 0);
+  EXPECT_EQ(oom["event"], 24);  // 8 allocs + 8 frees + 8 reuses, then the 300 MiB request
+  EXPECT_EQ(oom["requested_bytes"], 300 * MiB);
+  EXPECT_EQ(oom["allocated_bytes"], 880 * MiB);
+  EXPECT_EQ(oom["reserved_bytes"], 1600 * MiB);
+  EXPECT_EQ(oom["cached_bytes"], 720 * MiB);
+  EXPECT_EQ(oom["largest_free_block_bytes"], 90 * MiB);
+  EXPECT_EQ(oom["capacity_bytes"], 1792 * MiB);
+  EXPECT_TRUE(oom["retried_after_freeing_cache"].get<bool>());
+  // on_oom: continue, 3 steps: the same OOM every step, nothing else fails.
+  EXPECT_EQ((*caching)["ooms"], 3);
+  EXPECT_EQ((*caching)["ooms_by_kind"]["fragmentation"], 3);
+  EXPECT_EQ((*caching)["ooms_by_kind"]["capacity"], 0);
+
+  EXPECT_TRUE((*expandable)["oom"].is_null()) << (*expandable)["oom"].dump();
+  EXPECT_EQ((*expandable)["ooms"], 0);
+  EXPECT_EQ((*expandable)["steps_completed"], 3);
+
+  // With 2 GiB there is room for the 300 MiB beside the 1600 MiB of segments: no OOM at all.
+  const json* caching2 = find_case(j, "caching x hole_pattern", "@ 2.00 GiB");
+  ASSERT_TRUE(caching2);
+  EXPECT_TRUE((*caching2)["oom"].is_null());
+  EXPECT_EQ((*caching2)["peak_reserved_bytes"], 1900 * MiB);
+}
+
+TEST_F(FragmentationOomConfig, CapacitySweepLabelsEveryCaseAndReportsTheCapacityLeft) {
+  ASSERT_EQ(result_->status, 0) << result_->out;
+  EXPECT_NE(result_->out.find("capacity sweep 1.75 GiB, 2.00 GiB"), std::string::npos) << result_->out;
+  json j = results();
+  EXPECT_EQ(j["device"]["capacity_sweep_bytes"], json::array({1792 * MiB, 2048 * MiB}));
+  std::size_t at175 = 0, at2 = 0;
+  for (const auto& c : j["cases"]) {
+    std::string l = c["label"];
+    bool small = l.find("@ 1.75 GiB") != std::string::npos, big = l.find("@ 2.00 GiB") != std::string::npos;
+    EXPECT_TRUE(small != big) << l;
+    at175 += small;
+    at2 += big;
+    EXPECT_EQ(c["capacity_bytes"], small ? 1792 * MiB : 2048 * MiB) << l;
+    EXPECT_EQ(c["capacity_requested_bytes"], c["capacity_bytes"]) << "sim leaves exactly what was asked";
+    EXPECT_NE(result_->out.find("| " + l + " |"), std::string::npos) << "table row for " << l;
+  }
+  EXPECT_EQ(at175, 4u);
+  EXPECT_EQ(at2, 4u);
+}
+
+TEST_F(FragmentationOomConfig, EveryOutputCarriesTheOomDetails) {
+  ASSERT_EQ(result_->status, 0) << result_->out;
+  // Table: one row per case with an OOM, with every detail.
+  EXPECT_NE(result_->out.find("| fragmentation | 0 | 24 | 300.0 MiB | 880.0 MiB | 1.56 GiB | 720.0 MiB | 90.0 MiB | "
+                              "1.75 GiB | yes | 3 / 0 | oom/case00_caching.svg |"),
+            std::string::npos)
+      << result_->out;
+  EXPECT_NE(result_->out.find("3 OOMs (3 fragmentation, 0 capacity)"), std::string::npos);
+  // CSV: the details as columns.
+  auto csv = lines_of(read_text(out() / "results.csv"));
+  ASSERT_EQ(csv.size(), 9u);
+  // The OOM columns come last; labels (quoted, with commas) come first, so split from the end.
+  auto last_cells = [](const std::string& line, std::size_t n) {
+    std::vector<std::string> cells;
+    std::size_t end = line.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t comma = line.rfind(',', end - 1);
+      cells.insert(cells.begin(), line.substr(comma + 1, end - comma - 1));
+      end = comma;
+    }
+    return cells;
+  };
+  auto names = last_cells(csv[0], 10), values = last_cells(csv[1], 10);
+  auto cell = [&](const std::string& name) {
+    auto it = std::find(names.begin(), names.end(), name);
+    return it == names.end() ? std::string("<no column " + name + ">") : values[std::size_t(it - names.begin())];
+  };
+  EXPECT_EQ(cell("oom_allocated_bytes"), std::to_string(880 * MiB));
+  EXPECT_EQ(cell("oom_reserved_bytes"), std::to_string(1600 * MiB));
+  EXPECT_EQ(cell("oom_cached_bytes"), std::to_string(720 * MiB));
+  EXPECT_EQ(cell("oom_largest_free_block_bytes"), std::to_string(90 * MiB));
+  EXPECT_EQ(cell("oom_retried"), "1");
+  EXPECT_EQ(cell("fragmentation_ooms"), "3");
+  EXPECT_EQ(cell("capacity_ooms"), "0");
+}
+
+TEST_F(FragmentationOomConfig, BlockMapAtTheFirstOomIsWrittenAsJsonAndSvg) {
+  ASSERT_EQ(result_->status, 0) << result_->out;
+  fs::path oom = out() / "oom";
+  ASSERT_TRUE(fs::exists(oom / "case00_caching.json"));
+  EXPECT_FALSE(fs::exists(oom / "case01_caching_expandable_segments_True.json")) << "no OOM, no block map";
+  json s = json::parse(read_text(oom / "case00_caching.json"));
+  EXPECT_EQ(s["oom"]["kind"], "fragmentation");
+  ASSERT_EQ(s["segments"].size(), 8u);
+  for (const auto& seg : s["segments"]) {
+    EXPECT_EQ(seg["size"], 200 * MiB);
+    EXPECT_EQ(seg["pool"], "large");
+    ASSERT_EQ(seg["blocks"].size(), 2u);
+    EXPECT_EQ(seg["blocks"][0]["state"], "allocated");
+    EXPECT_EQ(seg["blocks"][0]["size"], 110 * MiB);
+    EXPECT_EQ(seg["blocks"][1]["state"], "free");
+    EXPECT_EQ(seg["blocks"][1]["offset"], 110 * MiB);
+    EXPECT_EQ(seg["blocks"][1]["size"], 90 * MiB);
+  }
+  EXPECT_EQ(s["summary"]["holes"], 8);
+  EXPECT_EQ(s["summary"]["hole_bytes"], 720 * MiB);
+  EXPECT_EQ(s["summary"]["largest_hole_bytes"], 90 * MiB);
+  EXPECT_EQ(s["summary"]["capacity_minus_reserved_bytes"], 192 * MiB);
+  EXPECT_EQ(s["summary"]["capacity_minus_allocated_bytes"], 912 * MiB);
+
+  std::string svg = read_text(oom / "case00_caching.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(count_of(svg, ">hole 90.0 MiB</text>"), 8u) << "one labelled hole per segment row";
+  EXPECT_EQ(count_of(svg, ">110.0 MiB</text>"), 8u);
+  for (int i = 1; i <= 8; ++i) EXPECT_NE(svg.find(">#" + std::to_string(i) + " large segment 200.0 MiB<"), std::string::npos);
+  EXPECT_EQ(svg.find(">#9 "), std::string::npos);
+  EXPECT_NE(svg.find("largest hole 90.0 MiB &lt;"), std::string::npos);
+
+  // Usage up to the OOM: one row per event 0..24, values after the event.
+  auto tl = lines_of(read_text(oom / "case00_caching.timeline.csv"));
+  ASSERT_EQ(tl.size(), 26u);
+  EXPECT_EQ(tl[0], "event,step,allocated_bytes,reserved_bytes");
+  EXPECT_EQ(tl[1], fmt::format("0,0,{},{}", 200 * MiB, 200 * MiB));
+  EXPECT_EQ(tl[8], fmt::format("7,0,{},{}", 1600 * MiB, 1600 * MiB));
+  EXPECT_EQ(tl[16], fmt::format("15,0,0,{}", 1600 * MiB));
+  EXPECT_EQ(tl[25], fmt::format("24,0,{},{}", 880 * MiB, 1600 * MiB));
+  std::string tsvg = read_text(oom / "case00_caching.timeline.svg");
+  EXPECT_NE(tsvg.find("<polyline"), std::string::npos);
+  EXPECT_NE(tsvg.find("OOM: +300.0 MiB"), std::string::npos);
+  // Every OOM of the run.
+  auto ooms = lines_of(read_text(oom / "case00_caching.ooms.csv"));
+  ASSERT_EQ(ooms.size(), 4u);
+  EXPECT_EQ(ooms[1].substr(0, 22), "0,0,24,fragmentation,3");
+  EXPECT_EQ(ooms[3].substr(0, 10), "2,2,92,fra");  // 34 events per step
+  // results.json points at the files.
+  json j = results();
+  EXPECT_EQ(j["cases"][0]["oom_files"]["block_map_svg"], "oom/case00_caching.svg");
+}
+
+TEST(OomBlockMapSvg, DrawsUnmappedTailsAndSaysWhenAnAllocatorHasNoSegments) {
+  gmb::CaseResult c;
+  c.label = "caching[expandable_segments:True] x t";
+  c.allocator = "caching";
+  c.allocator_label = "caching[expandable_segments:True]";
+  gmb::RunMetrics m;
+  gmb::OomRecord o;
+  o.kind = gmb::OomKind::Capacity;
+  o.requested_bytes = 100 * MiB;
+  o.allocated_bytes = 64 * MiB;
+  o.reserved_bytes = 96 * MiB;
+  o.cached_bytes = 32 * MiB;
+  o.capacity_bytes = 128 * MiB;
+  m.first_oom = o;
+  m.ooms = m.capacity_ooms = 1;
+  c.runs.push_back(m);
+  c.oom_events.push_back(o);
+  gmb::SegmentInfo seg;
+  seg.address = 0x7f0000000000;
+  seg.size = 160 * MiB;
+  seg.pool = "large";
+  seg.blocks = {{0, 64 * MiB, true, true}, {64 * MiB, 32 * MiB, false, true}, {96 * MiB, 64 * MiB, false, false}};
+  c.oom_segments = {seg};
+  gmb::DeviceInfo dev;
+  dev.name = "test GPU";
+  std::string svg = gmb::block_map_svg(c, dev);
+  EXPECT_NE(svg.find(">unmapped 64.0 MiB</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">hole 32.0 MiB</text>"), std::string::npos);
+  EXPECT_NE(svg.find("#1 large expandable 160.0 MiB"), std::string::npos);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);
+  auto sum = gmb::summarize_block_map(c.oom_segments);
+  EXPECT_EQ(sum.unmapped_bytes, 64 * MiB);
+  EXPECT_EQ(sum.hole_bytes, 32 * MiB);
+  EXPECT_EQ(sum.holes, 1u);
+
+  c.oom_segments.clear();
+  svg = gmb::block_map_svg(c, dev);
+  EXPECT_NE(svg.find("does not report its segments"), std::string::npos);
+  EXPECT_EQ(gmb::oom_file_stem(3, c), "case03_caching_expandable_segments_True");
+}
+
+TEST(FrontierBisection, FindsTheEdgeOnceProbingEachValueAtMostOnce) {
+  using gmb::FrontierDirection;
+  std::vector<std::uint64_t> probed;
+  auto at_least_37 = [&](std::uint64_t v) {
+    probed.push_back(v);
+    return v >= 37;
+  };
+  auto r = gmb::bisect_frontier(FrontierDirection::SmallestPassing, 1, 100, 1, at_least_37);
+  ASSERT_TRUE(r.pass && r.fail);
+  EXPECT_EQ(*r.pass, 37u);
+  EXPECT_EQ(*r.fail, 36u);
+  EXPECT_EQ(probed[0], 100u) << "the easy end first";
+  EXPECT_EQ(probed[1], 1u);
+  EXPECT_LE(probed.size(), 2u + 7u);  // both ends, then log2(99) halvings
+  std::sort(probed.begin(), probed.end());
+  EXPECT_EQ(std::adjacent_find(probed.begin(), probed.end()), probed.end()) << "a value probed twice";
+
+  auto at_most_37 = [](std::uint64_t v) { return v <= 37; };
+  r = gmb::bisect_frontier(FrontierDirection::LargestPassing, 1, 100, 1, at_most_37);
+  EXPECT_EQ(*r.pass, 37u);
+  EXPECT_EQ(*r.fail, 38u);
+
+  // A grid: only lo + k * resolution is tried.
+  std::vector<std::uint64_t> grid;
+  r = gmb::bisect_frontier(FrontierDirection::SmallestPassing, 8, 100, 4, [&](std::uint64_t v) {
+    grid.push_back(v);
+    return v >= 37;
+  });
+  EXPECT_EQ(*r.pass, 40u);
+  EXPECT_EQ(*r.fail, 36u);
+  for (auto v : grid) EXPECT_EQ((v - 8) % 4, 0u) << v;
+
+  // Nothing passes; everything passes.
+  r = gmb::bisect_frontier(FrontierDirection::SmallestPassing, 1, 100, 1, [](std::uint64_t) { return false; });
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(*r.fail, 100u);
+  r = gmb::bisect_frontier(FrontierDirection::LargestPassing, 1, 100, 1, [](std::uint64_t) { return true; });
+  EXPECT_EQ(*r.pass, 100u);
+  EXPECT_FALSE(r.fail);
+}
+
+TEST(FrontierCli, CapacityFrontierOfTheFragmentationConfigOnSim) {
+  auto dir = temp_dir("frontier");
+  auto r = run_gpumembench("frontier --device sim --config " + source_path("configs/fragmentation_oom.yaml") +
+                           " --output " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("smallest capacity without OOM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 1900 MiB | 1900 MiB | 1898 MiB: fragmentation OOM at step 0 (300.0 MiB requested) |"),
+            std::string::npos)
+      << r.out;
+  json j = json::parse(read_text(dir / "frontier.json"));
+  EXPECT_EQ(j["param"], "capacity");
+  ASSERT_EQ(j["rows"].size(), 4u);
+  std::map<std::string, json> rows;
+  for (const auto& row : j["rows"]) rows[row["allocator"]] = row;
+  // Default caching needs its 1600 MiB of split segments plus a new 300 MiB one.
+  EXPECT_EQ(rows["caching"]["frontier"], 1900 * MiB);
+  EXPECT_EQ(rows["caching"]["nearest_failure"], 1898 * MiB);
+  EXPECT_EQ(rows["caching"]["nearest_failure_oom"]["kind"], "fragmentation");
+  // Expandable segments need only the peak of what is allocated at once.
+  EXPECT_EQ(rows["caching[expandable_segments:True]"]["frontier"], 1600 * MiB);
+  EXPECT_EQ(rows["caching[expandable_segments:True]"]["nearest_failure"], 1598 * MiB);
+  for (const auto& [name, row] : rows) {
+    // The frontier and its neighbour were both run, with the outcomes claimed.
+    bool pass_seen = false, fail_seen = false;
+    for (const auto& p : row["probes"]) {
+      if (p["value"] == row["frontier"]) pass_seen = p["passed"].get<bool>();
+      if (p["value"] == row["nearest_failure"]) fail_seen = !p["passed"].get<bool>();
+    }
+    EXPECT_TRUE(pass_seen && fail_seen) << name;
+  }
+  EXPECT_TRUE(fs::exists(dir / "frontier.md"));
+  auto csv = lines_of(read_text(dir / "frontier.csv"));
+  ASSERT_EQ(csv.size(), 5u);
+  EXPECT_NE(csv[1].find(std::to_string(1900 * MiB)), std::string::npos) << csv[1];
+  fs::remove_all(dir);
+}
+
+TEST(FrontierCli, BatchFrontierOfATransformerHoldsWhenRunAtTheFrontierAndOneAbove) {
+  auto dir = temp_dir("frontier_batch");
+  auto config = [&](const std::string& batch) {
+    return "name: tf\ndevice: {capacity: 4GiB}\nallocators: [caching]\nworkloads:\n"
+           "  - transformer: {layers: 2, hidden: 512, heads: 8, batch: " +
+           batch + ", steps: 8, seq_len: {dist: uniform, min: 64, max: 512, seed: 3}}\n";
+  };
+  write_text(dir / "tf.yaml", config("4"));
+  auto r = run_gpumembench("frontier --param batch --device sim -q --config " + (dir / "tf.yaml").string() +
+                           " --output " + (dir / "f").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  json j = json::parse(read_text(dir / "f" / "frontier.json"));
+  ASSERT_EQ(j["rows"].size(), 1u);
+  ASSERT_FALSE(j["rows"][0]["frontier"].is_null()) << j.dump(2);
+  std::uint64_t b = j["rows"][0]["frontier"];
+  EXPECT_GT(b, 1u);
+  EXPECT_EQ(j["rows"][0]["nearest_failure"], b + 1);
+  // An ordinary run at the frontier completes; one above it OOMs.
+  for (std::uint64_t batch : {b, b + 1}) {
+    write_text(dir / "run.yaml", config(std::to_string(batch)));
+    auto out = dir / ("run" + std::to_string(batch));
+    auto rr = run_gpumembench("--device sim -q --config " + (dir / "run.yaml").string() + " --output " + out.string());
+    ASSERT_EQ(rr.status, 0) << rr.out;
+    json res = json::parse(read_text(out / "results.json"));
+    EXPECT_EQ(res["cases"][0]["oom"].is_null(), batch == b) << "batch " << batch;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(FrontierCli, BadParametersAreUsageErrors) {
+  auto dir = temp_dir("frontier_bad");
+  auto r = run_gpumembench("frontier --param batch --device sim --config " + source_path("configs/fragmentation_oom.yaml") +
+                           " --output " + (dir / "o").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("workload 'hole_pattern' has no parameter 'batch'"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "o"));
+  r = run_gpumembench("frontier --lo lots --device sim --config " + source_path("configs/fragmentation_oom.yaml"));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--lo: 'lots' is not a size"), std::string::npos) << r.out;
+  r = run_gpumembench("frontier --param depth --config " + source_path("configs/fragmentation_oom.yaml"));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("capacity"), std::string::npos) << r.out;
+
+  write_text(dir / "bad.yaml",
+             "allocators: [caching]\nworkloads: [hole_pattern]\nfrontier: {param: batch}\n");
+  r = run_gpumembench("--device sim --config " + (dir / "bad.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("bad.yaml:3:19"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("frontier.param"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot vary 'batch'"), std::string::npos) << r.out;
+
+  write_text(dir / "bad2.yaml", "allocators: [caching]\nworkloads: [hole_pattern]\ndevice: {capacity: [1GiB, lots]}\n");
+  r = run_gpumembench("--device sim --config " + (dir / "bad2.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("bad2.yaml:3:27"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device.capacity[1]"), std::string::npos) << r.out;
+
+  write_text(dir / "bad3.yaml", "allocators: [caching]\nworkloads: [hole_pattern]\nfrontier: {param: capacity, lo: 2GiB, hi: 1GiB}\n");
+  r = run_gpumembench("--device sim --config " + (dir / "bad3.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("frontier.lo"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
