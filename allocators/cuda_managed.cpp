@@ -8,6 +8,7 @@
 namespace gmb {
 namespace {
 
+// Managed bytes are charged in whole driver pages: the cap errs on the safe side.
 class CudaManagedAllocator final : public TrackingAllocator {
  public:
   CudaManagedAllocator(Device& device, const AllocatorOptions& o)
@@ -15,7 +16,7 @@ class CudaManagedAllocator final : public TrackingAllocator {
         prefetch_(option_bool(o, "prefetch", false)),
         preferred_location_(option_bool(o, "preferred_location", false)),
         accessed_by_(option_bool(o, "accessed_by", false)),
-        cap_(device.info().capacity_bytes) {}
+        cap_(safety_cap(device)) {}
 
   ~CudaManagedAllocator() override {
     for (auto& [ptr, live] : live_) device_.free_managed(ptr);
@@ -25,7 +26,8 @@ class CudaManagedAllocator final : public TrackingAllocator {
     Bytes charged = page_round(bytes);
     if (outstanding_ + charged > cap_) {
       // Refused here: the driver never sees a request that would oversubscribe the card.
-      record_oom(bytes, fmt::format("managed request of {} refused: {} outstanding, cap {}",
+      record_oom(bytes, fmt::format("cudaMallocManaged of {} refused before reaching the driver: "
+                                    "{} managed outstanding, cap {} (capacity, or free memory at start)",
                                     format_bytes(bytes), format_bytes(outstanding_), format_bytes(cap_)));
       return std::nullopt;
     }
@@ -52,6 +54,11 @@ class CudaManagedAllocator final : public TrackingAllocator {
   }
 
  private:
+  // Never more than the capacity, nor than what was free when the allocator started.
+  static Bytes safety_cap(const Device& device) {
+    Bytes capacity = device.info().capacity_bytes, used = device.used_bytes();
+    return used < capacity ? capacity - used : 0;
+  }
   Bytes page_round(Bytes b) const {
     Bytes page = device_.info().page_bytes;
     return (std::max<Bytes>(b, 1) + page - 1) / page * page;

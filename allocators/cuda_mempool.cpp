@@ -1,5 +1,7 @@
 #include "allocators/cuda_mempool.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "allocators/option_parsing.h"
@@ -14,6 +16,9 @@ class CudaMemPoolAllocator final : public TrackingAllocator {
       : TrackingAllocator(device, device.simulated()),
         trim_to_(option_size(o, "trim_to", 0)),
         trim_every_steps_(option_count(o, "trim_every_steps", 0)) {
+    if (o.count("trim_to") && trim_every_steps_ == 0)
+      throw OptionError("trim_to", "trim_to is the size each periodic trim keeps; it needs trim_every_steps",
+                        "trim_every_steps: N (N >= 1) together with trim_to");
     MemPoolOptions p;
     p.release_threshold = option_size(o, "release_threshold", UINT64_MAX, true);
     p.reuse_follow_event_dependencies = option_bool(o, "reuse_follow_event_dependencies", true);
@@ -36,7 +41,7 @@ class CudaMemPoolAllocator final : public TrackingAllocator {
     }
     MemPoolUsage after = device_.pool_usage(pool_);
     record_alloc(*ptr, bytes, stream, after.reserved_current > before);
-    set_reserved(after.reserved_current, 0);
+    refresh(after);
     return ptr;
   }
 
@@ -44,21 +49,14 @@ class CudaMemPoolAllocator final : public TrackingAllocator {
     auto live = record_free(ptr, false);
     if (!live) return;
     device_.free_async(pool_, ptr, live->stream);
-    set_reserved(device_.pool_usage(pool_).reserved_current, 0);
+    refresh(device_.pool_usage(pool_));
   }
 
-  void empty_cache() override {
-    device_.synchronize();
-    device_.trim_pool(pool_, 0);
-    set_reserved(device_.pool_usage(pool_).reserved_current, 0);
-  }
+  void empty_cache() override { trim(0); }
 
   void end_of_step(std::uint64_t step) override {
     if (trim_every_steps_ == 0 || (step + 1) % trim_every_steps_ != 0) return;
-    device_.synchronize();  // freed blocks return to the pool at stream order; trim after it
-    device_.trim_pool(pool_, trim_to_);
-    ++stats_.device_frees;
-    set_reserved(device_.pool_usage(pool_).reserved_current, 0);
+    trim(trim_to_);
   }
 
   std::vector<std::pair<std::string, std::int64_t>> memory_stats() const override {
@@ -70,6 +68,21 @@ class CudaMemPoolAllocator final : public TrackingAllocator {
   }
 
  private:
+  // Reserved figures are the pool's own attributes (ReservedMemCurrent / ReservedMemHigh).
+  void refresh(const MemPoolUsage& u) {
+    set_reserved(u.reserved_current, 0);
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, u.reserved_high);
+  }
+
+  void trim(Bytes keep) {
+    Bytes before = device_.pool_usage(pool_).reserved_current;
+    device_.synchronize();  // frees complete in stream order (and the threshold applies); trim after
+    device_.trim_pool(pool_, keep);
+    MemPoolUsage after = device_.pool_usage(pool_);
+    if (after.reserved_current < before) ++stats_.device_frees;
+    refresh(after);
+  }
+
   Device::PoolHandle pool_;
   Bytes trim_to_;
   std::uint64_t trim_every_steps_;
