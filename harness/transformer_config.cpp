@@ -130,7 +130,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
 
 std::vector<std::string> transformer_keys() {
   return {"layers", "hidden", "heads", "ffn_mult", "vocab", "batch", "dtype", "steps", "seq_len",
-          "recompute", "mode", "generate", "kv_block", "seed", "cublas_workspace"};
+          "recompute", "mode", "generate", "kv_block", "optimizer", "seed", "cublas_workspace"};
 }
 
 WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n, const std::string& key,
@@ -160,6 +160,10 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
     auto v = y.choice(n["recompute"], key + ".recompute", {"none", "selective", "full"});
     p.recompute = v == "none" ? Recompute::None : v == "selective" ? Recompute::Selective : Recompute::Full;
   }
+  if (n["optimizer"]) {
+    auto v = y.choice(n["optimizer"], key + ".optimizer", {"foreach", "fused", "single_tensor"});
+    p.optimizer = v == "foreach" ? Optimizer::Foreach : v == "fused" ? Optimizer::Fused : Optimizer::SingleTensor;
+  }
   if (n["mode"]) {
     auto v = y.choice(n["mode"], key + ".mode", {"train", "inference"});
     p.mode = v == "train" ? TransformerMode::Train : TransformerMode::Inference;
@@ -167,8 +171,10 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
   if (p.mode == TransformerMode::Train) {
     for (const char* k : {"generate", "kv_block"})
       if (n[k]) y.fail(n[k], key + "." + k, "applies only with mode: inference");
-  } else if (n["recompute"] && p.recompute != Recompute::None) {
-    y.fail(n["recompute"], key + ".recompute", "applies only with mode: train (inference keeps no activations)");
+  } else {
+    if (n["recompute"] && p.recompute != Recompute::None)
+      y.fail(n["recompute"], key + ".recompute", "applies only with mode: train (inference keeps no activations)");
+    if (n["optimizer"]) y.fail(n["optimizer"], key + ".optimizer", "applies only with mode: train");
   }
   if (p.heads > p.hidden || p.hidden % p.heads)
     y.fail(n["heads"] ? n["heads"] : n, key + ".heads",

@@ -182,7 +182,7 @@ TEST(Transformer, EveryGemmOperandFitsItsBufferAndEveryBufferIsWritten) {
           EXPECT_GT(w.buffer_bytes(g.a), 0u) << c.name;
           written.insert(g.c);
         }
-        for (BufferId id : c.out) written.insert(id);
+        for (BufferId id : w.outputs(c)) written.insert(id);
       }
       for (std::size_t i = 0; i < s.ops.size(); ++i)
         if (s.ops[i].kind == Op::Kind::Alloc && std::string(s.names[i]) != "cublas_workspace" &&
@@ -299,4 +299,35 @@ TEST(Transformer, ModeledTimeIsTheRooflineOfEachKernel) {
       EXPECT_NEAR(w32.modeled_seconds(c), c.flops / 50e12, 1e-12);
       break;
     }
+}
+
+TEST(Transformer, AdamTemporariesFollowPyTorchsImplementations) {
+  // Most bytes of this step's own buffers alive at once during the optimizer step.
+  auto optimizer_peak = [](Optimizer o) {
+    TransformerParams p = small(2);
+    p.optimizer = o;
+    TransformerWorkload w(p);
+    StepOps s = run_step(w, 1);
+    std::map<BufferId, Bytes> live;
+    Bytes total = 0, peak = 0;
+    bool in_optimizer = false;
+    for (std::size_t i = 0; i < s.ops.size(); ++i) {
+      const Op& op = s.ops[i];
+      if (op.kind == Op::Kind::Alloc && std::string(s.names[i]) == "adam_denom") in_optimizer = true;
+      if (op.kind == Op::Kind::Compute && std::string(s.names[i]).rfind("adam", 0) == 0) in_optimizer = true;
+      if (op.kind == Op::Kind::Alloc) total += (live[op.id] = op.bytes);
+      if (op.kind == Op::Kind::Free) total -= live[op.id], live.erase(op.id);
+      if (in_optimizer) peak = std::max(peak, total);
+    }
+    EXPECT_TRUE(live.empty());
+    return peak;
+  };
+  const TransformerParams p = small(2);
+  const Bytes params = transformer_param_count(p);
+  // foreach: one fp32 temporary per parameter, all alive together.
+  EXPECT_EQ(optimizer_peak(Optimizer::Foreach), 4 * params);
+  // single tensor: one temporary at a time; the largest tensor is an MLP weight (4h x h).
+  EXPECT_EQ(optimizer_peak(Optimizer::SingleTensor), 4ull * 4 * 256 * 256);
+  // fused: none.
+  EXPECT_EQ(optimizer_peak(Optimizer::Fused), 0u);
 }

@@ -26,6 +26,14 @@ const char* to_string(Recompute r) {
   return "?";
 }
 const char* to_string(TransformerMode m) { return m == TransformerMode::Train ? "train" : "inference"; }
+const char* to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::Foreach: return "foreach";
+    case Optimizer::Fused: return "fused";
+    case Optimizer::SingleTensor: return "single_tensor";
+  }
+  return "?";
+}
 Bytes dtype_bytes(DType t) { return t == DType::FP32 ? 4 : 2; }
 
 ActivationBytes korthikanti_layer_bytes(const TransformerParams& p, std::uint64_t s, std::uint64_t b) {
@@ -60,6 +68,7 @@ enum Role { kWeight, kGrad, kMaster, kAdamM, kAdamV };
 constexpr BufferId kWorkspaceId = (1ull << 32) - 1;
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+constexpr std::size_t kTouchBuffersPerLaunch = tfgpu::kMaxTouchBuffers;
 
 }  // namespace
 
@@ -96,12 +105,11 @@ struct TransformerWorkload::Emit {
   }
   BufferId alloc(Bytes bytes, const char* name) {
     BufferId id = next++;
-    w.sizes_[id] = bytes;
+    w.step_sizes_.push_back(bytes);
     push(Op::Kind::Alloc, id, bytes, name);
     return id;
   }
   void alloc_as(BufferId id, Bytes bytes, const char* name) {
-    w.sizes_[id] = bytes;
     push(Op::Kind::Alloc, id, bytes, name);
   }
   void free(BufferId id, const char* name = "free") {
@@ -114,13 +122,17 @@ struct TransformerWorkload::Emit {
     push(Op::Kind::Compute, index, 0, name);
   }
   void touch(const char* name, std::initializer_list<BufferId> outs, std::initializer_list<BufferId> ins) {
+    touch(name, outs.begin(), outs.size(), ins.begin(), ins.size());
+  }
+  void touch(const char* name, const BufferId* outs, std::size_t n_out, const BufferId* ins, std::size_t n_in) {
     ComputeDesc d;
     d.kind = ComputeDesc::Kind::Touch;
     d.name = name;
-    for (BufferId id : ins)
-      if (id) d.in.push_back(id), d.bytes += double(w.sizes_.at(id));
-    for (BufferId id : outs)
-      if (id) d.out.push_back(id), d.bytes += double(w.sizes_.at(id));
+    d.first_id = std::uint32_t(w.ids_.size());
+    for (std::size_t i = 0; i < n_in; ++i)
+      if (ins[i]) w.ids_.push_back(ins[i]), ++d.n_in, d.bytes += double(w.buffer_bytes(ins[i]));
+    for (std::size_t i = 0; i < n_out; ++i)
+      if (outs[i]) w.ids_.push_back(outs[i]), ++d.n_out, d.bytes += double(w.buffer_bytes(outs[i]));
     compute(std::move(d));
   }
   // Row-major C[M x N] (+)= op(A) op(B), A stored [M x K] ([K x M] when trans_a), B [K x N]
@@ -153,13 +165,13 @@ TransformerWorkload::TransformerWorkload(TransformerParams p) : p_(std::move(p))
   param_elems_ = param_elements(p_);
   // Persistent buffers' sizes are known up front, so any step's ops can be made first.
   const Bytes e = dtype_bytes(p_.dtype);
+  persistent_sizes_.assign(1 + 8 * param_elems_.size(), 0);
   for (std::uint64_t t = 0; t < param_elems_.size(); ++t) {
     const Bytes n = param_elems_[t];
     for (auto [role, bytes] : {std::pair{kWeight, e * n}, {kGrad, e * n}, {kMaster, 4 * n}, {kAdamM, 4 * n},
                                {kAdamV, 4 * n}})
-      sizes_[1 + 8 * t + role] = bytes;
+      persistent_sizes_[1 + 8 * t + role] = bytes;
   }
-  sizes_[kWorkspaceId] = p_.cublas_workspace;
 }
 
 TransformerWorkload::~TransformerWorkload() { finish(); }
@@ -168,6 +180,8 @@ std::string TransformerWorkload::label() const {
   std::string extra;
   if (p_.ffn_mult != 4) extra += fmt::format(", ffn x{}", p_.ffn_mult);
   if (p_.recompute != Recompute::None) extra += fmt::format(", recompute {}", to_string(p_.recompute));
+  if (p_.mode == TransformerMode::Train && p_.optimizer != Optimizer::Foreach)
+    extra += fmt::format(", adam {}", to_string(p_.optimizer));
   if (p_.mode == TransformerMode::Inference)
     extra += fmt::format(", inference +{} tok{}", p_.generate,
                          p_.kv_block > 1 ? fmt::format(" kv_block {}", p_.kv_block) : std::string());
@@ -176,18 +190,20 @@ std::string TransformerWorkload::label() const {
 }
 
 Bytes TransformerWorkload::buffer_bytes(BufferId id) const {
-  auto it = sizes_.find(id);
-  return it == sizes_.end() ? 0 : it->second;
+  if (id == kWorkspaceId) return p_.cublas_workspace;
+  if (id < persistent_sizes_.size()) return persistent_sizes_[id];
+  if (id >= step_base_ && id - step_base_ < step_sizes_.size()) return step_sizes_[id - step_base_];
+  return 0;
 }
 
 void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) {
-  // Sizes of the previous step's buffers are no longer needed; persistent ones stay.
-  for (auto it = sizes_.begin(); it != sizes_.end();)
-    it = it->first > kWorkspaceId ? sizes_.erase(it) : std::next(it);
+  step_base_ = (step + 1) << 32;
+  step_sizes_.clear();
   compute_.clear();
+  ids_.clear();
   names_.clear();
   names_.reserve(out.capacity());
-  Emit e{*this, out, (step + 1) << 32, dtype_bytes(p_.dtype)};
+  Emit e{*this, out, step_base_, dtype_bytes(p_.dtype)};
   BatchShape shape = sampler_.batch(step, p_.batch);
   if (p_.mode == TransformerMode::Train) {
     train_step(e, shape, step == 0);
@@ -455,17 +471,44 @@ void TransformerWorkload::train_step(Emit& e, const BatchShape& sh, bool first) 
   e.free(ids, "input_ids");
   e.free(labels, "labels");
 
-  // ---- optimizer: Adam, one tensor at a time (PyTorch's foreach=False): the states are
-  // created at the first step; each tensor's update makes one fp32 temporary.
-  for (std::uint64_t t = 0; t < param_elems_.size(); ++t) {
-    const Bytes n = param_elems_[t];
-    if (first) {
-      e.alloc_as(pid(t, kAdamM), 4 * n, "adam_exp_avg");
-      e.alloc_as(pid(t, kAdamV), 4 * n, "adam_exp_avg_sq");
+  // ---- optimizer: Adam. The states are created at the first step, as PyTorch does lazily.
+  const std::size_t np = param_elems_.size();
+  if (first)
+    for (std::size_t t = 0; t < np; ++t) {
+      e.alloc_as(pid(t, kAdamM), 4 * param_elems_[t], "adam_exp_avg");
+      e.alloc_as(pid(t, kAdamV), 4 * param_elems_[t], "adam_exp_avg_sq");
     }
-    BufferId tmp = e.alloc(4 * n, "adam_denom");
-    e.touch("adam", {pid(t, kAdamM), pid(t, kAdamV), tmp, mixed ? pid(t, kMaster) : 0, W(t)}, {G(t)});
-    e.free(tmp, "adam_denom");
+  // One tensor's update reads its gradient and writes its states, master copy and weights.
+  auto update = [&](std::size_t t, BufferId tmp, BufferId* outs, std::size_t& n_out, BufferId* ins, std::size_t& n_in) {
+    for (BufferId id : {pid(t, kAdamM), pid(t, kAdamV), tmp, mixed ? pid(t, kMaster) : 0, W(t)})
+      if (id) outs[n_out++] = id;
+    ins[n_in++] = G(t);
+  };
+  if (p_.optimizer == Optimizer::SingleTensor) {
+    for (std::size_t t = 0; t < np; ++t) {
+      BufferId tmp = e.alloc(4 * param_elems_[t], "adam_denom");
+      BufferId outs[8], ins[2];
+      std::size_t no = 0, ni = 0;
+      update(t, tmp, outs, no, ins, ni);
+      e.touch("adam", outs, no, ins, ni);
+      e.free(tmp, "adam_denom");
+    }
+  } else {
+    // foreach: every temporary of the list is alive at once; fused: none. Multi-tensor kernels
+    // take as many tensors as one launch's buffer list holds.
+    const bool foreach = p_.optimizer == Optimizer::Foreach;
+    std::vector<BufferId> tmps(np, 0);
+    if (foreach)
+      for (std::size_t t = 0; t < np; ++t) tmps[t] = e.alloc(4 * param_elems_[t], "adam_denom");
+    const std::size_t per_launch = kTouchBuffersPerLaunch / (foreach ? 6 : 5);
+    for (std::size_t t0 = 0; t0 < np; t0 += per_launch) {
+      BufferId outs[kTouchBuffersPerLaunch], ins[kTouchBuffersPerLaunch];
+      std::size_t no = 0, ni = 0;
+      for (std::size_t t = t0; t < std::min(np, t0 + per_launch); ++t) update(t, tmps[t], outs, no, ins, ni);
+      e.touch(foreach ? "adam_foreach" : "adam_fused", outs, no, ins, ni);
+    }
+    if (foreach)
+      for (std::size_t t = 0; t < np; ++t) e.free(tmps[t], "adam_denom");
   }
 }
 
@@ -649,7 +692,7 @@ double TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
   tfgpu::TouchBuffer bufs[tfgpu::kMaxTouchBuffers];
   int n = 0;
   for (int pass = 0; pass < 2; ++pass)
-    for (BufferId id : pass ? c.out : c.in) {
+    for (BufferId id : pass ? outputs(c) : inputs(c)) {
       auto p = ctx.buffer(id);
       if (!p || n == tfgpu::kMaxTouchBuffers) continue;
       bufs[n++] = {reinterpret_cast<void*>(*p), buffer_bytes(id), pass == 1};

@@ -6,7 +6,6 @@
 
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "workloads/seq_len.h"
@@ -17,9 +16,14 @@ namespace gmb {
 enum class DType { BF16, FP16, FP32 };
 enum class Recompute { None, Selective, Full };
 enum class TransformerMode { Train, Inference };
+// Adam as PyTorch runs it: foreach (the default on CUDA: one fp32 temporary per parameter, all
+// alive at once, multi-tensor kernels), fused (no temporaries), single_tensor (foreach=False:
+// one temporary at a time, one kernel per tensor).
+enum class Optimizer { Foreach, Fused, SingleTensor };
 const char* to_string(DType t);
 const char* to_string(Recompute r);
 const char* to_string(TransformerMode m);
+const char* to_string(Optimizer o);
 Bytes dtype_bytes(DType t);
 
 struct TransformerParams {
@@ -34,6 +38,7 @@ struct TransformerParams {
   SeqLenSpec seq_len;
   Recompute recompute = Recompute::None;
   TransformerMode mode = TransformerMode::Train;
+  Optimizer optimizer = Optimizer::Foreach;
   // Inference: tokens generated per request, and tokens added to the KV cache per regrowth
   // (1: the cache is re-allocated for every token, as torch.cat in a naive decoder does).
   std::uint64_t generate = 64;
@@ -73,13 +78,24 @@ struct GemmExtents {
 };
 GemmExtents gemm_extents(const GemmDesc& g);
 
+// A view of buffer ids (inputs or outputs of a Touch), kept in the workload's id pool.
+struct IdSpan {
+  const BufferId* first = nullptr;
+  const BufferId* last = nullptr;
+  const BufferId* begin() const { return first; }
+  const BufferId* end() const { return last; }
+  std::size_t size() const { return std::size_t(last - first); }
+};
+
 struct ComputeDesc {
   enum class Kind : std::uint8_t { Gemm, Touch };
   Kind kind = Kind::Touch;
   const char* name = "";  // a string literal
   GemmDesc gemm;
-  // Touch: one kernel that reads every input buffer once and writes every output buffer once.
-  std::vector<BufferId> in, out;
+  // Touch: one kernel that reads every input buffer once and writes every output buffer once;
+  // the ids are in the workload's pool (TransformerWorkload::inputs/outputs).
+  std::uint32_t first_id = 0;
+  std::uint16_t n_in = 0, n_out = 0;
   double flops = 0;
   double bytes = 0;  // memory traffic
 };
@@ -107,6 +123,10 @@ class TransformerWorkload final : public Workload {
   // For tests: the last step's compute ops, buffer sizes and names (index = position of the
   // op in the step's ops), and the shape of a step.
   const std::vector<ComputeDesc>& last_compute() const { return compute_; }
+  IdSpan inputs(const ComputeDesc& c) const { return {ids_.data() + c.first_id, ids_.data() + c.first_id + c.n_in}; }
+  IdSpan outputs(const ComputeDesc& c) const {
+    return {ids_.data() + c.first_id + c.n_in, ids_.data() + c.first_id + c.n_in + c.n_out};
+  }
   const std::vector<const char*>& last_op_names() const { return names_; }
   Bytes buffer_bytes(BufferId id) const;
   BatchShape shape_of(std::uint64_t step) const { return sampler_.batch(step, p_.batch); }
@@ -122,8 +142,11 @@ class TransformerWorkload final : public Workload {
   SeqLenSampler sampler_;
   ModelRates rates_;
   std::vector<ComputeDesc> compute_;
+  std::vector<BufferId> ids_;  // Touch inputs and outputs of this step
   std::vector<const char*> names_;
-  std::unordered_map<BufferId, Bytes> sizes_;  // buffer sizes: persistent ones and this step's
+  // Buffer sizes: persistent buffers by id, this step's by (id - step_base_).
+  std::vector<Bytes> persistent_sizes_, step_sizes_;
+  BufferId step_base_ = 0;
   std::vector<BufferId> params_, grads_, masters_, adam_m_, adam_v_;
   std::vector<std::uint64_t> param_elems_;
   BufferId workspace_ = 0;

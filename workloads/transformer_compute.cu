@@ -33,7 +33,7 @@ void check(cublasStatus_t s, const char* what) {
 struct TouchArgs {
   uint4* ptr[kMaxTouchBuffers];
   unsigned long long words[kMaxTouchBuffers];  // whole 16-byte words; a tail under 16 bytes is left alone
-  unsigned write_mask;
+  unsigned long long write_mask;
 };
 
 // blockIdx.y picks the buffer; the blocks of that row stride over it. Written words get a
@@ -43,7 +43,7 @@ __global__ void touch_kernel(TouchArgs args, unsigned long long sink_magic) {
   const int j = blockIdx.y;
   uint4* p = args.ptr[j];
   const unsigned long long n = args.words[j];
-  const bool write = (args.write_mask >> j) & 1u;
+  const bool write = (args.write_mask >> j) & 1ull;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   unsigned acc = 0;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -126,7 +126,7 @@ void touch(void* state, const TouchBuffer* buffers, int count) {
     if (!buffers[i].ptr || words == 0) continue;
     args.ptr[n] = static_cast<uint4*>(buffers[i].ptr);
     args.words[n] = words;
-    if (buffers[i].write) args.write_mask |= 1u << n;
+    if (buffers[i].write) args.write_mask |= 1ull << n;
     most = std::max(most, words);
     ++n;
   }

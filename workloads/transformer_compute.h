@@ -21,7 +21,7 @@ struct GemmCall {
   bool accumulate = false;
 };
 
-constexpr int kMaxTouchBuffers = 16;
+constexpr int kMaxTouchBuffers = 48;  // one launch; the kernel arguments stay under 1 KiB
 struct TouchBuffer {
   void* ptr = nullptr;
   std::uint64_t bytes = 0;

@@ -1,0 +1,71 @@
+// Host cost of the transformer workload's event generation and of the runner around it: the
+// "harness overhead" that must stay under 1% of a step on the H200 (issue 5).
+//
+//   BM_TransformerStepOps/<layers>       step_ops() for the configs' model (h1024, b4, s1024)
+//   BM_TransformerCaseOnSim/<allocator>/<oom details>
+//                                        a whole run_case on sim (allocator 0: caching, 1:
+//                                        cuda_mempool; oom details: the runner's per-event usage
+//                                        series on or off); counters split the host time per step
+//                                        into allocator calls, compute calls and the rest
+#include <benchmark/benchmark.h>
+
+#include "harness/runner.h"
+#include "workloads/transformer.h"
+
+namespace gmb {
+namespace {
+
+TransformerParams config_model(std::uint64_t layers, std::uint64_t steps) {
+  TransformerParams p;
+  p.layers = layers;
+  p.hidden = 1024;
+  p.heads = 16;
+  p.vocab = 50257;
+  p.batch = 4;
+  p.steps = steps;
+  p.seq_len.dist = SeqDist::Fixed;
+  p.seq_len.value = 1024;
+  return p;
+}
+
+void BM_TransformerStepOps(benchmark::State& state) {
+  TransformerWorkload w(config_model(std::uint64_t(state.range(0)), 1u << 30));
+  std::vector<Op> ops;
+  std::uint64_t step = 1, n = 0;
+  for (auto _ : state) {
+    ops.clear();
+    StepInfo info;
+    w.step_ops(step++, ops, info);
+    n += ops.size();
+    benchmark::DoNotOptimize(ops.data());
+  }
+  state.counters["ops_per_step"] = double(n) / double(state.iterations());
+  state.counters["ns_per_op"] =
+      benchmark::Counter(double(n), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TransformerStepOps)->Arg(24)->Unit(benchmark::kMicrosecond);
+
+void BM_TransformerCaseOnSim(benchmark::State& state) {
+  const char* allocator = state.range(0) == 0 ? "caching" : "cuda_mempool";
+  state.SetLabel(allocator);
+  const std::uint64_t steps = 20;
+  CaseSpec spec{allocator, {}, [&] { return make_transformer(config_model(24, steps)); }};
+  DeviceSpec dev{DeviceChoice::Sim, 24 * GiB};
+  RunSettings settings;
+  settings.oom_block_map = state.range(1) != 0;
+  double harness = 0, alloc = 0, compute = 0;
+  for (auto _ : state) {
+    CaseResult r = run_case(spec, dev, settings);
+    harness += r.runs[0].harness_seconds;
+    alloc += r.runs[0].alloc_seconds;
+    compute += r.runs[0].compute_call_seconds;
+  }
+  const double per = 1e6 / double(state.iterations() * steps);
+  state.counters["harness_us_per_step"] = harness * per;
+  state.counters["alloc_us_per_step"] = alloc * per;
+  state.counters["compute_call_us_per_step"] = compute * per;
+}
+BENCHMARK(BM_TransformerCaseOnSim)->Args({0, 1})->Args({0, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+}  // namespace gmb
