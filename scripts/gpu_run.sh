@@ -2,7 +2,7 @@
 # The one command for the GPU machine (device tool): build, run the GPU tests and the whole
 # suite, run configs on the real GPU, and collect everything into $OUT.
 #
-#   STAGES="build test configs bench reference torchbench" bash scripts/gpu_run.sh
+#   STAGES="build test configs frontier bench reference torchbench" bash scripts/gpu_run.sh
 #   CONFIGS="configs/hole_pattern.yaml ..." (default: every configs/*.yaml)
 #
 # Brings back (<= 8 files): gpu_run.log, gpu_results.tar.gz (results/, test and bench
@@ -12,7 +12,7 @@ set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT="${OUT:-$PWD/gpu_out}"
 mkdir -p "$OUT"
-STAGES="${STAGES:-build test configs}"
+STAGES="${STAGES:-build test configs frontier}"
 LOG="$OUT/gpu_run.log"
 COLLECT="$(mktemp -d)/gpu"
 mkdir -p "$COLLECT/results"
@@ -58,17 +58,34 @@ if has configs && [ -x "$BIN" ]; then
   done
 fi
 
+# OOM frontiers: every config with a `frontier:` section (or FRONTIER_CONFIGS), on the GPU.
+if has frontier && [ -x "$BIN" ]; then
+  for cfg in ${FRONTIER_CONFIGS:-$(grep -l '^frontier:' configs/*.yaml)}; do
+    name=$(basename "$cfg" .yaml)
+    log "frontier $cfg on cuda"
+    start=$(date +%s)
+    if ! timeout "${CONFIG_TIMEOUT:-240}" "$BIN" frontier --config "$cfg" --device cuda --quiet \
+        --output "$COLLECT/results/${name}_frontier" 2>&1 | tee "$COLLECT/results/${name}_frontier.log" | tee -a "$LOG"; then
+      log "frontier $cfg FAILED"; status=1
+    fi
+    log "frontier $cfg took $(( $(date +%s) - start )) s"
+  done
+fi
+
 if has bench && [ -x build-gpu/gpumembench_bench ]; then
   log "benchmarks"
   build-gpu/gpumembench_bench ${BENCH_ARGS:-} --benchmark_format=console --benchmark_out="$COLLECT/bench.json" \
     --benchmark_out_format=json 2>&1 | tee "$COLLECT/bench.log" | tail -60 | tee -a "$LOG" || status=1
 fi
 
-if has torchbench && [ -f scripts/bench_torch_allocator.py ]; then
-  log "PyTorch allocator timing"
-  PYTHONUNBUFFERED=1 timeout 240 python3 scripts/bench_torch_allocator.py > "$COLLECT/torch_bench.json" \
-    2> "$COLLECT/torch_bench.log" || status=1
-  tail -20 "$COLLECT/torch_bench.log" | tee -a "$LOG"
+if has torchbench && [ -x build-gpu/gpumembench_bench ]; then
+  # Ours and PyTorch's C++ allocator in the same run, pinned to the same core (issue 3).
+  log "caching allocator speed: ours vs PyTorch"
+  taskset -c 2 build-gpu/gpumembench_bench --benchmark_filter=Caching --benchmark_repetitions=5 \
+    --benchmark_format=json > "$COLLECT/ours_caching.json" 2> "$COLLECT/ours_caching.log" || status=1
+  PYTHONUNBUFFERED=1 timeout 300 python3 scripts/bench_torch_allocator.py --ours "$COLLECT/ours_caching.json" \
+    --cpu 2 --out "$COLLECT/caching_speed.json" > "$COLLECT/torch_bench.log" 2>&1 || status=1
+  tail -40 "$COLLECT/torch_bench.log" | tee -a "$LOG"
 fi
 
 if has reference; then
