@@ -217,14 +217,18 @@ class SimDevice final : public Device {
 
   // --- cudaMemPool model (see PoolModel) ---
   PoolHandle create_pool(const MemPoolOptions& options) override {
-    if (pools_.size() >= static_cast<std::size_t>(kMaxPools))
-      throw DeviceError(fmt::format("simulated device: more than {} memory pools", kMaxPools));
-    PoolModel pool;
+    // A destroyed pool's slot (and its address range) is reused, as the H200 reused 0x302000000.
+    std::size_t slot = 0;
+    while (slot < pools_.size() && pools_[slot].alive) ++slot;
+    if (slot >= static_cast<std::size_t>(kMaxPools))
+      throw DeviceError(fmt::format("simulated device: more than {} memory pools at once", kMaxPools));
+    if (slot == pools_.size()) pools_.emplace_back();
+    PoolModel& pool = pools_[slot];
+    pool = PoolModel{};
     pool.options = options;
-    pool.base = kPoolBase + pools_.size() * kPoolSpan;
+    pool.base = kPoolBase + slot * kPoolSpan;
     pool.alive = true;
-    pools_.push_back(std::move(pool));
-    return static_cast<PoolHandle>(pools_.size() - 1);
+    return static_cast<PoolHandle>(slot);
   }
 
   void destroy_pool(PoolHandle h) override {
