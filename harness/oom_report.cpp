@@ -346,7 +346,7 @@ std::string block_map_svg(const CaseResult& c, const DeviceInfo& device) {
   if (device.kind == DeviceKind::Sim) {
     g.text(kLeft, y, c.memory_modeled
                          ? "modeled: simulated device; this allocator's reserved memory comes from a model of the driver."
-                         : "simulated device: the allocator's decisions are the same as on a GPU (gpumembench sim).",
+                         : "simulated device (sim), not a GPU measurement; a policy allocator such as caching decides the same on a GPU.",
            11, "start", "#555555");
     y += 16;
   }

@@ -1,0 +1,96 @@
+// GPU tests of issue 6: the fragmentation OOM config gives the same OOM, at the same event, with
+// the same block map on the H200 as on sim; the capacity frontier holds on the real driver.
+// Named Gpu*: they skip themselves where no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "allocators/device.h"
+#include "test_helpers.h"
+
+using namespace gmb::testing;
+using gmb::MiB;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+#define REQUIRE_GPU() \
+  if (!gmb::cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible"
+
+namespace {
+
+json run_config_on(const std::string& device, const fs::path& out) {
+  auto r = run_gpumembench("--device " + device + " -q --config " + source_path("configs/fragmentation_oom.yaml") +
+                           " --output " + out.string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  return json::parse(read_text(out / "results.json"));
+}
+
+const json& case_named(const json& j, const std::string& label_start, const std::string& at) {
+  for (const auto& c : j["cases"]) {
+    std::string l = c["label"];
+    if (l.rfind(label_start, 0) == 0 && l.find(at) != std::string::npos) return c;
+  }
+  static const json none;
+  ADD_FAILURE() << "no case " << label_start << " " << at;
+  return none;
+}
+
+}  // namespace
+
+TEST(GpuOom, FragmentationConfigOomsAtTheSameEventWithTheSameBlockMapAsOnSim) {
+  REQUIRE_GPU();
+  auto dir = temp_dir("gpu_fragoom");
+  json gpu = run_config_on("cuda", dir / "cuda");
+  json sim = run_config_on("sim", dir / "sim");
+  const json& g = case_named(gpu, "caching x", "@ 1.75 GiB");
+  const json& s = case_named(sim, "caching x", "@ 1.75 GiB");
+  std::printf("[gpu] fragmentation_oom @ 1.75 GiB: capacity left %s bytes (asked %s, ballast %s)\n",
+              g["capacity_bytes"].dump().c_str(), g["capacity_requested_bytes"].dump().c_str(),
+              g["ballast_bytes"].dump().c_str());
+  EXPECT_NEAR(g["capacity_bytes"].get<double>(), double(1792 * MiB), double(4 * MiB));
+  ASSERT_FALSE(g["oom"].is_null()) << "default caching must OOM on the GPU too";
+  for (const char* k : {"kind", "step", "event", "requested_bytes", "allocated_bytes", "reserved_bytes",
+                        "cached_bytes", "largest_free_block_bytes", "retried_after_freeing_cache"})
+    EXPECT_EQ(g["oom"][k], s["oom"][k]) << k;
+  EXPECT_EQ(g["oom"]["kind"], "fragmentation");
+  EXPECT_EQ(g["ooms"], 3);
+  EXPECT_TRUE(case_named(gpu, "caching[expandable_segments:True] x", "@ 1.75 GiB")["oom"].is_null());
+  EXPECT_TRUE(case_named(gpu, "caching x", "@ 2.00 GiB")["oom"].is_null());
+
+  // The block map: same segments and blocks (addresses differ).
+  json gm = json::parse(read_text(dir / "cuda" / "oom" / "case00_caching.json"));
+  json sm = json::parse(read_text(dir / "sim" / "oom" / "case00_caching.json"));
+  ASSERT_EQ(gm["segments"].size(), sm["segments"].size());
+  for (std::size_t i = 0; i < gm["segments"].size(); ++i) {
+    EXPECT_EQ(gm["segments"][i]["size"], sm["segments"][i]["size"]) << i;
+    EXPECT_EQ(gm["segments"][i]["blocks"], sm["segments"][i]["blocks"]) << i;
+  }
+  EXPECT_TRUE(fs::exists(dir / "cuda" / "oom" / "case00_caching.svg"));
+  fs::remove_all(dir);
+}
+
+TEST(GpuOom, CapacityFrontierHoldsOnTheRealDriver) {
+  REQUIRE_GPU();
+  auto dir = temp_dir("gpu_frontier");
+  // caching needs 1600 MiB of split segments plus a new 300 MiB one: 1900 MiB left to it.
+  auto r = run_gpumembench("frontier --device cuda -q --config " + source_path("configs/fragmentation_oom.yaml") +
+                           " --lo 1880MiB --hi 1920MiB --output " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::printf("%s\n", r.out.c_str());
+  json j = json::parse(read_text(dir / "frontier.json"));
+  bool seen = false;
+  for (const auto& row : j["rows"]) {
+    if (row["allocator"] != "caching") continue;
+    seen = true;
+    ASSERT_FALSE(row["frontier"].is_null()) << row.dump(2);
+    // What counts is the capacity the ballast left, which may be a little under the one asked.
+    EXPECT_GE(row["frontier_capacity_left_bytes"].get<std::uint64_t>(), 1900 * MiB);
+    for (const auto& p : row["probes"])
+      if (p["value"] == row["nearest_failure"]) {
+        EXPECT_LT(p["capacity_bytes"].get<std::uint64_t>(), 1900 * MiB);
+        EXPECT_EQ(p["oom"]["kind"], "fragmentation");
+      }
+  }
+  EXPECT_TRUE(seen);
+  fs::remove_all(dir);
+}
