@@ -1,5 +1,6 @@
 #include "harness/cli.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -78,34 +79,68 @@ DeviceSpec choose_device(DeviceSpec spec, bool quiet) {
   return spec;
 }
 
+// One status line on stderr, rewritten in place: case i/N, run r/R, step s/S, the time since
+// the first case and an estimate of the time left for the whole run (this case at its pace so
+// far, each later case as long as the mean case). Only on a terminal: a pipe or a log file
+// gets nothing, and neither does --quiet.
 class Progress {
  public:
-  Progress(bool enabled, std::size_t cases) : enabled_(enabled), cases_(cases) {}
+  Progress(bool enabled, std::size_t cases, std::uint64_t repeats)
+      : enabled_(enabled), cases_(cases), repeats_(std::max<std::uint64_t>(repeats, 1)) {}
   void start_case(std::size_t i, const std::string& label) {
     index_ = i;
     label_ = label;
-    start_ = std::chrono::steady_clock::now();
-    last_ = start_ - std::chrono::seconds(1);
+    case_start_ = std::chrono::steady_clock::now();
+    if (i == 0) run_start_ = case_start_;
+    last_ = case_start_ - std::chrono::seconds(1);
   }
   void step(std::uint64_t repeat, std::uint64_t step, std::uint64_t steps) {
-    if (!enabled_) return;
+    if (!enabled_ || steps == 0) return;
     auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(200) && step != steps) return;
     last_ = now;
-    double elapsed = std::chrono::duration<double>(now - start_).count();
-    double left = step ? elapsed / double(step) * double(steps - step) : 0;
-    fmt::print(stderr, "\r\033[Kcase {}/{} {} | run {} | step {}/{} | {:.1f}s elapsed, ~{:.0f}s left",
-               index_ + 1, cases_, label_, repeat + 1, step, steps, elapsed, left);
+    const double in_case = std::chrono::duration<double>(now - case_start_).count();
+    const double elapsed = std::chrono::duration<double>(now - run_start_).count();
+    const double done = double(repeat * steps + step) / double(repeats_ * steps);
+    std::string left = "?";
+    if (done > 0) {
+      const double this_case = in_case / done;  // the whole case at its pace so far
+      const double mean_case = (elapsed - in_case + this_case) / double(index_ + 1);
+      left = duration_text(this_case - in_case + mean_case * double(cases_ - index_ - 1));
+    }
+    auto line_with = [&](const std::string& label) {
+      return fmt::format("case {}/{} {} | run {}/{} | step {}/{} | {} elapsed, ~{} left", index_ + 1, cases_, label,
+                         repeat + 1, repeats_, step, steps, duration_text(elapsed), left);
+    };
+    std::string line = line_with(label_);
+    // A line longer than the terminal would wrap, and \r could not take it back: shorten the
+    // label first, then the line.
+    winsize ws{};
+    const std::size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+    if (line.size() >= width) {
+      const std::size_t rest = line.size() - label_.size();
+      line = line_with(label_.substr(0, rest + 12 < width ? width - rest - 2 : 10) + "~");
+      if (line.size() >= width) line = line.substr(0, width - 2) + "~";
+    }
+    fmt::print(stderr, "\r\033[K{}", line);
+    std::fflush(stderr);
   }
   void end_case() {
     if (enabled_) fmt::print(stderr, "\r\033[K");
   }
 
  private:
+  static std::string duration_text(double s) {
+    if (s < 60) return fmt::format("{:.1f}s", s);
+    auto t = static_cast<long long>(s + 0.5);
+    if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);
+    return fmt::format("{}h{:02}m", t / 3600, t % 3600 / 60);
+  }
   bool enabled_;
   std::size_t cases_, index_ = 0;
+  std::uint64_t repeats_;
   std::string label_;
-  std::chrono::steady_clock::time_point start_, last_;
+  std::chrono::steady_clock::time_point run_start_, case_start_, last_;
 };
 
 std::string command_line(int argc, char** argv) {
@@ -147,7 +182,7 @@ int run_config(const std::string& config_path, const std::string& device_flag, c
   std::vector<Bytes> capacities = {spec.capacity_bytes};
   if (capacity_flag.empty() && config.capacities.size() > 1) report.capacity_sweep = capacities = config.capacities;
   std::size_t total = capacities.size() * config.workloads.size() * config.allocators.size();
-  Progress progress(!quiet && isatty(STDERR_FILENO), total);
+  Progress progress(!quiet && isatty(STDERR_FILENO), total, config.run.repeat);
   std::size_t i = 0;
   for (Bytes cap : capacities) {
     DeviceSpec case_spec = spec;

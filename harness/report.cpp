@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include "allocators/units.h"
+#include "harness/case_summary.h"
 #include "harness/oom_report.h"
 #include "harness/runner.h"
+#include "harness/table_format.h"
 
 namespace gmb {
 
@@ -44,18 +46,19 @@ json segments_json(const std::vector<SegmentInfo>& segments) {
   return out;
 }
 
-// Metrics of a case: the median run (by peak reserved) stands for the case.
-const RunMetrics* representative(const CaseResult& c) {
-  if (c.runs.empty()) return nullptr;
-  return &c.runs.front();
-}
+// Metrics of a case: the run with the median peak reserved stands for the case (its reserved,
+// allocated and fragmentation belong together); rates are medians over the runs.
+const RunMetrics* representative(const CaseResult& c) { return summarize(c).run; }
 
-std::string with_spread(const Spread& s, std::size_t runs, const std::string& fmtstr) {
-  std::string med = fmt::format(fmt::runtime(fmtstr), s.median);
-  if (runs <= 1 || s.min == s.max) return med;
-  return fmt::format("{} [{}–{}]", med, fmt::format(fmt::runtime(fmtstr), s.min),
-                     fmt::format(fmt::runtime(fmtstr), s.max));
+// "value [min–max]" where the runs differ in what is printed.
+template <typename Show>
+std::string with_spread(double value, const Spread& s, Show show) {
+  std::string lo = show(s.min), hi = show(s.max);
+  return lo == hi ? show(value) : fmt::format("{} [{}–{}]", show(value), lo, hi);
 }
+std::string bytes_text(double v) { return format_bytes(static_cast<Bytes>(v)); }
+std::string percent_text(double v) { return fmt::format("{:.1f}%", 100 * v); }
+std::string rate_text(double v) { return format_number(v); }
 
 std::string oom_cell(const RunMetrics& m) {
   if (!m.first_oom) return "none";
@@ -179,7 +182,9 @@ json to_json(const RunReport& r) {
     j["spread"] = {
         {"steps_per_s", spread_json(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }))},
         {"peak_reserved_bytes", spread_json(spread_of(c.runs, [](auto& x) { return x.peak_reserved_bytes; }))},
-        {"peak_allocated_bytes", spread_json(spread_of(c.runs, [](auto& x) { return x.peak_allocated_bytes; }))}};
+        {"peak_allocated_bytes", spread_json(spread_of(c.runs, [](auto& x) { return x.peak_allocated_bytes; }))},
+        {"fragmentation", spread_json(spread_of(c.runs, [](auto& x) { return x.fragmentation; }))},
+        {"tokens_per_s", spread_json(spread_of(c.runs, [](auto& x) { return x.tokens_per_s; }))}};
     json steps = json::array();
     for (const auto& s : c.steps)
       steps.push_back({s.step, s.allocated_bytes, s.reserved_bytes, s.peak_allocated_bytes,
@@ -236,17 +241,20 @@ std::string markdown_table(const RunReport& r) {
   for (const auto& c : r.cases) {
     const RunMetrics* m = representative(c);
     if (!m) {
-      out += fmt::format("| {} | error: {} | | | | | | | |\n", c.label, c.error);
+      out += fmt::format("| {} | error: {} | | | | | | | |\n", markdown_escape(c.label), markdown_escape(c.error));
       continue;
     }
     std::string mm = c.memory_modeled ? " (modeled)" : "";
     std::string tm = c.throughput_modeled ? " (modeled)" : "";
     modeled = modeled || c.memory_modeled || c.throughput_modeled;
-    out += fmt::format("| {} | {}{} | {} | {:.1f}% | {} | {} | {:.1f}% | {}{} | {} |\n", c.label,
-                       format_bytes(m->peak_reserved_bytes), mm, format_bytes(m->peak_allocated_bytes),
-                       100 * m->fragmentation, m->device_allocs, m->device_frees, 100 * m->hit_rate(),
-                       with_spread(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }), c.runs.size(), "{:.4g}"),
-                       tm, oom_cell(*m));
+    const CaseSummary s = summarize(c);
+    // Fragmentation comes from the reserved figure, so it is modeled where that is.
+    out += fmt::format("| {} | {}{} | {} | {}{} | {} | {} | {:.1f}% | {}{} | {} |\n", markdown_escape(c.label),
+                       with_spread(double(m->peak_reserved_bytes), s.peak_reserved, bytes_text), mm,
+                       with_spread(double(m->peak_allocated_bytes), s.peak_allocated, bytes_text),
+                       with_spread(m->fragmentation, s.fragmentation, percent_text), mm, m->device_allocs,
+                       m->device_frees, 100 * m->hit_rate(), with_spread(s.steps_per_s.median, s.steps_per_s, rate_text),
+                       tm, markdown_escape(oom_cell(*m)));
   }
   // Where the time went, and tokens: real ones and with padding.
   out += "\n| case | steps/s | tokens/s real | tokens/s padded | in allocator calls | harness overhead |\n";
@@ -272,6 +280,10 @@ std::string markdown_table(const RunReport& r) {
   out += oom_details_table(r);
   if (modeled)
     out += "\n(modeled): figure from the simulated device's model of the driver or of the step time, not a measurement.\n";
+  if (std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return c.runs.size() > 1; }))
+    out += std::string(modeled ? "" : "\n") +
+           "Several runs per case: memory figures from the run with the median peak reserved, rates the median "
+           "over the runs; [min–max] where the runs differ.\n";
   return out;
 }
 
@@ -307,46 +319,6 @@ std::string csv_table(const RunReport& r) {
                        alloc_share(c, *m), harness_share(*m));
     out += oom_csv_cells(c, *m);
   }
-  return out;
-}
-
-std::string latex_table(const RunReport& r) {
-  auto esc = [](const std::string& s) {
-    std::string o;
-    for (char ch : s) {
-      if (ch == '_' || ch == '%' || ch == '&' || ch == '#' || ch == '$' || ch == '{' || ch == '}') o += '\\';
-      o += ch;
-    }
-    return o;
-  };
-  // Best per column: lowest memory and fragmentation, highest throughput.
-  double best_res = 1e300, best_frag = 1e300, best_sps = -1;
-  for (const auto& c : r.cases)
-    if (auto* m = representative(c)) {
-      best_res = std::min(best_res, double(m->peak_reserved_bytes));
-      best_frag = std::min(best_frag, m->fragmentation);
-      best_sps = std::max(best_sps, spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median);
-    }
-  auto bold = [](bool b, const std::string& s) { return b ? "\\textbf{" + s + "}" : s; };
-  std::string out;
-  out += fmt::format("% gpumembench {}: {} on {} ({})\n", r.tool_version, esc(r.config_name), r.device.name,
-                     to_string(r.device.kind));
-  out += "\\begin{tabular}{lrrrrl}\n\\toprule\n";
-  out += "Case & Peak reserved (MiB) & Peak allocated (MiB) & Fragmentation (\\%) & Steps/s & OOM \\\\\n\\midrule\n";
-  for (const auto& c : r.cases) {
-    const RunMetrics* m = representative(c);
-    if (!m) continue;
-    double sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median;
-    out += fmt::format("{} & {}{} & {:.1f} & {} & {}{} & {} \\\\\n", esc(c.label),
-                       bold(double(m->peak_reserved_bytes) == best_res,
-                            fmt::format("{:.1f}", double(m->peak_reserved_bytes) / MiB)),
-                       c.memory_modeled ? "$^\\dagger$" : "", double(m->peak_allocated_bytes) / MiB,
-                       bold(m->fragmentation == best_frag, fmt::format("{:.1f}", 100 * m->fragmentation)),
-                       bold(sps == best_sps, fmt::format("{:.4g}", sps)), c.throughput_modeled ? "$^\\dagger$" : "",
-                       m->first_oom ? to_string(m->first_oom->kind) : "none");
-  }
-  out += "\\bottomrule\n\\end{tabular}\n";
-  out += "% $^\\dagger$ modeled (simulated device), not measured\n";
   return out;
 }
 

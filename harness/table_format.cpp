@@ -37,6 +37,7 @@ std::string latex_escape(std::string_view text) {
         out += ch;
         break;
       case '<': out += "\\textless{}"; break;
+      case '|': out += "\\textbar{}"; break;
       case '>': out += "\\textgreater{}"; break;
       case '\n': out += ' '; break;
       default:

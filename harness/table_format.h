@@ -13,7 +13,7 @@ namespace gmb {
 std::string markdown_escape(std::string_view text);
 // A CSV field, always quoted ("" for a quote inside).
 std::string csv_quote(std::string_view text);
-// Text safe in LaTeX (text mode): \ { } $ & # ^ _ ~ % and the en dash kept readable.
+// Text safe in LaTeX (text mode): \ { } $ & # ^ _ ~ % < > | escaped, the en dash as --.
 std::string latex_escape(std::string_view text);
 
 // About `significant` significant digits in fixed notation (no exponent; papers and terminals

@@ -1,0 +1,388 @@
+// The report formats as a user reads them: exact numbers in the CSV, the bold cell and the
+// notes of the LaTeX table, the runs count and the `modeled` markers in every format, the
+// median and min-max spread over repeats; and the progress line (only on a terminal).
+#include <gtest/gtest.h>
+
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "allocators/units.h"
+#include "harness/report.h"
+#include "harness/table_format.h"
+#include "test_helpers.h"
+
+using namespace gmb::testing;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// CSV rows as column name -> field (quoted fields unquoted), keyed by label.
+std::map<std::string, std::map<std::string, std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char ch = text[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
+      else if (ch == '"') quoted = false;
+      else field += ch;
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      row.push_back(field), field.clear();
+    } else if (ch == '\n') {
+      row.push_back(field), field.clear();
+      rows.push_back(row), row.clear();
+    } else {
+      field += ch;
+    }
+  }
+  std::map<std::string, std::map<std::string, std::string>> out;
+  if (rows.empty()) return out;
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    EXPECT_EQ(rows[r].size(), rows[0].size()) << "row " << r << " has a different number of fields";
+    std::map<std::string, std::string> m;
+    for (std::size_t c = 0; c < rows[0].size() && c < rows[r].size(); ++c) m[rows[0][c]] = rows[r][c];
+    out[m["label"]] = m;
+  }
+  return out;
+}
+
+// The line of `text` that starts with `prefix`.
+std::string line_starting(const std::string& text, const std::string& prefix) {
+  std::size_t at = text.rfind("\n" + prefix) != std::string::npos ? text.find("\n" + prefix) + 1
+                   : text.compare(0, prefix.size(), prefix) == 0 ? 0
+                                                                 : std::string::npos;
+  if (at == std::string::npos) return "";
+  return text.substr(at, text.find('\n', at) - at);
+}
+
+const std::string kHole = "hole_pattern[100/200/300 MiB, free #1, probe 250 MiB]";
+const std::string kHoleTex = "hole\\_pattern[100/200/300 MiB, free \\#1, probe 250 MiB]";
+
+// The hole pattern (two steps) on a 4 GiB sim, 3 runs per case, every format asked in YAML.
+struct SimRun {
+  fs::path dir, out;
+  CommandResult result;
+};
+SimRun run_holes(const std::string& extra_args = "", const std::string& formats = "[md, csv, json, latex]") {
+  SimRun s;
+  s.dir = temp_dir("reports");
+  write_text(s.dir / "holes.yaml", "name: holes\ndevice: {capacity: 4GiB}\nallocators: [cuda_malloc, cuda_mempool, caching]\n"
+                                   "workloads:\n  - hole_pattern: {sizes: [100MiB, 200MiB, 300MiB], free: [1], "
+                                   "probe: 250MiB, repeat: 2}\nrun: {repeat: 3}\noutput: {formats: " + formats + "}\n");
+  s.out = s.dir / "out";
+  s.result = run_gpumembench("--device sim --quiet --config " + (s.dir / "holes.yaml").string() + " --output " +
+                             s.out.string() + " " + extra_args);
+  return s;
+}
+
+}  // namespace
+
+TEST(Reports, CsvHoldsExactValuesRunsAndModeledFlags) {
+  auto s = run_holes();
+  ASSERT_EQ(s.result.status, 0) << s.result.out;
+  auto rows = parse_csv(read_text(s.out / "results.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  const auto& malloc_row = rows.at("cuda_malloc x " + kHole);
+  // cudaMalloc never reuses: 650 MiB reserved, 8 device mallocs and frees over 2 steps.
+  EXPECT_EQ(malloc_row.at("peak_reserved_bytes"), "681574400");
+  EXPECT_EQ(malloc_row.at("peak_allocated_bytes"), "681574400");
+  EXPECT_EQ(malloc_row.at("fragmentation"), "0.000000");
+  EXPECT_EQ(malloc_row.at("device_mallocs"), "8");
+  EXPECT_EQ(malloc_row.at("device_frees"), "8");
+  EXPECT_EQ(malloc_row.at("repeats"), "3");
+  EXPECT_EQ(malloc_row.at("memory_modeled"), "1") << "cudaMalloc's reserved bytes on sim come from a model";
+  EXPECT_EQ(malloc_row.at("throughput_modeled"), "1");
+  EXPECT_EQ(malloc_row.at("device_kind"), "sim");
+  EXPECT_EQ(malloc_row.at("oom_kind"), "");
+  const auto& caching = rows.at("caching x " + kHole);
+  // PyTorch's decision: the 250 MiB request cannot use the 200 MiB hole: 850 MiB reserved.
+  EXPECT_EQ(caching.at("peak_reserved_bytes"), "891289600");
+  EXPECT_EQ(caching.at("fragmentation"), "0.235294");
+  EXPECT_EQ(caching.at("device_mallocs"), "4");
+  EXPECT_EQ(caching.at("allocs"), "8");
+  EXPECT_EQ(caching.at("cache_hits"), "4");
+  EXPECT_EQ(caching.at("hit_rate"), "0.500000");
+  EXPECT_EQ(caching.at("memory_modeled"), "0") << "the caching allocator runs the same code on sim and cuda";
+  EXPECT_EQ(caching.at("throughput_modeled"), "1");
+  EXPECT_EQ(caching.at("repeats"), "3");
+  EXPECT_EQ(rows.at("cuda_mempool x " + kHole).at("memory_modeled"), "1");
+  fs::remove_all(s.dir);
+}
+
+TEST(Reports, LatexIsBooktabsWithUnitsBoldBestRunsAndModeledNote) {
+  auto s = run_holes();
+  ASSERT_EQ(s.result.status, 0) << s.result.out;
+  std::string tex = read_text(s.out / "results.tex");
+  EXPECT_NE(tex.find("\\begin{tabular}{lrrrrl}\n\\toprule\n"
+                     "Case & Peak reserved (MiB) & Peak allocated (MiB) & Fragmentation (\\%) & Steps/s & OOM \\\\\n"
+                     "\\midrule\n"),
+            std::string::npos) << tex;
+  // cudaMalloc reserves the least and wastes nothing: bold, and marked modeled.
+  std::string malloc_row = line_starting(tex, "cuda\\_malloc x " + kHoleTex);
+  EXPECT_EQ(malloc_row.substr(0, malloc_row.find(" & ", malloc_row.find("\\textbf{0.0}"))),
+            "cuda\\_malloc x " + kHoleTex + " & \\textbf{650.0}$^\\dagger$ & 650.0 & \\textbf{0.0}$^\\dagger$")
+      << tex;
+  std::string caching_row = line_starting(tex, "caching x " + kHoleTex);
+  EXPECT_EQ(caching_row.substr(0, caching_row.find(" & ", caching_row.find("23.5"))),
+            "caching x " + kHoleTex + " & 850.0 & 650.0 & 23.5") << tex;
+  EXPECT_NE(caching_row.find("$^\\dagger$ & none \\\\"), std::string::npos) << "sim steps/s are modeled: " << caching_row;
+  EXPECT_NE(tex.find("\\bottomrule\n"), std::string::npos);
+  EXPECT_NE(tex.find("{\\footnotesize simulated H200-like GPU (sim), capacity 4.00 GiB; 3 runs per case.}"),
+            std::string::npos) << tex;
+  EXPECT_NE(tex.find("{\\footnotesize $^\\dagger$ modeled (simulated device), not measured.}"), std::string::npos);
+  EXPECT_NE(tex.find("Bold: the best value per column among cases without an OOM."), std::string::npos);
+  EXPECT_EQ(tex.find("% $^\\dagger$"), std::string::npos) << "the modeled note must print, not hide in a comment";
+  fs::remove_all(s.dir);
+}
+
+TEST(Reports, MarkdownOnStdoutAndJsonSayRunsAndModeled) {
+  auto s = run_holes();
+  ASSERT_EQ(s.result.status, 0) << s.result.out;
+  EXPECT_NE(s.result.out.find("holes on simulated H200-like GPU (sim, capacity 4.00 GiB), 3 run(s) per case"),
+            std::string::npos) << s.result.out;
+  std::string row = line_starting(s.result.out, "| caching x " + kHole + " |");
+  EXPECT_EQ(row.substr(0, row.find(" | 4 | ")),
+            "| caching x " + kHole + " | 850.0 MiB | 650.0 MiB | 23.5%") << s.result.out;
+  row = line_starting(s.result.out, "| cuda_malloc x " + kHole + " |");
+  EXPECT_EQ(row.substr(0, row.find(" | 8 | ")),
+            "| cuda_malloc x " + kHole + " | 650.0 MiB (modeled) | 650.0 MiB | 0.0% (modeled)") << s.result.out;
+  EXPECT_NE(s.result.out.find("(modeled): figure from the simulated device"), std::string::npos);
+  EXPECT_EQ(read_text(s.out / "results.md"), s.result.out) << "stdout shows the same Markdown as results.md";
+
+  auto j = json::parse(read_text(s.out / "results.json"));
+  EXPECT_EQ(j["run"]["repeat"], 3);
+  for (const auto& c : j["cases"]) {
+    EXPECT_EQ(c["repeats"], 3);
+    EXPECT_TRUE(c["throughput"]["modeled"].get<bool>());
+    EXPECT_EQ(c["memory_modeled"].get<bool>(), c["allocator"] != "caching");
+    EXPECT_DOUBLE_EQ(c["spread"]["fragmentation"]["min"].get<double>(), c["fragmentation"].get<double>());
+  }
+  fs::remove_all(s.dir);
+}
+
+TEST(Reports, FormatsFromYamlOrTheCommandLine) {
+  auto s = run_holes("", "[latex]");
+  ASSERT_EQ(s.result.status, 0) << s.result.out;
+  EXPECT_TRUE(fs::exists(s.out / "results.tex"));
+  EXPECT_FALSE(fs::exists(s.out / "results.csv"));
+  EXPECT_FALSE(fs::exists(s.out / "results.json"));
+  EXPECT_FALSE(fs::exists(s.out / "results.md"));
+  EXPECT_NE(s.result.out.find("| case | peak reserved |"), std::string::npos) << "the table still goes to stdout";
+  fs::remove_all(s.dir);
+
+  s = run_holes("--format csv,tex", "[latex]");  // the command line wins over the config
+  ASSERT_EQ(s.result.status, 0) << s.result.out;
+  EXPECT_TRUE(fs::exists(s.out / "results.csv"));
+  EXPECT_TRUE(fs::exists(s.out / "results.tex"));
+  EXPECT_FALSE(fs::exists(s.out / "results.json"));
+  fs::remove_all(s.dir);
+
+  s = run_holes("", "[md, pdf]");
+  EXPECT_EQ(s.result.status, 2) << s.result.out;
+  EXPECT_NE(s.result.out.find("holes.yaml:"), std::string::npos) << s.result.out;
+  EXPECT_NE(s.result.out.find("output.formats[1]"), std::string::npos) << s.result.out;
+  EXPECT_NE(s.result.out.find("md, csv, json, latex"), std::string::npos) << s.result.out;
+  fs::remove_all(s.dir);
+}
+
+namespace {
+
+gmb::RunMetrics run(double reserved_gib, double allocated_gib, double steps_per_s) {
+  gmb::RunMetrics m;
+  m.peak_reserved_bytes = static_cast<gmb::Bytes>(reserved_gib * double(gmb::GiB));
+  m.peak_allocated_bytes = static_cast<gmb::Bytes>(allocated_gib * double(gmb::GiB));
+  m.fragmentation = 1.0 - allocated_gib / reserved_gib;
+  m.steps_per_s = steps_per_s;
+  m.steps_completed = 10;
+  return m;
+}
+
+// Measured figures (cuda) with runs that differ, an OOM, an error and a label full of
+// characters LaTeX and Markdown treat specially.
+gmb::RunReport synthetic_report() {
+  gmb::RunReport r;
+  r.tool_version = "0.1.0";
+  r.config_name = "synthetic";
+  r.device.kind = gmb::DeviceKind::Cuda;
+  r.device.name = "NVIDIA H200";
+  r.device.capacity_bytes = 16 * gmb::GiB;
+  r.repeat = 3;
+  gmb::CaseResult a;
+  a.label = "caching[expandable_segments:True] x w_1 & 50% #1 {a} ~ ^ \\ $ | b";
+  a.allocator = "caching";
+  a.runs = {run(12, 9, 10), run(11, 9, 12), run(13, 9, 11)};
+  gmb::CaseResult b;  // least memory, but it stopped at an OOM: not the best
+  b.label = "cuda_malloc x w";
+  b.allocator = "cuda_malloc";
+  b.runs = {run(9, 9, 5), run(9, 9, 5), run(9, 9, 5)};
+  for (auto& m : b.runs) {
+    m.ooms = 1;
+    m.first_oom = gmb::OomRecord{};
+    m.first_oom->step = 3;
+    m.first_oom->kind = gmb::OomKind::Capacity;
+  }
+  gmb::CaseResult c;
+  c.label = "cuda_managed x w";
+  c.allocator = "cuda_managed";
+  c.runs = {run(14, 9, 20), run(14, 9, 20), run(14, 9, 20)};
+  gmb::CaseResult d;
+  d.label = "cuda_mempool x w";
+  d.allocator = "cuda_mempool";
+  d.error = "cudaMalloc failed: out of memory";
+  r.cases = {a, b, c, d};
+  return r;
+}
+
+}  // namespace
+
+TEST(Reports, LatexShowsMedianSpreadAndBoldsOnlyCasesWithoutOom) {
+  std::string tex = gmb::latex_table(synthetic_report());
+  EXPECT_NE(tex.find("Peak reserved (GiB)"), std::string::npos) << "10 GiB and more: GiB columns\n" << tex;
+  const std::string a = "caching[expandable\\_segments:True] x w\\_1 \\& 50\\% \\#1 \\{a\\} \\textasciitilde{} "
+                        "\\textasciicircum{} \\textbackslash{} \\$ \\textbar{} b";
+  // The run with the median reserved (12 GiB) stands for the case; brackets give min-max.
+  EXPECT_NE(tex.find(a + " & \\textbf{12.00} {\\scriptsize[11.00--13.00]} & 9.00 & \\textbf{25.0} "
+                         "{\\scriptsize[18.2--30.8]} & 11.00 {\\scriptsize[10.00--12.00]} & none \\\\\n"),
+            std::string::npos) << tex;
+  EXPECT_NE(tex.find("cuda\\_malloc x w & 9.00 & 9.00 & 0.0 & 5.000 & capacity, step 3 \\\\\n"), std::string::npos)
+      << "an OOM case is never bold, though it reserved least\n" << tex;
+  EXPECT_NE(tex.find("cuda\\_managed x w & 14.00 & 9.00 & 35.7 & \\textbf{20.00} & none \\\\\n"), std::string::npos)
+      << tex;
+  EXPECT_NE(tex.find("cuda\\_mempool x w & \\multicolumn{5}{l}{error: cudaMalloc failed: out of memory} \\\\\n"),
+            std::string::npos) << tex;
+  EXPECT_NE(tex.find("NVIDIA H200 (cuda), capacity 16.00 GiB; 3 runs per case."), std::string::npos) << tex;
+  EXPECT_NE(tex.find("[min--max] where runs differ"), std::string::npos) << tex;
+  EXPECT_EQ(tex.find("dagger"), std::string::npos) << "nothing is modeled on cuda\n" << tex;
+}
+
+TEST(Reports, MarkdownAndCsvShowTheMedianRunAndTheSpread) {
+  auto r = synthetic_report();
+  std::string md = gmb::markdown_table(r);
+  std::string row = line_starting(md, "| caching[expandable_segments:True]");
+  EXPECT_EQ(row.substr(0, row.find(" | 0 | ")),
+            "| caching[expandable_segments:True] x w_1 & 50% #1 {a} ~ ^ \\ $ \\| b | 12.00 GiB [11.00 GiB–13.00 GiB] | "
+            "9.00 GiB | 25.0% [18.2%–30.8%]")
+      << md;
+  EXPECT_NE(row.find(" | 11.00 [10.00–12.00] | none |"), std::string::npos) << row;
+  EXPECT_NE(md.find("| cuda_mempool x w | error: cudaMalloc failed: out of memory |"), std::string::npos) << md;
+  EXPECT_NE(md.find("[min–max] where the runs differ"), std::string::npos) << md;
+
+  auto rows = parse_csv(gmb::csv_table(r));
+  const auto& a = rows.at(r.cases[0].label);
+  EXPECT_EQ(a.at("peak_reserved_bytes"), std::to_string(12 * gmb::GiB));
+  EXPECT_EQ(a.at("fragmentation"), "0.250000");
+  EXPECT_EQ(a.at("steps_per_s"), "11");
+  EXPECT_EQ(a.at("steps_per_s_min"), "10");
+  EXPECT_EQ(a.at("steps_per_s_max"), "12");
+  EXPECT_EQ(a.at("repeats"), "3");
+  EXPECT_EQ(a.at("throughput_modeled"), "0");
+  EXPECT_EQ(rows.at("cuda_malloc x w").at("oom_kind"), "capacity");
+
+  auto j = gmb::to_json(r);
+  EXPECT_EQ(j["cases"][0]["peak_reserved_bytes"], 12 * gmb::GiB);
+  EXPECT_DOUBLE_EQ(j["cases"][0]["spread"]["peak_reserved_bytes"]["min"].get<double>(), 11.0 * double(gmb::GiB));
+  EXPECT_DOUBLE_EQ(j["cases"][0]["spread"]["steps_per_s"]["median"].get<double>(), 11.0);
+  EXPECT_NEAR(j["cases"][0]["spread"]["fragmentation"]["max"].get<double>(), 1 - 9.0 / 13.0, 1e-12);
+}
+
+TEST(Reports, NumbersAndEscapes) {
+  EXPECT_EQ(gmb::format_number(185185.2), "185185");
+  EXPECT_EQ(gmb::format_number(643.843), "643.8");
+  EXPECT_EQ(gmb::format_number(9.99996), "10.00");
+  EXPECT_EQ(gmb::format_number(0.5, 3), "0.500");
+  EXPECT_EQ(gmb::format_number(0), "0");
+  EXPECT_EQ(gmb::format_number(0.000123), "0.000123");
+  EXPECT_EQ(gmb::latex_escape("a_b 10% x–y"), "a\\_b 10\\% x--y");
+  EXPECT_EQ(gmb::markdown_escape("a|b\nc"), "a\\|b c");
+  EXPECT_EQ(gmb::csv_quote("say \"hi\""), "\"say \"\"hi\"\"\"");
+}
+
+namespace {
+
+const char* kProgressConfig = R"(name: progress
+allocators: [cuda_malloc, caching]
+workloads:
+  - hole_pattern: {sizes: [1MiB, 2MiB], free: [0], probe: 1MiB, repeat: 50}
+run: {repeat: 2}
+)";
+
+// Runs gpumembench with stdout and stderr on a pseudo-terminal, as a user at a terminal sees it.
+CommandResult run_on_terminal(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {GMB_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  winsize ws{};
+  ws.ws_col = 200;
+  ws.ws_row = 50;
+  int master = -1;
+  pid_t pid = forkpty(&master, nullptr, nullptr, &ws);
+  CommandResult r;
+  if (pid < 0) return r;
+  if (pid == 0) {
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(master, buf, sizeof buf)) > 0) r.out.append(buf, static_cast<std::size_t>(n));
+  close(master);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST(Progress, OnATerminalShowsCaseRunStepElapsedAndTimeLeft) {
+  auto dir = temp_dir("progress_tty");
+  write_text(dir / "p.yaml", kProgressConfig);
+  auto r = run_on_terminal({"--device", "sim", "--config", (dir / "p.yaml").string(), "--output",
+                            (dir / "out").string()});
+  ASSERT_EQ(r.status, 0) << r.out;
+  // The first step of every run is shown, and the last.
+  EXPECT_NE(r.out.find("\r\033[Kcase 1/2 cuda_malloc x hole_pattern | run 1/2 | step 1/50 | "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("case 2/2 caching x hole_pattern | run 2/2 | step 50/50 | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" elapsed, ~"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("s left"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| case | peak reserved |"), std::string::npos) << "Markdown on the terminal";
+  fs::remove_all(dir);
+}
+
+TEST(Progress, QuietOnATerminalWithQuiet) {
+  auto dir = temp_dir("progress_quiet");
+  write_text(dir / "p.yaml", kProgressConfig);
+  auto r = run_on_terminal({"--device", "sim", "--quiet", "--config", (dir / "p.yaml").string(), "--output",
+                            (dir / "out").string()});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("case 1/2"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\033[K"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| case | peak reserved |"), std::string::npos) << "the table still prints";
+  fs::remove_all(dir);
+}
+
+TEST(Progress, SilentWhenStderrIsNotATerminal) {
+  auto dir = temp_dir("progress_pipe");
+  write_text(dir / "p.yaml", kProgressConfig);
+  auto r = run_gpumembench("--device sim --config " + (dir / "p.yaml").string() + " --output " +
+                           (dir / "out").string());  // stdout and stderr into a pipe
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("case 1/2"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << "no carriage returns in a log";
+  EXPECT_EQ(r.out.find('\033'), std::string::npos) << "no terminal escapes in a log";
+  EXPECT_NE(r.out.find("| case | peak reserved |"), std::string::npos);
+  fs::remove_all(dir);
+}
