@@ -110,8 +110,12 @@ double alloc_share(const CaseResult& c, const RunMetrics& m) {
   return c.throughput_modeled ? m.modeled_call_seconds / m.seconds : m.alloc_seconds / m.seconds;
 }
 // Host time of the harness itself over the run's time: an upper bound on what the harness adds
-// to a step (its work may overlap GPU kernels). On sim: over the modeled time.
-double harness_share(const RunMetrics& m) { return m.seconds > 0 ? m.harness_seconds / m.seconds : 0; }
+// to a step (its work may overlap GPU kernels). Only where the time is measured: on sim the
+// run's time is modeled and the harness's host time says nothing about it.
+std::optional<double> harness_share(const CaseResult& c, const RunMetrics& m) {
+  if (c.throughput_modeled || m.seconds <= 0) return std::nullopt;
+  return m.harness_seconds / m.seconds;
+}
 
 std::string rate_cell(double v) { return v > 0 ? fmt::format("{:.4g}", v) : "–"; }
 
@@ -177,7 +181,8 @@ json to_json(const RunReport& r) {
     j["sync_seconds"] = m->sync_seconds;
     j["modeled_call_seconds"] = m->modeled_call_seconds;
     j["harness_seconds"] = spread_json(spread_of(c.runs, [](auto& x) { return x.harness_seconds; }));
-    j["harness_overhead_share"] = harness_share(*m);
+    auto hs = harness_share(c, *m);
+    j["harness_overhead_share"] = hs ? json(*hs) : json(nullptr);
     j["repeats"] = c.runs.size();
     j["spread"] = {
         {"steps_per_s", spread_json(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }))},
@@ -263,11 +268,12 @@ std::string markdown_table(const RunReport& r) {
     const RunMetrics* m = representative(c);
     if (!m) continue;
     std::string tm = c.throughput_modeled ? " (modeled)" : "";
-    out += fmt::format("| {} | {}{} | {} | {} | {:.2f}%{} | {:.2f}%{} |\n", c.label,
+    auto hs = harness_share(c, *m);
+    out += fmt::format("| {} | {}{} | {} | {} | {:.2f}%{} | {} |\n", c.label,
                        rate_cell(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median), tm,
                        rate_cell(spread_of(c.runs, [](auto& x) { return x.tokens_per_s; }).median),
                        rate_cell(spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median),
-                       100 * alloc_share(c, *m), tm, 100 * harness_share(*m), tm);
+                       100 * alloc_share(c, *m), tm, hs ? fmt::format("{:.2f}%", 100 * *hs) : "–");
   }
   // Peak reserved and fragmentation as the steps go by (first run), where there are steps.
   bool any_steps = std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return c.steps.size() >= 4; });
@@ -306,7 +312,7 @@ std::string csv_table(const RunReport& r) {
     Spread sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; });
     Spread tps = spread_of(c.runs, [](auto& x) { return x.tokens_per_s; });
     out += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{:.6f},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},"
-                       "{:.6g},{:.6f},{:.6f},",
+                       "{:.6g},{:.6f},{},",
                        q(c.label), c.workload, c.allocator, to_string(r.device.kind), q(r.device.name),
                        c.capacity_bytes, m->peak_reserved_bytes, m->peak_allocated_bytes, m->fragmentation,
                        m->device_allocs, m->device_frees, m->allocs, m->cache_hits, m->hit_rate(), sps.median,
@@ -316,7 +322,8 @@ std::string csv_table(const RunReport& r) {
                        m->first_oom ? std::to_string(m->first_oom->event) : "",
                        m->first_oom ? std::to_string(m->first_oom->requested_bytes) : "", m->ooms,
                        spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median,
-                       alloc_share(c, *m), harness_share(*m));
+                       alloc_share(c, *m),
+                       harness_share(c, *m) ? fmt::format("{:.6f}", *harness_share(c, *m)) : std::string());
     out += oom_csv_cells(c, *m);
   }
   return out;
