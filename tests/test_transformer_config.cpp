@@ -115,7 +115,9 @@ TEST(TransformerConfig, DynamicVersusFixedOnSimReportsTokensAndTimeShares) {
     EXPECT_GE(t["padded_tokens_per_s"].get<double>(), t["tokens_per_s"].get<double>());
     EXPECT_GE((*c)["alloc_time_share"].get<double>(), 0);
     EXPECT_LT((*c)["alloc_time_share"].get<double>(), 1);
-    EXPECT_TRUE((*c)["harness_overhead_share"].is_number());
+    // The harness's host time is measured; its share only means something against a measured run.
+    EXPECT_TRUE((*c)["harness_seconds"]["median"].is_number());
+    EXPECT_TRUE((*c)["harness_overhead_share"].is_null()) << "no share against a modeled time";
     EXPECT_GT((*c)["hit_rate"].get<double>(), 0.5) << "the caching allocator reuses blocks";
     EXPECT_TRUE((*c)["oom"].is_null());
   }
