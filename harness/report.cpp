@@ -70,10 +70,10 @@ std::string oom_cell(const RunMetrics& m) {
                                 : "");
 }
 
-// The first OOM's details for the CSV (ends the row).
+// The first OOM's details for the CSV.
 std::string oom_csv_cells(const CaseResult& c, const RunMetrics& m) {
   auto v = [&](auto f) { return m.first_oom ? std::to_string(f(*m.first_oom)) : std::string(); };
-  return fmt::format("{},{},{},{},{},{},{},{},{},{}\n", v([](auto& o) { return o.allocated_bytes; }),
+  return fmt::format("{},{},{},{},{},{},{},{},{},{}", v([](auto& o) { return o.allocated_bytes; }),
                      v([](auto& o) { return o.reserved_bytes; }), v([](auto& o) { return o.cached_bytes; }),
                      v([](auto& o) { return o.largest_free_block; }), v([](auto& o) { return o.capacity_bytes; }),
                      v([](auto& o) { return o.retried_after_freeing_cache ? 1 : 0; }), m.fragmentation_ooms,
@@ -299,8 +299,11 @@ std::string csv_table(const RunReport& r) {
       "fragmentation,device_mallocs,device_frees,allocs,cache_hits,hit_rate,steps_per_s,steps_per_s_min,"
       "steps_per_s_max,tokens_per_s,repeats,throughput_modeled,memory_modeled,oom_kind,oom_step,oom_event,"
       "oom_requested_bytes,ooms,padded_tokens_per_s,alloc_time_share,harness_overhead_share,"
+      "peak_reserved_bytes_min,peak_reserved_bytes_max,fragmentation_min,fragmentation_max,tokens_per_s_min,"
+      "tokens_per_s_max,error,"
       "oom_allocated_bytes,oom_reserved_bytes,oom_cached_bytes,oom_largest_free_block_bytes,oom_capacity_bytes,"
       "oom_retried,fragmentation_ooms,capacity_ooms,capacity_requested_bytes,ballast_bytes\n";
+  const auto columns = static_cast<std::size_t>(std::count(out.begin(), out.end(), ',')) + 1;
   auto q = [](const std::string& s) {
     std::string e = "\"";
     for (char ch : s) e += ch == '"' ? std::string("\"\"") : std::string(1, ch);
@@ -308,7 +311,14 @@ std::string csv_table(const RunReport& r) {
   };
   for (const auto& c : r.cases) {
     const RunMetrics* m = representative(c);
-    if (!m) continue;
+    if (!m) {
+      // A case that could not run still has its row: what it was, and the error.
+      const std::size_t before_error = columns - 11;  // the error, then the OOM columns
+      out += fmt::format("{},{},{},{},{},{}{}{}{}\n", q(c.label), c.workload, c.allocator, to_string(r.device.kind),
+                         q(r.device.name), c.capacity_bytes, std::string(before_error - 6 + 1, ','), q(c.error),
+                         std::string(10, ','));
+      continue;
+    }
     Spread sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; });
     Spread tps = spread_of(c.runs, [](auto& x) { return x.tokens_per_s; });
     out += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{:.6f},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},"
@@ -324,7 +334,11 @@ std::string csv_table(const RunReport& r) {
                        spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median,
                        alloc_share(c, *m),
                        harness_share(c, *m) ? fmt::format("{:.6f}", *harness_share(c, *m)) : std::string());
-    out += oom_csv_cells(c, *m);
+    const CaseSummary s = summarize(c);
+    out += fmt::format("{:.0f},{:.0f},{:.6f},{:.6f},{:.6g},{:.6g},{},", s.peak_reserved.min, s.peak_reserved.max,
+                       s.fragmentation.min, s.fragmentation.max, s.tokens_per_s.min, s.tokens_per_s.max,
+                       c.error.empty() ? "" : q(c.error));
+    out += oom_csv_cells(c, *m) + "\n";
   }
   return out;
 }

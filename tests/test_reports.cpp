@@ -286,7 +286,17 @@ TEST(Reports, MarkdownAndCsvShowTheMedianRunAndTheSpread) {
   EXPECT_EQ(a.at("steps_per_s_max"), "12");
   EXPECT_EQ(a.at("repeats"), "3");
   EXPECT_EQ(a.at("throughput_modeled"), "0");
+  EXPECT_EQ(a.at("peak_reserved_bytes_min"), std::to_string(11 * gmb::GiB));
+  EXPECT_EQ(a.at("peak_reserved_bytes_max"), std::to_string(13 * gmb::GiB));
+  EXPECT_EQ(a.at("fragmentation_min"), "0.181818");
+  EXPECT_EQ(a.at("fragmentation_max"), "0.307692");
+  EXPECT_EQ(a.at("error"), "");
   EXPECT_EQ(rows.at("cuda_malloc x w").at("oom_kind"), "capacity");
+  // The case that could not run keeps its row (parse_csv checks its width), with the error.
+  const auto& d = rows.at("cuda_mempool x w");
+  EXPECT_EQ(d.at("error"), "cudaMalloc failed: out of memory");
+  EXPECT_EQ(d.at("allocator"), "cuda_mempool");
+  EXPECT_EQ(d.at("peak_reserved_bytes"), "");
 
   auto j = gmb::to_json(r);
   EXPECT_EQ(j["cases"][0]["peak_reserved_bytes"], 12 * gmb::GiB);
