@@ -23,7 +23,8 @@
 // cudaMemPool (cudaMemPoolCreate, pinned, device 0): see the PoolModel comment below.
 // Managed memory: taken in 2 MiB pages from the same physical memory (not measured: the probe
 // never allocates managed memory on a shared GPU); prefetch and advice change nothing here.
-// Call costs: medians of 50 calls on the H200 from the probe.
+// Call costs: cudaMalloc/cudaFree and the pool calls are the probe's medians of 50 calls on the
+// H200; managed and VMM calls are the H200 figures of ../shared/GPU.md.
 #include <algorithm>
 #include <cmath>
 #include <map>
