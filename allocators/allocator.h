@@ -72,6 +72,9 @@ class Allocator {
   virtual AllocatorStats stats() const = 0;
   virtual OomDetails last_oom() const = 0;
   virtual std::vector<SegmentInfo> segments() const { return {}; }
+  // The picture drawn at an OOM: segments(), plus address space reserved but not mapped
+  // (expandable segments) as blocks with mapped = false, where the allocator has any.
+  virtual std::vector<SegmentInfo> block_map() const { return segments(); }
   // PyTorch-style memory_stats keys where the allocator has them ("allocated_bytes.all.current"...).
   virtual std::vector<std::pair<std::string, std::int64_t>> memory_stats() const { return {}; }
   // A memory_summary()-style text.

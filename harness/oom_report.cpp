@@ -33,8 +33,8 @@ BlockMapSummary summarize_block_map(const std::vector<SegmentInfo>& segments) {
   BlockMapSummary s;
   s.segments = segments.size();
   for (const auto& seg : segments) {
-    s.segment_bytes += seg.size;
     for (const auto& b : seg.blocks) {
+      if (b.mapped) s.segment_bytes += b.size;
       if (!b.mapped) {
         s.unmapped_bytes += b.size;
       } else if (b.allocated) {
@@ -285,28 +285,41 @@ std::string block_map_svg(const CaseResult& c, const DeviceInfo& device) {
     g.text(kLeft, y, "This allocator does not report its segments; only the totals above are known.", 12);
     y += 20;
   } else {
+    // The scale: the longest mapped extent (or the request). An expandable segment's unmapped
+    // tail can be a hundred times longer; it is cut at the edge and labelled with its size.
     Bytes largest = o.requested_bytes;
-    for (const auto& seg : c.oom_segments) largest = std::max(largest, seg.size);
-    const double scale = kBarW / double(std::max<Bytes>(largest, 1));
+    for (const auto& seg : c.oom_segments) {
+      Bytes extent = 0;
+      for (const auto& b : seg.blocks)
+        if (b.mapped) extent = std::max(extent, b.offset + b.size);
+      largest = std::max(largest, extent);
+    }
+    const bool tails = s.unmapped_bytes > 0;  // keep a fifth of the width for unmapped tails
+    const double scale = (tails ? 0.8 : 1.0) * kBarW / double(std::max<Bytes>(largest, 1));
     g.text(kLeft, y,
-           fmt::format("{} segment(s), {} reserved, one row each at a common scale ({} across the full width)",
-                       s.segments, format_bytes(s.segment_bytes), format_bytes(largest)),
+           fmt::format("{} segment(s), {} reserved, one row each at a common scale ({} across {} the width)",
+                       s.segments, format_bytes(s.segment_bytes), format_bytes(largest), tails ? "4/5 of" : "all"),
            12, "start", "#111111", "bold");
     y += 12;
     std::size_t rows = std::min(c.oom_segments.size(), kMaxRows);
     for (std::size_t i = 0; i < rows; ++i) {
       const auto& seg = c.oom_segments[i];
       bool expandable = std::any_of(seg.blocks.begin(), seg.blocks.end(), [](auto& b) { return !b.mapped; });
+      Bytes mapped = 0;
+      for (const auto& b : seg.blocks) mapped += b.mapped ? b.size : 0;
       std::string name = fmt::format("#{} {}{} {}", i + 1, seg.pool.empty() ? "" : seg.pool + " ",
-                                     expandable ? "expandable" : "segment", format_bytes(seg.size));
+                                     expandable ? "expandable" : "segment", format_bytes(mapped));
       g.text(kLeft, y + 15, name, 11);
       for (const auto& b : seg.blocks) {
         double x = kBarX + double(b.offset) * scale, w = double(b.size) * scale;
+        if (x >= kBarX + kBarW) continue;
+        const bool cut = x + w > kBarX + kBarW + 0.5;
+        w = std::min(w, kBarX + kBarW - x);
         std::string title = fmt::format("segment #{} at 0x{:x}: {} block of {} at offset {}", i + 1, seg.address,
                                         block_state(b), format_bytes(b.size), format_bytes(b.offset));
         if (!b.mapped) {
           g.rect(x, y, w, kRowH, kUnmapped, title, "#999999", R"(stroke-dasharray="4 3")");
-          g.label_in(x, w, y + 15, "unmapped " + format_bytes(b.size), "#555555");
+          g.label_in(x, w, y + 15, "unmapped " + format_bytes(b.size) + (cut ? " (cut)" : ""), "#555555");
         } else if (b.allocated) {
           g.rect(x, y, w, kRowH, kUsed, title);
           g.label_in(x, w, y + 15, format_bytes(b.size));

@@ -97,7 +97,7 @@ struct CaseRun {
     const bool details = first_run && settings.oom_block_map;
     if (!m.first_oom) {
       if (details) {
-        result.oom_segments = allocator.segments();
+        result.oom_segments = allocator.block_map();
         result.oom_usage.push_back({event, step, s.allocated_bytes, s.reserved_bytes});
       }
       m.first_oom = r;

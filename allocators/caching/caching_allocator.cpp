@@ -285,6 +285,7 @@ class CachingAllocator final : public Allocator {
   OomDetails last_oom() const override { return last_oom_; }
 
   std::vector<SegmentInfo> segments() const override;
+  std::vector<SegmentInfo> block_map() const override;
   std::vector<std::pair<std::string, std::int64_t>> memory_stats() const override;
   std::string memory_summary() const override;
 
@@ -810,6 +811,27 @@ std::vector<SegmentInfo> CachingAllocator::segments() const {
       bi.allocated = b->allocated;
       bi.mapped = true;
       seg.blocks.push_back(bi);
+      seg.size += b->size;
+    }
+    out.push_back(std::move(seg));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
+  return out;
+}
+
+// Unlike segments() (PyTorch's snapshot: one segment per mapped range), an expandable segment
+// is one row over its whole reserved range, its unmapped stretches included.
+std::vector<SegmentInfo> CachingAllocator::block_map() const {
+  std::vector<SegmentInfo> out;
+  for (Block* head : all_blocks()) {
+    if (head->prev) continue;
+    SegmentInfo seg;
+    seg.address = head->ptr;
+    seg.stream = head->stream;
+    seg.pool = head->pool->is_small ? "small" : "large";
+    for (const Block* b = head; b; b = b->next) {
+      seg.blocks.push_back({b->ptr - head->ptr, b->size, b->allocated, b->mapped});
       seg.size += b->size;
     }
     out.push_back(std::move(seg));
