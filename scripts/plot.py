@@ -148,6 +148,11 @@ def plot_memory(results, results_dir, out_dir, formats, written):
             res = [r["reserved_bytes"] for r in steps]
             prev = [0] + [r["ooms"] for r in steps[:-1]]
             oom = [r["ooms"] > p for r, p in zip(steps, prev)]
+            # Values at the end of a step miss the peaks inside it: the running peaks show them.
+            ax.plot(x, [r["peak_reserved_bytes"] / div for r in steps], ":", color="tab:orange", linewidth=1,
+                    label="peak reserved so far")
+            ax.plot(x, [r["peak_allocated_bytes"] / div for r in steps], ":", color="tab:blue", linewidth=1,
+                    label="peak allocated so far")
             ax.set_xlabel("step (values at its end)")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         style = {"marker": "o", "markersize": 3} if len(x) <= 50 else {}
@@ -161,11 +166,17 @@ def plot_memory(results, results_dir, out_dir, formats, written):
         ax.set_ylabel(unit)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
     for ax in list(axes.flat)[len(cases):]:
         ax.set_visible(False)
+    # One legend for all panels, above them (a legend inside a panel hides its data).
+    legend = {}
+    for ax in list(axes.flat)[:len(cases)]:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(l, h)
+    fig.legend(list(legend.values()), list(legend.keys()), loc="upper center", ncol=len(legend), fontsize=8,
+               bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.suptitle(f"{results.get('config', {}).get('name', '')}: allocated vs reserved on {device_text(results)}",
-                 fontsize=11)
+                 fontsize=11, y=1.04)
     note = modeled_note(results)
     if note:
         fig.text(0.5, -0.01, note, ha="center", fontsize=8, style="italic")
@@ -216,6 +227,7 @@ def plot_throughput(results, out_dir, formats, written):
     many_workloads = len({c.get("workload_label") for c in cases}) > 1
     fig, ax = plt.subplots(figsize=(9, 5.5))
     shown_modeled = shown_measured = False
+    names_at = {}  # cases at the same point share one label
     for i, case in enumerate(cases):
         color = f"C{i % 10}"
         x = case["peak_reserved_bytes"] / div
@@ -234,7 +246,9 @@ def plot_throughput(results, out_dir, formats, written):
         shown_modeled |= bool(modeled)
         shown_measured |= not modeled
         name = case.get("label", "?") if many_workloads else case.get("allocator_label") or case.get("label", "?")
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7)
+        names_at.setdefault((x, y), []).append(name)
+    for (x, y), names in names_at.items():
+        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7)
     ys_all = [c["throughput"].get(key) or 0 for c in cases]
     positive = [v for v in ys_all if v > 0]
     if positive and max(positive) / min(positive) > 100:

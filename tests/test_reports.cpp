@@ -263,6 +263,16 @@ TEST(Reports, LatexShowsMedianSpreadAndBoldsOnlyCasesWithoutOom) {
   EXPECT_NE(tex.find("NVIDIA H200 (cuda), capacity 16.00 GiB; 3 runs per case."), std::string::npos) << tex;
   EXPECT_NE(tex.find("[min--max] where runs differ"), std::string::npos) << tex;
   EXPECT_EQ(tex.find("dagger"), std::string::npos) << "nothing is modeled on cuda\n" << tex;
+
+  // Tokens/s, where a workload counts tokens: one more column, highest in bold.
+  auto r = synthetic_report();
+  for (auto& m : r.cases[0].runs) m.tokens_per_s = 1000;
+  for (auto& m : r.cases[2].runs) m.tokens_per_s = 2000;
+  tex = gmb::latex_table(r);
+  EXPECT_NE(tex.find("\\begin{tabular}{lrrrrrl}"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("& Steps/s & Tokens/s & OOM \\\\"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("cuda\\_managed x w & 14.00 & 9.00 & 35.7 & \\textbf{20.00} & \\textbf{2000} & none \\\\"),
+            std::string::npos) << tex;
 }
 
 TEST(Reports, MarkdownAndCsvShowTheMedianRunAndTheSpread) {
