@@ -151,8 +151,9 @@ std::string command_line(int argc, char** argv) {
 
 int run_config(const std::string& config_path, const std::string& device_flag, const std::string& capacity_flag,
                const std::string& output_flag, const std::string& format_flag, bool quiet,
-               const std::string& cmd) {
+               const std::string& cmd, std::uint64_t steps_flag) {
   Config config = load_config(config_path);  // throws ConfigError: nothing has run
+  if (steps_flag) config.run.max_steps = steps_flag;
   std::vector<std::string> formats = {"md", "csv", "json"};
   if (!config.formats.empty()) formats = config.formats;
   if (!format_flag.empty()) formats = parse_formats(format_flag);
@@ -306,6 +307,16 @@ int run_cli(int argc, char** argv) {
   app.add_option("--format", format, "comma-separated formats: md, csv, json, latex (default md,csv,json)");
   app.add_option("--capacity", capacity, "memory left to the allocator, e.g. 24GiB (sim: the device size)");
   app.add_flag("--quiet,-q", quiet, "no progress or notices on stderr");
+  std::uint64_t steps = 0;
+  app.add_option("--steps", steps, "run at most N steps of each workload (a shorter run of a config)")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return v.empty() || v.find_first_not_of("0123456789") != std::string::npos ||
+                           v.find_first_not_of('0') == std::string::npos
+                       ? "'" + v + "' is not a step count (a whole number, 1 or more)"
+                       : std::string();
+          },
+          "N"));
 
   auto* replay = app.add_subcommand("replay", "replay a native CSV allocation trace through one allocator");
   std::string trace, allocator, alloc_conf, timeline;
@@ -346,7 +357,7 @@ int run_cli(int argc, char** argv) {
       std::cerr << "gpumembench: --config FILE is required (or the replay subcommand); see --help\n";
       return 2;
     }
-    return run_config(config, device, capacity, output, format, quiet, cmd);
+    return run_config(config, device, capacity, output, format, quiet, cmd, steps);
   } catch (const ConfigError& e) {
     std::cerr << "gpumembench: " << e.what() << "\n";
     return 2;

@@ -146,7 +146,8 @@ struct CaseRun {
     };
     workload.prepare(ctx);
     std::vector<Op> ops;
-    const std::uint64_t steps = workload.num_steps();
+    const std::uint64_t steps =
+        settings.max_steps ? std::min(settings.max_steps, workload.num_steps()) : workload.num_steps();
     bool stop = false;
     if (!device.simulated()) device.synchronize();
     auto start = Clock::now();

@@ -37,6 +37,7 @@ struct RunSettings {
   std::uint64_t repeat = 1;
   bool timeline = false;       // keep the per-event timeline of the first run
   bool oom_block_map = true;   // keep the segment map, every OOM and the usage up to the first OOM
+  std::uint64_t max_steps = 0;  // > 0: at most this many steps of each workload (--steps)
 };
 
 // Called after every step: (repeat index, step, steps in total).

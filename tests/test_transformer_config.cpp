@@ -138,3 +138,22 @@ TEST(TransformerConfig, DynamicVersusFixedOnSimReportsTokensAndTimeShares) {
   EXPECT_NE(csv.find("padded_tokens_per_s,alloc_time_share,harness_overhead_share"), std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST(TransformerConfig, StepsFlagShortensEveryWorkload) {
+  auto dir = temp_dir("tfsteps");
+  write_text(dir / "c.yaml",
+             "allocators: [caching]\nworkloads:\n  - transformer: {layers: 1, hidden: 128, heads: 2, vocab: 500, "
+             "batch: 2, steps: 50, seq_len: 64}\n  - hole_pattern: {repeat: 7}\n");
+  auto out = dir / "out";
+  auto r = run_gpumembench("--device sim --steps 3 --config " + (dir / "c.yaml").string() + " --output " +
+                           out.string() + " --format json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(read_text(out / "results.json"));
+  EXPECT_EQ(j["cases"][0]["steps_completed"], 3);
+  EXPECT_EQ(j["cases"][1]["steps_completed"], 3);
+  EXPECT_NE(j["command"].get<std::string>().find("--steps 3"), std::string::npos) << "the command is recorded";
+  auto bad = run_gpumembench("--device sim --steps 0 --config " + (dir / "c.yaml").string());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.out.find("--steps: '0' is not a step count"), std::string::npos) << bad.out;
+  fs::remove_all(dir);
+}
