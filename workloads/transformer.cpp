@@ -243,7 +243,7 @@ void TransformerWorkload::train_step(Emit& e, const BatchShape& sh, bool first) 
   };
 
   if (first) {
-    e.alloc_as(kWorkspaceId, p_.cublas_workspace, "cublas_workspace");
+    if (p_.cublas_workspace) e.alloc_as(kWorkspaceId, p_.cublas_workspace, "cublas_workspace");
     for (std::uint64_t t = 0; t < param_elems_.size(); ++t) {
       e.alloc_as(W(t), E * param_elems_[t], "weight");
       e.touch("init_weight", {W(t)}, {});
@@ -519,7 +519,7 @@ void TransformerWorkload::inference_step(Emit& e, const BatchShape& sh, bool fir
   auto W = [&](std::uint64_t tensor) { return BufferId(1 + 8 * tensor + kWeight); };
   auto lp = [&](std::uint64_t l, LayerParam k) { return 1 + l * kLayerParams + k; };
   if (first) {
-    e.alloc_as(kWorkspaceId, p_.cublas_workspace, "cublas_workspace");
+    if (p_.cublas_workspace) e.alloc_as(kWorkspaceId, p_.cublas_workspace, "cublas_workspace");
     for (std::uint64_t t = 0; t < param_elems_.size(); ++t) {
       e.alloc_as(W(t), E * param_elems_[t], "weight");
       e.touch("init_weight", {W(t)}, {});

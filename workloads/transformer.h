@@ -43,7 +43,8 @@ struct TransformerParams {
   // (1: the cache is re-allocated for every token, as torch.cat in a naive decoder does).
   std::uint64_t generate = 64;
   std::uint64_t kv_block = 1;
-  // The cuBLAS workspace (allocated through the allocator under test, as PyTorch does).
+  // The cuBLAS workspace (allocated through the allocator under test, as PyTorch does; 0: none,
+  // cuBLAS then runs without one).
   Bytes cublas_workspace = 32ull << 20;
 };
 
