@@ -80,6 +80,20 @@ std::string oom_csv_cells(const CaseResult& c, const RunMetrics& m) {
                      m.capacity_ooms, c.capacity_requested_bytes, c.ballast_bytes);
 }
 
+// On a GPU the ballast leaves a little less or more than asked: say what each case really had.
+std::string capacity_left_note(const RunReport& r) {
+  std::string out;
+  std::vector<Bytes> seen;
+  for (const auto& c : r.cases) {
+    if (!c.capacity_requested_bytes || c.capacity_requested_bytes == c.capacity_bytes) continue;
+    if (std::find(seen.begin(), seen.end(), c.capacity_requested_bytes) != seen.end()) continue;
+    seen.push_back(c.capacity_requested_bytes);
+    out += fmt::format("{}asked {} -> {} bytes left", out.empty() ? "" : "; ", format_bytes(c.capacity_requested_bytes),
+                       c.capacity_bytes);
+  }
+  return out.empty() ? out : "\nCapacity left to the allocator after the ballast (cudaMemGetInfo): " + out + ".\n";
+}
+
 // One row per case with an OOM: every detail of the first, and the count by kind.
 std::string oom_details_table(const RunReport& r) {
   std::string out;
@@ -283,7 +297,7 @@ std::string markdown_table(const RunReport& r) {
     for (const auto& c : r.cases)
       if (c.steps.size() >= 4) out += fmt::format("| {} |{}\n", c.label, over_steps_row(c));
   }
-  out += oom_details_table(r);
+  out += oom_details_table(r) + capacity_left_note(r);
   if (modeled)
     out += "\n(modeled): figure from the simulated device's model of the driver or of the step time, not a measurement.\n";
   if (std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return c.runs.size() > 1; }))

@@ -8,6 +8,7 @@
 #include "allocators/units.h"
 #include "harness/frontier.h"
 #include "harness/oom_report.h"
+#include "harness/report.h"
 #include "harness/runner.h"
 #include "test_helpers.h"
 
@@ -402,4 +403,44 @@ TEST(FrontierCli, BadParametersAreUsageErrors) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("frontier.lo"), std::string::npos) << r.out;
   fs::remove_all(dir);
+}
+
+TEST(FragmentationOomTrace, ReplayOfTheCommittedTraceGivesTheConfigsOoms) {
+  // configs/traces/fragmentation_oom/ (scripts/gen_fragmentation_oom_trace.py) is what real
+  // PyTorch replays on the GPU (scripts/torch_reference.py); it must be the config's events.
+  auto dir = temp_dir("fragtrace");
+  const std::string trace = source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv");
+  for (const std::string conf : {"", "expandable_segments:True"}) {
+    auto out = dir / (conf.empty() ? "default" : "expandable");
+    auto r = run_gpumembench("replay --device sim -q --trace " + trace + " --allocator caching --capacity 1792MiB" +
+                             (conf.empty() ? "" : " --alloc-conf " + conf) + " --output " + out.string());
+    ASSERT_EQ(r.status, 0) << r.out;
+    json c = json::parse(read_text(out / "results.json"))["cases"][0];
+    if (conf.empty()) {
+      EXPECT_EQ(c["ooms_by_kind"]["fragmentation"], 3);
+      EXPECT_EQ(c["ooms_by_kind"]["capacity"], 0);
+      EXPECT_EQ(c["oom"]["event"], 24);
+      EXPECT_EQ(c["oom"]["largest_free_block_bytes"], 90 * MiB);
+    } else {
+      EXPECT_EQ(c["ooms"], 0);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(OomReport, TableSaysWhatCapacityTheBallastReallyLeft) {
+  gmb::RunReport r;
+  r.config_name = "x";
+  r.device.kind = gmb::DeviceKind::Cuda;
+  r.device.name = "GPU";
+  gmb::CaseResult c;
+  c.label = "caching x hole_pattern @ 1.75 GiB";
+  c.capacity_requested_bytes = 1792 * MiB;
+  c.capacity_bytes = 1792 * MiB - 917504;
+  c.runs.push_back(gmb::RunMetrics{});
+  r.cases = {c, c};
+  std::string md = gmb::markdown_table(r);
+  EXPECT_EQ(count_of(md, "asked 1.75 GiB -> 1878130688 bytes left"), 1u) << md;
+  r.cases[0].capacity_bytes = r.cases[1].capacity_bytes = 1792 * MiB;
+  EXPECT_EQ(gmb::markdown_table(r).find("bytes left"), std::string::npos);
 }
