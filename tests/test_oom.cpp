@@ -444,3 +444,25 @@ TEST(OomReport, TableSaysWhatCapacityTheBallastReallyLeft) {
   r.cases[0].capacity_bytes = r.cases[1].capacity_bytes = 1792 * MiB;
   EXPECT_EQ(gmb::markdown_table(r).find("bytes left"), std::string::npos);
 }
+
+TEST(FragmentationOomPolicies, OomsAreCountedUnderEveryOnOomPolicy) {
+  auto dir = temp_dir("onoom");
+  std::string yaml = read_text(source_path("configs/fragmentation_oom.yaml"));
+  auto at = yaml.find("run: {on_oom: continue");
+  ASSERT_NE(at, std::string::npos);
+  for (auto [policy, ooms, steps] : {std::tuple{"stop", 1, 0}, std::tuple{"skip_step", 3, 0}, std::tuple{"continue", 3, 0}}) {
+    std::string y = yaml;
+    y.replace(at, std::string("run: {on_oom: continue").size(), std::string("run: {on_oom: ") + policy);
+    y.replace(y.find("capacity: [1.75GiB, 2GiB]"), std::string("capacity: [1.75GiB, 2GiB]").size(), "capacity: 1.75GiB");
+    write_text(dir / "c.yaml", y);
+    auto out = dir / policy;
+    auto r = run_gpumembench("--device sim -q --config " + (dir / "c.yaml").string() + " --output " + out.string());
+    ASSERT_EQ(r.status, 0) << r.out;
+    json c = json::parse(read_text(out / "results.json"))["cases"][0];
+    EXPECT_EQ(c["ooms"], ooms) << policy;
+    EXPECT_EQ(c["ooms_by_kind"]["fragmentation"], ooms) << policy;
+    EXPECT_EQ(c["steps_completed"], steps) << policy << ": a step with an OOM is not completed";
+    EXPECT_EQ(c["oom"]["event"], 24) << policy;
+  }
+  fs::remove_all(dir);
+}
