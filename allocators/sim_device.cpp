@@ -195,7 +195,8 @@ class SimDevice final : public Device {
   std::optional<DevPtr> malloc_managed(Bytes bytes) override {
     ++counters_.managed_mallocs;
     counters_.modeled_call_seconds += kManagedCallCost;
-    Bytes size = round_up(std::max<Bytes>(bytes, 1), info_.page_bytes);
+    // Modeled: managed ranges in 64 KiB GPU pages (as the cuda_managed cap charges them).
+    Bytes size = round_up(std::max<Bytes>(bytes, 1), 64 * KiB);
     if (used_ + size > info_.capacity_bytes) return std::nullopt;  // no oversubscription
     used_ += size;
     DevPtr p = managed_next_;

@@ -104,14 +104,15 @@ TEST(CudaManaged, CapIsTheMemoryFreeWhenTheAllocatorStarts) {
   d->free(taken);
 }
 
-TEST(CudaManaged, ChargesWholeDriverPages) {
+TEST(CudaManaged, Charges64KiBGranules) {
   auto d = sim(1 * GiB);
   auto a = make_allocator("cuda_managed", *d, {});
   ASSERT_TRUE(a->allocate(3 * MiB + 1, 0));
+  ASSERT_TRUE(a->allocate(100, 0));
   AllocatorStats s = a->stats();
-  EXPECT_EQ(s.allocated_bytes, 3 * MiB + 1);
-  EXPECT_EQ(s.reserved_bytes, 4 * MiB);
-  EXPECT_EQ(d->used_bytes(), 4 * MiB) << "managed memory counts toward the sim's capacity";
+  EXPECT_EQ(s.allocated_bytes, 3 * MiB + 101);
+  EXPECT_EQ(s.reserved_bytes, 3 * MiB + 128 * KiB);
+  EXPECT_EQ(d->used_bytes(), 3 * MiB + 128 * KiB) << "managed memory counts toward the sim's capacity";
 }
 
 TEST(CudaManaged, PrefetchAndAdviceGoToTheDeviceForEveryAllocation) {
