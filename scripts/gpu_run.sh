@@ -88,6 +88,13 @@ if has torchbench && [ -x build-gpu/gpumembench_bench ]; then
   tail -40 "$COLLECT/torch_bench.log" | tee -a "$LOG"
 fi
 
+# Real PyTorch on the fragmentation-OOM trace: does torch itself OOM where `caching` does?
+if has fragoomref && [ -d configs/traces/fragmentation_oom ]; then
+  log "PyTorch on configs/traces/fragmentation_oom"
+  PYTHONUNBUFFERED=1 timeout 240 python3 scripts/torch_reference.py --traces configs/traces/fragmentation_oom \
+    --out "$COLLECT/torch_fragoom" 2>&1 | tail -20 | tee -a "$LOG" || status=1
+fi
+
 if has reference; then
   log "PyTorch reference + driver probe"
   OUT="$OUT" bash scripts/gpu_reference.sh 2>&1 | tail -20 | tee -a "$LOG" || status=1
