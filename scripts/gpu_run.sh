@@ -18,6 +18,8 @@ COLLECT="$(mktemp -d)/gpu"
 mkdir -p "$COLLECT/results"
 : > "$LOG"
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG"; }
+# Packs what is collected so far: a run cut off by the device's time limit still brings it back.
+pack() { tar -czf "$OUT/gpu_results.tar.gz.tmp" -C "$(dirname "$COLLECT")" gpu && mv "$OUT/gpu_results.tar.gz.tmp" "$OUT/gpu_results.tar.gz"; }
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 status=0
 
@@ -55,6 +57,7 @@ if has configs && [ -x "$BIN" ]; then
       log "config $cfg FAILED"; status=1
     fi
     log "config $cfg took $(( $(date +%s) - start )) s"
+    pack
   done
 fi
 
@@ -100,6 +103,6 @@ if has reference; then
   OUT="$OUT" bash scripts/gpu_reference.sh 2>&1 | tail -20 | tee -a "$LOG" || status=1
 fi
 
-tar -czf "$OUT/gpu_results.tar.gz" -C "$(dirname "$COLLECT")" gpu
+pack
 log "done, status $status"
 exit $status
