@@ -39,12 +39,24 @@ if has build; then
 fi
 BIN=build-gpu/gpumembench
 
+if has torchbench && [ -x build-gpu/gpumembench_bench ]; then
+  # Ours and PyTorch's C++ allocator in the same run, pinned to the same core (issue 3).
+  log "caching allocator speed: ours vs PyTorch"
+  taskset -c 2 build-gpu/gpumembench_bench --benchmark_filter=Caching --benchmark_repetitions=5 \
+    --benchmark_format=json > "$COLLECT/ours_caching.json" 2> "$COLLECT/ours_caching.log" || status=1
+  PYTHONUNBUFFERED=1 timeout 300 python3 scripts/bench_torch_allocator.py --ours "$COLLECT/ours_caching.json" \
+    --cpu 2 --out "$COLLECT/caching_speed.json" > "$COLLECT/torch_bench.log" 2>&1 || status=1
+  tail -40 "$COLLECT/torch_bench.log" | tee -a "$LOG"
+  pack
+fi
+
 if has test && [ -x build-gpu/tests/gmb_tests ]; then
   log "GPU tests"
   build-gpu/tests/gmb_tests --gtest_filter='Gpu*' 2>&1 | tee "$COLLECT/gpu_tests.log" | tee -a "$LOG" | tail -40 || status=1
   log "whole suite (ctest)"
   (cd build-gpu && ctest --output-on-failure -j8 2>&1) > "$COLLECT/ctest.log" || status=1
   tail -15 "$COLLECT/ctest.log" | tee -a "$LOG"
+  pack
 fi
 
 if has configs && [ -x "$BIN" ]; then
@@ -52,7 +64,8 @@ if has configs && [ -x "$BIN" ]; then
     name=$(basename "$cfg" .yaml)
     log "config $cfg on cuda"
     start=$(date +%s)
-    if ! timeout "${CONFIG_TIMEOUT:-240}" "$BIN" --config "$cfg" --device cuda --quiet --format md,csv,json,latex \
+    # shellcheck disable=SC2086  # CONFIG_ARGS: extra flags for every config, e.g. "--steps 120"
+    if ! timeout "${CONFIG_TIMEOUT:-240}" "$BIN" --config "$cfg" --device cuda --quiet --format md,csv,json,latex ${CONFIG_ARGS:-} \
         --output "$COLLECT/results/$name" 2>&1 | tee "$COLLECT/results/$name.log" | tee -a "$LOG"; then
       log "config $cfg FAILED"; status=1
     fi
@@ -81,15 +94,6 @@ if has bench && [ -x build-gpu/gpumembench_bench ]; then
     --benchmark_out_format=json 2>&1 | tee "$COLLECT/bench.log" | tail -60 | tee -a "$LOG" || status=1
 fi
 
-if has torchbench && [ -x build-gpu/gpumembench_bench ]; then
-  # Ours and PyTorch's C++ allocator in the same run, pinned to the same core (issue 3).
-  log "caching allocator speed: ours vs PyTorch"
-  taskset -c 2 build-gpu/gpumembench_bench --benchmark_filter=Caching --benchmark_repetitions=5 \
-    --benchmark_format=json > "$COLLECT/ours_caching.json" 2> "$COLLECT/ours_caching.log" || status=1
-  PYTHONUNBUFFERED=1 timeout 300 python3 scripts/bench_torch_allocator.py --ours "$COLLECT/ours_caching.json" \
-    --cpu 2 --out "$COLLECT/caching_speed.json" > "$COLLECT/torch_bench.log" 2>&1 || status=1
-  tail -40 "$COLLECT/torch_bench.log" | tee -a "$LOG"
-fi
 
 # Real PyTorch on the fragmentation-OOM trace: does torch itself OOM where `caching` does?
 if has fragoomref && [ -d configs/traces/fragmentation_oom ]; then
