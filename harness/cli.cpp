@@ -27,15 +27,6 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string utc_now(const char* format) {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, format, &tm);
-  return buf;
-}
-
 DeviceChoice parse_device_choice(const std::string& s) {
   if (s == "sim") return DeviceChoice::Sim;
   if (s == "cuda") return DeviceChoice::Cuda;

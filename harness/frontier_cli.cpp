@@ -7,19 +7,11 @@
 
 #include "allocators/units.h"
 #include "harness/frontier.h"
+#include "harness/report.h"
 
 namespace gmb {
 
 namespace {
-
-std::string utc(const char* format) {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, format, &tm);
-  return buf;
-}
 
 // A value of --lo/--hi/--resolution: a size for capacity, a positive integer otherwise.
 std::uint64_t parse_value(const std::string& flag, const std::string& text, const std::string& param) {
@@ -92,8 +84,8 @@ int run_frontier_command(const FrontierCliArgs& a, const std::string& command_li
   }
   report.tool_version = GMB_VERSION;
   report.command_line = command_line;
-  report.started_at = utc("%Y-%m-%dT%H:%M:%SZ");
-  std::string dir = a.output.empty() ? fmt::format("results/{}-frontier-{}", config.name, utc("%Y%m%dT%H%M%SZ")) : a.output;
+  report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  std::string dir = a.output.empty() ? fmt::format("results/{}-frontier-{}", config.name, utc_now("%Y%m%dT%H%M%SZ")) : a.output;
   std::cout << frontier_markdown(report);
   write_frontier_reports(report, dir);
   if (!a.quiet) std::cerr << "gpumembench: frontier written to " << dir << "/\n";

@@ -1,6 +1,7 @@
 #include "harness/report.h"
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -355,6 +356,15 @@ std::string csv_table(const RunReport& r) {
     out += oom_csv_cells(c, *m) + "\n";
   }
   return out;
+}
+
+std::string utc_now(const char* format) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

@@ -19,6 +19,9 @@ std::string latex_table(const RunReport& report);
 // into dir. Files are written to a temporary name and renamed, so none is left half-written.
 void write_reports(const RunReport& report, const std::string& dir, const std::vector<std::string>& formats);
 
+// The current UTC time in strftime's format (for output folder names and report headers).
+std::string utc_now(const char* format);
+
 // Writes text to path through a temporary file and a rename.
 void write_file_atomically(const std::string& path, const std::string& text);
 
