@@ -5,12 +5,18 @@
 //   kBySize = false: (stream, address)        -- BlockComparatorAddress, unmapped ranges
 // Streams are ordered as unsigned numbers (the default stream 0 first).
 //
-// Why a B+tree: the free sets hold tens to thousands of blocks, and a binary tree walk is a
-// chain of dependent loads with a hard-to-predict branch per level. Here a lookup scans at most
-// 16 keys per node without branching and the tree is two or three levels deep. Nodes come from
-// free lists: inserting and erasing do not allocate once the set has reached its high-water
-// mark. Deletion is lazy (nodes are removed when empty, never rebalanced), which keeps the
-// code short; the depth only grows on splits.
+// Why a B+tree: a set may hold thousands of blocks, and a binary tree walk is a chain of
+// dependent loads with a hard-to-predict branch per level. Most sets are small, though (the
+// size bins of free_block_set.h hold a few blocks each), so the leaf is what has to be fast.
+// A leaf has 8 key slots followed by 8 more that always hold kNoKey (above every key): a leaf
+// search compares all 8 slots without branching, and inserting or erasing moves a fixed 8
+// entries with straight-line vector moves, whatever the number of keys. No loop there has a
+// trip count for the branch predictor to guess, which is what sorted-array leaves otherwise
+// pay for on every update. Inner nodes hold up to 16 children. Nodes come from free lists:
+// inserting and erasing do not allocate once the set has reached its high-water mark.
+// Deletion is lazy (nodes are removed when empty, never rebalanced), which keeps the code
+// short; the depth only grows on splits. Many small sets can share one node pool
+// (BlockSet(Nodes&)), as the size bins do.
 //
 // Block must have the fields `StreamId stream; Bytes size; DevPtr ptr; void* tleaf;`. tleaf is
 // the leaf holding the block (nullptr while in no set); a block's key must not change while it
@@ -20,8 +26,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "allocators/device.h"
 
@@ -35,14 +46,16 @@ struct BlockKey {
 
 template <class Block, bool kBySize>
 class BlockSet {
-  static constexpr int kCap = 16;
+  static constexpr int kLeafCap = 8;  // keys per leaf
+  static constexpr int kCap = 16;     // children per inner node
 
   using Key = unsigned __int128;
+  static constexpr Key kNoKey = ~Key{0};  // above every block's key (sizes < 2^48)
   struct Inner;
   struct Leaf {
     int n = 0;
-    Key k[kCap];
-    Block* blk[kCap];
+    alignas(16) Key k[2 * kLeafCap];  // k[n..] == kNoKey
+    Block* blk[2 * kLeafCap];
     Leaf* prev = nullptr;
     Leaf* next = nullptr;
     Inner* parent = nullptr;
@@ -56,7 +69,56 @@ class BlockSet {
   };
 
  public:
-  BlockSet() = default;
+  // Where nodes come from and go back to; one may serve many sets. Free nodes are chained
+  // through a pointer they do not use while free (Leaf::next, Inner::parent).
+  class Nodes {
+   public:
+    Leaf* new_leaf() {
+      Leaf* l = free_leaves_;
+      if (l) {
+        free_leaves_ = l->next;
+      } else {
+        leaf_store_.emplace_back(new Leaf());
+        l = leaf_store_.back().get();
+        for (Key& k : l->k) k = kNoKey;  // and so it is again when the leaf is freed (empty)
+        for (Block*& b : l->blk) b = nullptr;
+      }
+      l->n = 0;
+      l->prev = l->next = nullptr;
+      l->parent = nullptr;
+      return l;
+    }
+    void free_leaf(Leaf* l) {
+      l->next = free_leaves_;
+      free_leaves_ = l;
+    }
+    Inner* new_inner() {
+      Inner* in = free_inners_;
+      if (in) {
+        free_inners_ = in->parent;
+      } else {
+        inner_store_.emplace_back(new Inner());
+        in = inner_store_.back().get();
+      }
+      in->n = 0;
+      in->leaves = false;
+      in->parent = nullptr;
+      return in;
+    }
+    void free_inner(Inner* in) {
+      in->parent = free_inners_;
+      free_inners_ = in;
+    }
+
+   private:
+    std::vector<std::unique_ptr<Leaf>> leaf_store_;
+    std::vector<std::unique_ptr<Inner>> inner_store_;
+    Leaf* free_leaves_ = nullptr;
+    Inner* free_inners_ = nullptr;
+  };
+
+  BlockSet() : own_(new Nodes), nodes_(own_.get()) {}
+  explicit BlockSet(Nodes& shared) : nodes_(&shared) {}
   BlockSet(const BlockSet&) = delete;
   BlockSet& operator=(const BlockSet&) = delete;
 
@@ -68,13 +130,13 @@ class BlockSet {
 
   Block* next(const Block* b) const {
     const Leaf* l = static_cast<const Leaf*>(b->tleaf);
-    int i = index_in(l, b);
+    const int i = index_in(l, b);
     if (i + 1 < l->n) return l->blk[i + 1];
     return l->next ? l->next->blk[0] : nullptr;
   }
   Block* prev(const Block* b) const {
     const Leaf* l = static_cast<const Leaf*>(b->tleaf);
-    int i = index_in(l, b);
+    const int i = index_in(l, b);
     if (i > 0) return l->blk[i - 1];
     return l->prev ? l->prev->blk[l->prev->n - 1] : nullptr;
   }
@@ -83,41 +145,60 @@ class BlockSet {
   Block* lower_bound(const BlockKey& key) const {
     if (!size_) return nullptr;
     const Key k = make_key(key.stream, key.size, key.ptr);
+    if (head_->k[0] >= k) return head_->blk[0];  // often so: a best-fit search starts at address 0
     const Leaf* l = descend(k);
-    int i = count_less(l->k, l->n, k);
+    const int i = count_less(l->k, k);
     if (i < l->n) return l->blk[i];
     return l->next ? l->next->blk[0] : nullptr;
   }
 
   void insert(Block* b) {
     const Key k = make_key(b->stream, b->size, b->ptr);
-    ++size_;
-    if (!root_) {
-      Leaf* l = new_leaf();
-      l->n = 1;
-      l->k[0] = k;
-      l->blk[0] = b;
-      b->tleaf = l;
-      root_ = l;
-      height_ = 1;
-      head_ = tail_ = l;
+    if (size_++ == 0) {  // into the empty root leaf: nothing to search or move
+      if (!root_) {
+        root_ = head_ = tail_ = new_leaf();
+        height_ = 1;
+      }
+      put_first(static_cast<Leaf*>(root_), k, b);
       return;
     }
     Leaf* l = descend(k);
-    int pos = count_less(l->k, l->n, k);
-    if (l->n < kCap) {
+    const int pos = count_less(l->k, k);
+    if (l->n < kLeafCap)
       put(l, pos, k, b);
-      return;
+    else
+      split_and_put(l, pos, k, b);
+  }
+
+  void erase(Block* b) {
+    Leaf* l = static_cast<Leaf*>(b->tleaf);
+    if (l->n == 1) {  // the leaf's only key
+      store_key(&l->k[0], kNoKey);
+    } else {
+      // Slots i+1 .. i+8 move down one; kNoKey comes in behind the last key.
+      const int i = index_in(l, b);
+      move8(&l->k[i], &l->k[i + 1]);
+      move8(&l->blk[i], &l->blk[i + 1]);
     }
-    // Split the full leaf: the upper half moves to a new leaf on its right.
+    --l->n;
+    b->tleaf = nullptr;
+    --size_;
+    // An empty root leaf stays for the next insert (size bins empty and refill all the time).
+    if (l->n == 0 && l != root_) remove_leaf(l);
+  }
+
+ private:
+  // Splits the full leaf l (the upper half moves to a new leaf on its right) and puts k at pos.
+  __attribute__((noinline)) void split_and_put(Leaf* l, int pos, Key k, Block* b) {
     Leaf* r = new_leaf();
-    const int half = kCap / 2;
-    for (int i = half; i < kCap; ++i) {
+    const int half = kLeafCap / 2;
+    for (int i = half; i < kLeafCap; ++i) {
       r->k[i - half] = l->k[i];
       r->blk[i - half] = l->blk[i];
       r->blk[i - half]->tleaf = r;
+      l->k[i] = kNoKey;
     }
-    r->n = kCap - half;
+    r->n = kLeafCap - half;
     l->n = half;
     r->next = l->next;
     r->prev = l;
@@ -133,18 +214,8 @@ class BlockSet {
     insert_child(l->parent, l, r->k[0], r, /*leaves=*/true);
   }
 
-  void erase(Block* b) {
-    Leaf* l = static_cast<Leaf*>(b->tleaf);
-    int i = index_in(l, b);
-    for (int j = i + 1; j < l->n; ++j) {
-      l->k[j - 1] = l->k[j];
-      l->blk[j - 1] = l->blk[j];
-    }
-    --l->n;
-    b->tleaf = nullptr;
-    --size_;
-    if (l->n > 0 || l == root_) return;  // an empty root leaf stays for the next insert
-    // Remove the empty leaf.
+  // Unlinks and frees the empty non-root leaf l.
+  __attribute__((noinline)) void remove_leaf(Leaf* l) {
     if (l->prev)
       l->prev->next = l->next;
     else
@@ -158,7 +229,6 @@ class BlockSet {
     remove_child(p, l);
   }
 
- private:
   static Key make_key(StreamId stream, Bytes size, DevPtr ptr) {
     constexpr Bytes kMaxSize = (Bytes{1} << 48) - 1;  // a larger lookup key finds nothing
     Key hi = static_cast<std::uint64_t>(static_cast<std::uint16_t>(stream)) << 48;
@@ -166,17 +236,25 @@ class BlockSet {
     return (hi << 64) | ptr;
   }
 
-  // Number of keys among the first n that are less than key (branch-free).
-  static int count_less(const Key* ks, int n, Key key) {
+  // Number of a leaf's keys that are less than key: all 8 slots compared (the unused ones
+  // hold kNoKey), independent compares without a branch.
+  static int count_less(const Key* ks, Key key) {
     int c = 0;
-    for (int i = 0; i < n; ++i) c += ks[i] < key;
+#pragma GCC unroll 8
+    for (int i = 0; i < kLeafCap; ++i) c += ks[i] < key;
     return c;
   }
-  // Number of separators that are <= key: the child to follow.
+  // Number of separators among the first n (sorted) that are not greater than key:
+  // branch-free binary search.
   static int count_le(const Key* ks, int n, Key key) {
-    int c = 0;
-    for (int i = 0; i < n; ++i) c += ks[i] <= key;
-    return c;
+    if (n == 0) return 0;
+    const Key* base = ks;
+    for (int len = n; len > 1;) {
+      const int half = len >> 1;
+      base += half & -static_cast<int>(base[half] <= key);
+      len -= half;
+    }
+    return static_cast<int>(base - ks) + (*base <= key);
   }
 
   Leaf* descend(Key k) const {
@@ -188,18 +266,45 @@ class BlockSet {
     return static_cast<Leaf*>(node);
   }
 
+  // Moves 8 slots from src to dst (the ranges may overlap): a fixed-size memcpy through a
+  // temporary compiles to straight-line vector loads and stores.
+  template <class T>
+  static void move8(T* dst, const T* src) {
+    T tmp[kLeafCap];
+    std::memcpy(tmp, src, sizeof tmp);
+    std::memcpy(dst, tmp, sizeof tmp);
+  }
+
+  // Writes a key with one 16-byte store: move8 reads keys with 16-byte loads, which the CPU
+  // does not forward from two recent 8-byte stores (a stall of a dozen cycles).
+  static void store_key(Key* slot, Key k) {
+#if defined(__SSE2__)
+    _mm_store_si128(reinterpret_cast<__m128i*>(slot),
+                    _mm_set_epi64x(static_cast<long long>(k >> 64), static_cast<long long>(k)));
+#else
+    *slot = k;
+#endif
+  }
+
   static int index_in(const Leaf* l, const Block* b) {
     int i = 0;
     while (l->blk[i] != b) ++i;
     return i;
   }
 
+  static void put_first(Leaf* l, Key k, Block* b) {  // l is empty
+    store_key(&l->k[0], k);
+    l->blk[0] = b;
+    b->tleaf = l;
+    l->n = 1;
+  }
+
+  // Puts k at pos of a leaf that is not full: slots pos .. pos+7 move up one (slots 8..15
+  // receive kNoKey, so they keep it).
   static void put(Leaf* l, int pos, Key k, Block* b) {
-    for (int j = l->n; j > pos; --j) {
-      l->k[j] = l->k[j - 1];
-      l->blk[j] = l->blk[j - 1];
-    }
-    l->k[pos] = k;
+    move8(&l->k[pos + 1], &l->k[pos]);
+    move8(&l->blk[pos + 1], &l->blk[pos]);
+    store_key(&l->k[pos], k);
     l->blk[pos] = b;
     b->tleaf = l;
     ++l->n;
@@ -297,42 +402,18 @@ class BlockSet {
     remove_child(pp, p);
   }
 
-  Leaf* new_leaf() {
-    if (!free_leaves_.empty()) {
-      Leaf* l = free_leaves_.back();
-      free_leaves_.pop_back();
-      l->n = 0;
-      l->prev = l->next = nullptr;
-      l->parent = nullptr;
-      return l;
-    }
-    leaf_store_.emplace_back(new Leaf());
-    return leaf_store_.back().get();
-  }
-  void free_leaf(Leaf* l) { free_leaves_.push_back(l); }
-  Inner* new_inner() {
-    if (!free_inners_.empty()) {
-      Inner* in = free_inners_.back();
-      free_inners_.pop_back();
-      in->n = 0;
-      in->leaves = false;
-      in->parent = nullptr;
-      return in;
-    }
-    inner_store_.emplace_back(new Inner());
-    return inner_store_.back().get();
-  }
-  void free_inner(Inner* in) { free_inners_.push_back(in); }
+  Leaf* new_leaf() { return nodes_->new_leaf(); }
+  void free_leaf(Leaf* l) { nodes_->free_leaf(l); }
+  Inner* new_inner() { return nodes_->new_inner(); }
+  void free_inner(Inner* in) { nodes_->free_inner(in); }
 
+  std::unique_ptr<Nodes> own_;  // default-constructed sets own their nodes
+  Nodes* nodes_;
   void* root_ = nullptr;
   int height_ = 0;  // 0: no node yet; 1: the root is a leaf (kept, possibly empty)
   Leaf* head_ = nullptr;
   Leaf* tail_ = nullptr;
   std::size_t size_ = 0;
-  std::vector<std::unique_ptr<Leaf>> leaf_store_;
-  std::vector<std::unique_ptr<Inner>> inner_store_;
-  std::vector<Leaf*> free_leaves_;
-  std::vector<Inner*> free_inners_;
 };
 
 }  // namespace gmb::caching

@@ -16,6 +16,7 @@
 #include "allocators/caching/alloc_conf.h"
 #include "allocators/caching/expandable_segment.h"
 #include "allocators/caching/block_set.h"
+#include "allocators/caching/free_block_set.h"
 #include "allocators/registry.h"
 #include "allocators/units.h"
 
@@ -25,26 +26,30 @@ namespace {
 
 struct Pool;
 
-struct Block {
+// 128 bytes, on a cache line boundary: what malloc/free read of a block and of its neighbours
+// (address, size, links, set position, flags) is in the first line; requested, es and
+// gc_count_base are in the second.
+struct alignas(64) Block {
+  DevPtr ptr = 0;
+  Bytes size = 0;
+  Block* prev = nullptr;  // neighbours inside the segment
+  Block* next = nullptr;
   // Leaf of the set the block is in: its pool's free set (mapped, not allocated) or its pool's
   // unmapped set (expandable segments); nullptr for allocated blocks, which are in neither.
   void* tleaf = nullptr;
-  StreamId stream = 0;
-  DevPtr ptr = 0;
-  Bytes size = 0;
-  Bytes requested = 0;
+  void* tbin = nullptr;  // the free set's size bin holding the block (free_block_set.h)
   Pool* pool = nullptr;
-  Block* prev = nullptr;  // neighbours inside the segment
-  Block* next = nullptr;
-  ExpandableSegment* es = nullptr;
-  std::int64_t gc_count_base = 0;
+  StreamId stream = 0;
   bool allocated = false;
   bool mapped = true;
+  Bytes requested = 0;
+  ExpandableSegment* es = nullptr;
+  std::int64_t gc_count_base = 0;
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-using SizeSet = BlockSet<Block, true>;  // PyTorch BlockPool::blocks
+using SizeSet = FreeBlockSet<Block>;     // PyTorch BlockPool::blocks
 using AddrSet = BlockSet<Block, false>;  // PyTorch BlockPool::unmapped
 
 enum StatType { kAll = 0, kSmall = 1, kLarge = 2 };
@@ -75,21 +80,37 @@ struct Stat {
   }
 };
 
+// One statistic for all/small_pool/large_pool. Only what cannot be derived is kept, since the
+// hot paths update several of these per call: `allocated` (the sum of increases) per pool, the
+// all-pool one being their sum; `freed` = allocated - current. A decrease is two subtractions.
 struct StatArray {
-  Stat s[3];
-  void increase(int pool_stat, std::int64_t n) {
-    s[kAll].increase(n);
-    s[pool_stat].increase(n);
+  std::int64_t current[3] = {}, peak[3] = {}, allocated[3] = {};
+  [[gnu::always_inline]] void increase(int pool_stat, std::int64_t n) {
+    current[kAll] += n;
+    peak[kAll] = std::max(peak[kAll], current[kAll]);
+    current[pool_stat] += n;
+    peak[pool_stat] = std::max(peak[pool_stat], current[pool_stat]);
+    allocated[pool_stat] += n;
   }
-  void decrease(int pool_stat, std::int64_t n) {
-    s[kAll].decrease(n);
-    s[pool_stat].decrease(n);
+  [[gnu::always_inline]] void decrease(int pool_stat, std::int64_t n) {
+    current[kAll] -= n;
+    current[pool_stat] -= n;
+  }
+  Stat at(int idx) const {
+    Stat s;
+    s.current = current[idx];
+    s.peak = peak[idx];
+    s.allocated = idx == kAll ? allocated[kSmall] + allocated[kLarge] : allocated[idx];
+    s.freed = s.allocated - s.current;
+    return s;
   }
 };
 
+// PyTorch's active/active_bytes are not kept: without record_stream a block is active exactly
+// while it is allocated, so they equal allocation/allocated_bytes (memory_stats reports them).
 struct DeviceStats {
-  StatArray allocation, segment, active, inactive_split;
-  StatArray allocated_bytes, reserved_bytes, active_bytes, inactive_split_bytes, requested_bytes;
+  StatArray allocation, segment, inactive_split;
+  StatArray allocated_bytes, reserved_bytes, inactive_split_bytes, requested_bytes;
   std::int64_t num_alloc_retries = 0, num_ooms = 0;
   Stat oversize_allocations, oversize_segments;
   std::int64_t num_sync_all_streams = 0, num_device_alloc = 0, num_device_free = 0;
@@ -125,7 +146,8 @@ class BlockArena {
   Block* free_ = nullptr;
 };
 
-// Address -> live block. Open addressing, linear probing, backward-shift deletion.
+// Address -> live block. Open addressing, linear probing, backward-shift deletion; kept at
+// most half full so that probes and shifts stay short.
 class PtrMap {
  public:
   PtrMap() { rehash(64); }
@@ -138,7 +160,7 @@ class PtrMap {
   }
 
   void insert(DevPtr key, Block* value) {
-    if ((count_ + 1) * 4 > slots_.size() * 3) rehash(slots_.size() * 2);
+    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
     std::size_t i = slot(key);
     while (slots_[i].key != 0) i = (i + 1) & mask_;
     slots_[i] = {key, value};
@@ -227,6 +249,9 @@ class CachingAllocator final : public Allocator {
         allowed_memory_maximum_(limit),
         gc_active_(cfg_.garbage_collection_threshold > 0.0),
         es_active_(cfg_.expandable_segments),
+        rounds_power2_(std::any_of(cfg_.roundup_power2_divisions.begin(),
+                                   cfg_.roundup_power2_divisions.end(),
+                                   [](Bytes d) { return d > 1; })),
         card_bytes_(device.info().total_bytes ? device.info().total_bytes
                                               : device.info().capacity_bytes) {
     small_.is_small = true;
@@ -246,8 +271,7 @@ class CachingAllocator final : public Allocator {
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
     if (bytes == 0) return DevPtr{0};  // PyTorch hands out nullptr for 0 bytes
-    if (stream < 0 || stream > 65535)
-      throw std::invalid_argument(fmt::format("caching allocator: stream id {} outside [0, 65535]", stream));
+    if (stream < 0 || stream > 65535) throw_bad_stream(stream);
     Block* b = malloc(bytes, stream);
     if (!b) return std::nullopt;
     live_.insert(b->ptr, b);
@@ -257,7 +281,7 @@ class CachingAllocator final : public Allocator {
   void deallocate(DevPtr ptr) override {
     if (ptr == 0) return;
     Block* b = live_.take(ptr);
-    if (!b) throw std::invalid_argument(fmt::format("invalid device pointer: {:#x}", ptr));
+    if (!b) throw_bad_pointer(ptr);
     free(b);
   }
 
@@ -265,14 +289,14 @@ class CachingAllocator final : public Allocator {
 
   AllocatorStats stats() const override {
     AllocatorStats s;
-    s.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.s[kAll].current);
-    s.reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.s[kAll].current);
-    s.requested_bytes = static_cast<Bytes>(stats_.requested_bytes.s[kAll].current);
-    s.peak_allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.s[kAll].peak);
-    s.peak_reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.s[kAll].peak);
-    s.segments = static_cast<std::uint64_t>(stats_.segment.s[kAll].current);
-    s.allocs = static_cast<std::uint64_t>(stats_.allocation.s[kAll].allocated);
-    s.frees = static_cast<std::uint64_t>(stats_.allocation.s[kAll].freed);
+    s.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.current[kAll]);
+    s.reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.current[kAll]);
+    s.requested_bytes = static_cast<Bytes>(stats_.requested_bytes.current[kAll]);
+    s.peak_allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.peak[kAll]);
+    s.peak_reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.peak[kAll]);
+    s.segments = static_cast<std::uint64_t>(stats_.segment.current[kAll]);
+    s.allocs = static_cast<std::uint64_t>(stats_.allocation.at(kAll).allocated);
+    s.frees = static_cast<std::uint64_t>(stats_.allocation.at(kAll).freed);
     s.cache_hits = cache_hits_;
     s.device_allocs = static_cast<std::uint64_t>(stats_.num_device_alloc);
     s.device_frees = static_cast<std::uint64_t>(stats_.num_device_free);
@@ -290,6 +314,14 @@ class CachingAllocator final : public Allocator {
   std::string memory_summary() const override;
 
  private:
+  [[noreturn, gnu::cold, gnu::noinline]] static void throw_bad_stream(StreamId stream) {
+    throw std::invalid_argument(
+        fmt::format("caching allocator: stream id {} outside [0, 65535]", stream));
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] static void throw_bad_pointer(DevPtr ptr) {
+    throw std::invalid_argument(fmt::format("invalid device pointer: {:#x}", ptr));
+  }
+
   // ---- malloc / free -----------------------------------------------------------------------
   Block* malloc(Bytes orig_size, StreamId stream) {
     AllocParams p;
@@ -326,9 +358,11 @@ class CachingAllocator final : public Allocator {
 
   Bytes round_size(Bytes size) const {
     if (size < kMinBlockSize) return kMinBlockSize;
-    Bytes divisions = cfg_.divisions_for(size);
-    if (divisions > 1 && size > kMinBlockSize * divisions)
-      return roundup_power2_next_division(size, divisions);
+    if (rounds_power2_) {
+      Bytes divisions = cfg_.divisions_for(size);
+      if (divisions > 1 && size > kMinBlockSize * divisions)
+        return roundup_power2_next_division(size, divisions);
+    }
     return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
   }
 
@@ -426,8 +460,6 @@ class CachingAllocator final : public Allocator {
     const auto size = static_cast<std::int64_t>(block->size);
     stats_.allocation.increase(st, 1);
     stats_.allocated_bytes.increase(st, size);
-    stats_.active.increase(st, 1);
-    stats_.active_bytes.increase(st, size);
     stats_.requested_bytes.increase(st, static_cast<std::int64_t>(orig_size));
     if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
     return block;
@@ -435,7 +467,6 @@ class CachingAllocator final : public Allocator {
 
   void free_block(Block* block) {
     Pool& pool = *block->pool;
-    const Bytes original_size = block->size;
     const Bytes requested = block->requested;
     std::int64_t net_blocks = 0, net_bytes = 0;
     Block* candidates[2] = {block->prev, block->next};
@@ -459,8 +490,6 @@ class CachingAllocator final : public Allocator {
       if (net_bytes > 0) stats_.inactive_split_bytes.increase(st, net_bytes);
       else if (net_bytes < 0) stats_.inactive_split_bytes.decrease(st, -net_bytes);
     }
-    stats_.active.decrease(st, 1);
-    stats_.active_bytes.decrease(st, static_cast<std::int64_t>(original_size));
     stats_.requested_bytes.decrease(st, static_cast<std::int64_t>(requested));
   }
 
@@ -746,8 +775,8 @@ class CachingAllocator final : public Allocator {
     ++stats_.num_ooms;
     OomDetails& o = last_oom_;
     o.requested_bytes = orig_size;
-    o.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.s[kAll].current);
-    o.reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.s[kAll].current);
+    o.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.current[kAll]);
+    o.reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.current[kAll]);
     o.cached_bytes = o.reserved_bytes - o.allocated_bytes;
     o.largest_free_block = 0;
     for (Pool* pool : {&large_, &small_})
@@ -784,6 +813,7 @@ class CachingAllocator final : public Allocator {
   Bytes allowed_memory_maximum_;
   bool gc_active_;
   bool es_active_;
+  bool rounds_power2_;  // some roundup_power2_divisions entry > 1
   Bytes card_bytes_;
   Pool small_, large_;
   DeviceStats stats_;
@@ -850,17 +880,17 @@ std::vector<std::pair<std::string, std::int64_t>> CachingAllocator::memory_stats
     out.emplace_back(prefix + ".freed", s.freed);
   };
   auto add_array = [&](const char* name, const StatArray& a) {
-    add_stat(fmt::format("{}.all", name), a.s[kAll]);
-    add_stat(fmt::format("{}.small_pool", name), a.s[kSmall]);
-    add_stat(fmt::format("{}.large_pool", name), a.s[kLarge]);
+    add_stat(fmt::format("{}.all", name), a.at(kAll));
+    add_stat(fmt::format("{}.small_pool", name), a.at(kSmall));
+    add_stat(fmt::format("{}.large_pool", name), a.at(kLarge));
   };
   add_array("allocation", stats_.allocation);
   add_array("segment", stats_.segment);
-  add_array("active", stats_.active);
+  add_array("active", stats_.allocation);  // see DeviceStats
   add_array("inactive_split", stats_.inactive_split);
   add_array("allocated_bytes", stats_.allocated_bytes);
   add_array("reserved_bytes", stats_.reserved_bytes);
-  add_array("active_bytes", stats_.active_bytes);
+  add_array("active_bytes", stats_.allocated_bytes);
   add_array("inactive_split_bytes", stats_.inactive_split_bytes);
   add_array("requested_bytes", stats_.requested_bytes);
   add_stat("oversize_allocations", stats_.oversize_allocations);
@@ -916,22 +946,22 @@ std::string CachingAllocator::memory_summary() const {
   };
   const Metric metrics[] = {
       {&stats_.allocated_bytes, "Allocated memory", true},
-      {&stats_.active_bytes, "Active memory", true},
+      {&stats_.allocated_bytes, "Active memory", true},
       {&stats_.requested_bytes, "Requested memory", true},
       {&stats_.reserved_bytes, "GPU reserved memory", true},
       {&stats_.inactive_split_bytes, "Non-releasable memory", true},
       {&stats_.allocation, "Allocations", false},
-      {&stats_.active, "Active allocs", false},
+      {&stats_.allocation, "Active allocs", false},
       {&stats_.segment, "GPU reserved segments", false},
       {&stats_.inactive_split, "Non-releasable allocs", false},
   };
   for (const Metric& m : metrics) {
     lines.push_back(dash);
-    const Stat& all = m.a->s[kAll];
+    const Stat all = m.a->at(kAll);
     const std::pair<int, const char*> subs[] = {
         {kAll, m.name}, {kLarge, "      from large pool"}, {kSmall, "      from small pool"}};
     for (const auto& [idx, label] : subs) {
-      const Stat& s = m.a->s[idx];
+      const Stat s = m.a->at(idx);
       auto f = [&](std::int64_t v, std::int64_t pref) {
         return m.bytes ? format_size(v, static_cast<double>(pref))
                        : format_count(v, static_cast<double>(pref));

@@ -1,0 +1,214 @@
+// FreeBlockSet: a pool's cached free blocks (PyTorch's BlockPool::blocks), in exactly the order
+// of std::set<Block*, BlockComparatorSize>: by (stream, size, address), streams as unsigned
+// numbers.
+//
+// Why not one ordered tree: the malloc path asks for the best fit (the first block of its
+// stream not smaller than the request), and free/split insert and erase a few blocks per call;
+// a tree over all free blocks costs a root-to-leaf search of 128-bit keys for each of them.
+// Here each stream's blocks are spread over size bins, and a bitmap says which bins hold any.
+// A bin covers one size class (one size per 512 bytes below 64 KiB, then 64 classes per power
+// of two, like TLSF) and keeps its blocks in a BlockSet (block_set.h) ordered by (size,
+// address), so ties still go to the lowest address. Bins are monotone in size: bin order, then
+// the order inside a bin, is the set's order. A bin holds a few blocks, so a best-fit search
+// is a bitmap scan and a look at one small leaf, and a block records its bin (tbin), so erasing
+// searches nothing.
+//
+// Block must have the fields BlockSet needs (stream, size, ptr, tleaf) and `void* tbin`; a
+// block's key must not change while it is in the set.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "allocators/caching/block_set.h"
+
+namespace gmb::caching {
+
+template <class Block>
+class FreeBlockSet {
+  using Set = BlockSet<Block, true>;
+
+  // Sizes in 512-byte units u: u < 128 has a bin of its own, larger u fall in 64 equal bins per
+  // power of two. Sizes below 2^64 need 3200 bins: 50 bitmap words under one summary word.
+  static constexpr int kBins = 3200;
+  static constexpr int kWords = kBins / 64;
+
+  // Branch-free: with fl = max(floor(log2 u), 6), u < 128 gives u itself.
+  static int bin_of(Bytes size) {
+    const Bytes u = size >> 9;
+    const int fl = std::max(63 - __builtin_clzll(u | 1), 6);  // u in [2^fl, 2^(fl+1))
+    return ((fl - 6) << 6) + static_cast<int>(u >> (fl - 6));
+  }
+
+  struct Stream;
+  struct Bin : Set {
+    Bin(typename Set::Nodes& nodes, Stream* s, int i) : Set(nodes), owner(s), index(i) {}
+    Stream* owner;
+    int index;
+  };
+
+  // The bins of one stream.
+  struct Stream {
+    Stream(StreamId s, typename Set::Nodes& nodes) : stream(s) {
+      for (int i = 0; i < kBins; ++i) new (&bin(i)) Bin(nodes, this, i);
+    }
+    ~Stream() {
+      for (int i = 0; i < kBins; ++i) bin(i).~Bin();
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    Bin& bin(int i) { return std::launder(reinterpret_cast<Bin*>(raw))[i]; }
+    bool empty() const { return summary == 0; }
+
+    void mark(int i) {
+      words[i >> 6] |= std::uint64_t{1} << (i & 63);
+      summary |= std::uint64_t{1} << (i >> 6);
+    }
+    void unmark(int i) {
+      if (!(words[i >> 6] &= ~(std::uint64_t{1} << (i & 63))))
+        summary &= ~(std::uint64_t{1} << (i >> 6));
+    }
+    // First non-empty bin >= i (-1: none).
+    int next_bin(int i) const {
+      if (i >= kBins) return -1;
+      int w = i >> 6;
+      const std::uint64_t m = words[w] & (~std::uint64_t{0} << (i & 63));
+      if (m) return (w << 6) | __builtin_ctzll(m);
+      const std::uint64_t s = summary & (~std::uint64_t{0} << (w + 1));  // w + 1 < 64
+      if (!s) return -1;
+      w = __builtin_ctzll(s);
+      return (w << 6) | __builtin_ctzll(words[w]);
+    }
+    // Last non-empty bin <= i (-1: none).
+    int prev_bin(int i) const {
+      if (i < 0) return -1;
+      int w = i >> 6;
+      const std::uint64_t m = words[w] & (~std::uint64_t{0} >> (63 - (i & 63)));
+      if (m) return (w << 6) | (63 - __builtin_clzll(m));
+      const std::uint64_t s = summary & ((std::uint64_t{1} << w) - 1);
+      if (!s) return -1;
+      w = 63 - __builtin_clzll(s);
+      return (w << 6) | (63 - __builtin_clzll(words[w]));
+    }
+    Block* first() { return bin(next_bin(0)).first(); }  // not empty()
+    Block* last() { return bin(prev_bin(kBins - 1)).last(); }
+
+    StreamId stream;
+    std::uint64_t summary = 0;  // bit w: words[w] != 0
+    std::uint64_t words[kWords] = {};
+    alignas(Bin) unsigned char raw[kBins * sizeof(Bin)];
+  };
+
+  static std::uint16_t order(StreamId s) { return static_cast<std::uint16_t>(s); }
+  static Bin& bin_holding(const Block* b) { return *static_cast<Bin*>(b->tbin); }
+
+ public:
+  FreeBlockSet() = default;
+  FreeBlockSet(const FreeBlockSet&) = delete;
+  FreeBlockSet& operator=(const FreeBlockSet&) = delete;
+
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+
+  Block* first() const { return first_from(0); }
+  Block* last() const {
+    for (std::size_t k = streams_.size(); k-- > 0;)
+      if (!streams_[k]->empty()) return streams_[k]->last();
+    return nullptr;
+  }
+
+  Block* next(const Block* b) const {
+    Bin& bin = bin_holding(b);
+    if (Block* n = bin.next(b)) return n;
+    Stream& s = *bin.owner;
+    if (int j = s.next_bin(bin.index + 1); j >= 0) return s.bin(j).first();
+    return first_from(index_of(s.stream) + 1);
+  }
+  Block* prev(const Block* b) const {
+    Bin& bin = bin_holding(b);
+    if (Block* p = bin.prev(b)) return p;
+    Stream& s = *bin.owner;
+    if (int j = s.prev_bin(bin.index - 1); j >= 0) return s.bin(j).last();
+    for (std::size_t k = index_of(s.stream); k-- > 0;)
+      if (!streams_[k]->empty()) return streams_[k]->last();
+    return nullptr;
+  }
+
+  // First block not less than key (nullptr: none).
+  Block* lower_bound(const BlockKey& key) const {
+    Stream* s = cached_;
+    if (!s || s->stream != key.stream) return lower_bound_in_other_stream(key);
+    return lower_bound_in(*s, key);
+  }
+
+  void insert(Block* b) {
+    Stream& s = stream_for_insert(b->stream);
+    const int i = bin_of(b->size);
+    Bin& bin = s.bin(i);
+    if (bin.empty()) s.mark(i);
+    bin.insert(b);
+    b->tbin = &bin;
+    ++size_;
+  }
+
+  void erase(Block* b) {
+    Bin& bin = bin_holding(b);
+    bin.erase(b);
+    b->tbin = nullptr;
+    if (bin.empty()) bin.owner->unmark(bin.index);
+    --size_;
+  }
+
+ private:
+  Block* lower_bound_in(Stream& s, const BlockKey& key) const {
+    const int i = bin_of(key.size);
+    if (Block* b = s.bin(i).lower_bound(key)) return b;
+    if (int j = s.next_bin(i + 1); j >= 0) return s.bin(j).first();
+    return first_from(index_of(s.stream) + 1);
+  }
+  __attribute__((noinline)) Block* lower_bound_in_other_stream(const BlockKey& key) const {
+    const std::size_t si = index_of(key.stream);
+    if (si == streams_.size()) return nullptr;
+    if (streams_[si]->stream != key.stream) return first_from(si);
+    return lower_bound_in(*streams_[si], key);
+  }
+
+  // Index of the first stream not below `stream` (streams_.size(): none).
+  std::size_t index_of(StreamId stream) const {
+    auto it = std::lower_bound(streams_.begin(), streams_.end(), order(stream),
+                               [](const std::unique_ptr<Stream>& s, std::uint16_t v) {
+                                 return order(s->stream) < v;
+                               });
+    return static_cast<std::size_t>(it - streams_.begin());
+  }
+  // Most programs use one stream: the last one used is remembered.
+  Stream& stream_for_insert(StreamId stream) {
+    if (cached_ && cached_->stream == stream) return *cached_;
+    return switch_stream(stream);
+  }
+  __attribute__((noinline)) Stream& switch_stream(StreamId stream) {
+    const std::size_t i = index_of(stream);
+    if (i == streams_.size() || streams_[i]->stream != stream)
+      streams_.insert(streams_.begin() + static_cast<std::ptrdiff_t>(i),
+                      std::make_unique<Stream>(stream, nodes_));
+    cached_ = streams_[i].get();
+    return *cached_;
+  }
+  Block* first_from(std::size_t si) const {
+    for (; si < streams_.size(); ++si)
+      if (!streams_[si]->empty()) return streams_[si]->first();
+    return nullptr;
+  }
+
+  typename Set::Nodes nodes_;  // shared by every bin (declared first: destroyed last)
+  std::vector<std::unique_ptr<Stream>> streams_;  // by stream, as unsigned numbers
+  Stream* cached_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace gmb::caching
