@@ -27,8 +27,9 @@ namespace {
 struct Pool;
 
 // 128 bytes, on a cache line boundary: what malloc/free read of a block and of its neighbours
-// (address, size, links, set position, flags) is in the first line; requested, es and
-// gc_count_base are in the second.
+// (address, size, links, set position, requested size, flags) is in the first line; es and
+// gc_count_base are in the second. The pool is a flag (CachingAllocator::pool_of), and so is
+// whether the block lies in an expandable segment (set_es keeps it in step with es).
 struct alignas(64) Block {
   DevPtr ptr = 0;
   Bytes size = 0;
@@ -38,15 +39,23 @@ struct alignas(64) Block {
   // unmapped set (expandable segments); nullptr for allocated blocks, which are in neither.
   void* tleaf = nullptr;
   void* tbin = nullptr;  // the free set's size bin holding the block (free_block_set.h)
-  Pool* pool = nullptr;
+  Bytes requested = 0;
   StreamId stream = 0;
+  bool small = false;  // in the small pool, else the large one
   bool allocated = false;
   bool mapped = true;
-  Bytes requested = 0;
+  bool expandable = false;  // es != nullptr; es is not read (nor reset by make()) otherwise
   ExpandableSegment* es = nullptr;
-  std::int64_t gc_count_base = 0;
+  std::int64_t gc_count_base = 0;  // kept only under garbage collection
 
-  bool is_split() const { return prev != nullptr || next != nullptr; }
+  // Without a branch: whether a block is split varies from call to call.
+  bool is_split() const {
+    return (reinterpret_cast<std::uintptr_t>(prev) | reinterpret_cast<std::uintptr_t>(next)) != 0;
+  }
+  void set_es(ExpandableSegment* s) {
+    es = s;
+    expandable = s != nullptr;
+  }
 };
 
 using SizeSet = FreeBlockSet<Block>;     // PyTorch BlockPool::blocks
@@ -58,11 +67,12 @@ struct Pool {
   SizeSet blocks;    // cached free blocks
   AddrSet unmapped;  // expandable segments: address space without pages
   bool is_small = false;
+  bool track_gc_age = false;  // garbage collection is on: blocks record gc_count_base
   int stat = kLarge;
   std::int64_t get_free_blocks_call_count = 0;
 
   void insert_into_blocks(Block* b) {
-    b->gc_count_base = get_free_blocks_call_count;
+    if (track_gc_age) b->gc_count_base = get_free_blocks_call_count;
     blocks.insert(b);
   }
 };
@@ -96,6 +106,15 @@ struct StatArray {
     current[kAll] -= n;
     current[pool_stat] -= n;
   }
+  // increase(n) for n > 0, decrease(-n) for n < 0, nothing for 0, without a branch (peak >=
+  // current always, so the max changes nothing unless current went up).
+  [[gnu::always_inline]] void add(int pool_stat, std::int64_t n) {
+    current[kAll] += n;
+    peak[kAll] = std::max(peak[kAll], current[kAll]);
+    current[pool_stat] += n;
+    peak[pool_stat] = std::max(peak[pool_stat], current[pool_stat]);
+    allocated[pool_stat] += std::max<std::int64_t>(n, 0);
+  }
   Stat at(int idx) const {
     Stat s;
     s.current = current[idx];
@@ -120,11 +139,22 @@ struct DeviceStats {
 // Blocks come from chunks and go back to a free list: no malloc on the hot path.
 class BlockArena {
  public:
+  // A block in its initial state, as far as anything reads it: the first cache line (es,
+  // requested and gc_count_base are written before they are read).
   Block* make() {
     if (!free_) grow();
     Block* b = free_;
     free_ = b->next;
-    *b = Block{};
+    b->ptr = 0;
+    b->size = 0;
+    b->prev = b->next = nullptr;
+    b->tleaf = b->tbin = nullptr;
+    b->requested = 0;
+    b->stream = 0;
+    b->small = false;
+    b->allocated = false;
+    b->mapped = true;
+    b->expandable = false;
     return b;
   }
   void recycle(Block* b) {
@@ -146,78 +176,72 @@ class BlockArena {
   Block* free_ = nullptr;
 };
 
-// Address -> live block. Open addressing, linear probing, backward-shift deletion; kept at
-// most half full so that probes and shifts stay short.
+// Address -> live block. Open addressing, linear probing, backward-shift deletion. A slot is
+// just the block pointer (the key is the block's address, which does not change while the
+// block is live): comparing it reads the block, which the caller reads next anyway. Kept at
+// most 1/8 full (8 bytes a slot, 64 bytes per live block), so that a probe almost always ends
+// at the first or second slot: the exits of probe loops are branches the CPU mispredicts.
 class PtrMap {
  public:
   PtrMap() { rehash(64); }
 
   Block* find(DevPtr key) const {
     for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
-      if (slots_[i].key == key) return slots_[i].value;
-      if (slots_[i].key == 0) return nullptr;
+      Block* b = slots_[i];
+      if (!b || b->ptr == key) return b;
     }
   }
 
-  void insert(DevPtr key, Block* value) {
-    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
-    std::size_t i = slot(key);
-    while (slots_[i].key != 0) i = (i + 1) & mask_;
-    slots_[i] = {key, value};
+  void insert(Block* b) {
+    if ((count_ + 1) * 8 > slots_.size()) rehash(slots_.size() * 2);
+    std::size_t i = slot(b->ptr);
+    while (slots_[i]) i = (i + 1) & mask_;
+    slots_[i] = b;
     ++count_;
   }
 
   // Removes key and returns its block (nullptr: not there).
   Block* take(DevPtr key) {
     std::size_t i = slot(key);
-    while (slots_[i].key != key) {
-      if (slots_[i].key == 0) return nullptr;
-      i = (i + 1) & mask_;
-    }
-    Block* value = slots_[i].value;
-    std::size_t j = i;
-    for (;;) {
-      j = (j + 1) & mask_;
-      if (slots_[j].key == 0) break;
-      std::size_t home = slot(slots_[j].key);
+    Block* found;
+    while ((found = slots_[i]) && found->ptr != key) i = (i + 1) & mask_;
+    if (!found) return nullptr;
+    for (std::size_t j = (i + 1) & mask_; slots_[j]; j = (j + 1) & mask_) {
+      const std::size_t home = slot(slots_[j]->ptr);
       // Move j back into the hole at i unless its home lies cyclically in (i, j].
-      bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+      const bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
       if (!in_range) {
         slots_[i] = slots_[j];
         i = j;
       }
     }
-    slots_[i] = {0, nullptr};
+    slots_[i] = nullptr;
     --count_;
-    return value;
+    return found;
   }
 
   std::size_t size() const { return count_; }
 
   template <class F>
   void for_each(F&& f) const {
-    for (const auto& s : slots_)
-      if (s.key != 0) f(s.value);
+    for (Block* b : slots_)
+      if (b) f(b);
   }
 
  private:
-  struct Slot {
-    DevPtr key;
-    Block* value;
-  };
   std::size_t slot(DevPtr key) const {
     return static_cast<std::size_t>(((key >> 9) * 0x9E3779B97F4A7C15ULL) >> shift_);
   }
   void rehash(std::size_t capacity) {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(capacity, Slot{0, nullptr});
+    std::vector<Block*> old = std::move(slots_);
+    slots_.assign(capacity, nullptr);
     mask_ = capacity - 1;
     shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(capacity));
     count_ = 0;
-    for (const auto& s : old)
-      if (s.key != 0) insert(s.key, s.value);
+    for (Block* b : old)
+      if (b) insert(b);
   }
-  std::vector<Slot> slots_;
+  std::vector<Block*> slots_;
   std::size_t mask_ = 0;
   unsigned shift_ = 0;
   std::size_t count_ = 0;
@@ -254,6 +278,7 @@ class CachingAllocator final : public Allocator {
                                    [](Bytes d) { return d > 1; })),
         card_bytes_(device.info().total_bytes ? device.info().total_bytes
                                               : device.info().capacity_bytes) {
+    small_.track_gc_age = large_.track_gc_age = gc_active_;
     small_.is_small = true;
     small_.stat = kSmall;
     large_.is_small = false;
@@ -265,7 +290,7 @@ class CachingAllocator final : public Allocator {
     // Give every segment back to the device.
     std::vector<Block*> all = all_blocks();
     for (Block* b : all)
-      if (!b->es && !b->prev) device_.free(b->ptr);
+      if (!b->expandable && !b->prev) device_.free(b->ptr);
     expandable_segments_.clear();
   }
 
@@ -274,7 +299,7 @@ class CachingAllocator final : public Allocator {
     if (stream < 0 || stream > 65535) throw_bad_stream(stream);
     Block* b = malloc(bytes, stream);
     if (!b) return std::nullopt;
-    live_.insert(b->ptr, b);
+    live_.insert(b);
     return b->ptr;
   }
 
@@ -327,13 +352,13 @@ class CachingAllocator final : public Allocator {
     AllocParams p;
     p.size = round_size(orig_size);
     p.stream = stream;
-    p.pool = p.size <= kSmallSize ? &small_ : &large_;
-    p.alloc_size = allocation_size(p.size);
+    p.pool = pool_by_small_[p.size <= kSmallSize];
 
     bool found = get_free_block(p);
     if (found) {
       ++cache_hits_;
     } else {
+      p.alloc_size = allocation_size(p.size);
       if (gc_active_) garbage_collect_cached_blocks();
       bool retried = false;
       found = alloc_block(p, false) ||
@@ -349,7 +374,7 @@ class CachingAllocator final : public Allocator {
 
   void free(Block* block) {
     block->allocated = false;
-    int st = block->pool->stat;
+    int st = pool_of(block).stat;
     stats_.allocation.decrease(st, 1);
     stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
     if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
@@ -381,10 +406,15 @@ class CachingAllocator final : public Allocator {
     return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
   }
 
+  Pool& pool_of(const Block* b) { return *pool_by_small_[b->small]; }
+
   bool should_split(const Block* block, Bytes size) const {
     Bytes remaining = block->size - size;
-    if (block->pool->is_small || es_active_) return remaining >= kMinBlockSize;
-    return size < cfg_.max_split_size && remaining > kSmallSize;
+    // Both rules evaluated and selected without branches: which pool varies call to call.
+    const int small_rule = remaining >= kMinBlockSize;
+    const int large_rule = (size < cfg_.max_split_size) & (remaining > kSmallSize);
+    const int use_small = block->small | es_active_;
+    return (use_small & small_rule) | ((1 - use_small) & large_rule);
   }
 
   bool get_free_block(AllocParams& p) {
@@ -392,14 +422,14 @@ class CachingAllocator final : public Allocator {
     if (gc_active_) ++pool.get_free_blocks_call_count;
     Block* it = pool.blocks.lower_bound(BlockKey{p.stream, p.size, 0});
     if (!it || it->stream != p.stream) return false;
-    if (it->es) {
+    if (it->expandable) {
       if (es_active_) {
         // Best fit by the size a block can grow to: its own plus the unmapped space after it.
         auto expandable_size = [](const Block* b) {
           return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
         };
         Block* next = pool.blocks.next(it);
-        while (it->es && next && next->stream == p.stream &&
+        while (it->expandable && next && next->stream == p.stream &&
                expandable_size(next) < expandable_size(it)) {
           it = next;
           next = pool.blocks.next(next);
@@ -407,7 +437,7 @@ class CachingAllocator final : public Allocator {
       } else {
         do {
           it = pool.blocks.next(it);
-        } while (it && it->es && it->stream == p.stream);
+        } while (it && it->expandable && it->stream == p.stream);
         if (!it || it->stream != p.stream) return false;
       }
     }
@@ -431,9 +461,9 @@ class CachingAllocator final : public Allocator {
       block = arena_.make();
       block->stream = p.stream;
       block->size = p.size;
-      block->pool = &pool;
+      block->small = pool.is_small;
       block->ptr = remaining->ptr;
-      block->es = remaining->es;
+      if (remaining->expandable) block->set_es(remaining->es);  // es: second cache line
       block->prev = remaining->prev;
       if (block->prev) block->prev->next = block;
       block->next = remaining;
@@ -441,7 +471,7 @@ class CachingAllocator final : public Allocator {
       remaining->ptr += p.size;
       remaining->size -= p.size;
       pool.insert_into_blocks(remaining);
-      if (!block->es) {
+      if (!block->expandable) {
         if (already_split) {
           // An inactive split block shrinks by size bytes.
           stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
@@ -451,7 +481,7 @@ class CachingAllocator final : public Allocator {
           stats_.inactive_split.increase(st, 1);
         }
       }
-    } else if (already_split && !block->es) {
+    } else if (already_split && !block->expandable) {
       stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
       stats_.inactive_split.decrease(st, 1);
     }
@@ -466,29 +496,24 @@ class CachingAllocator final : public Allocator {
   }
 
   void free_block(Block* block) {
-    Pool& pool = *block->pool;
+    Pool& pool = pool_of(block);
     const Bytes requested = block->requested;
     std::int64_t net_blocks = 0, net_bytes = 0;
     Block* candidates[2] = {block->prev, block->next};
     for (Block* c : candidates) {
-      Bytes subsumed = try_merge_blocks(block, c, pool);
-      if (subsumed > 0) {
-        net_blocks -= 1;
-        net_bytes -= static_cast<std::int64_t>(subsumed);
-      }
+      const Bytes subsumed = try_merge_blocks(block, c, pool);
+      net_blocks -= subsumed > 0;
+      net_bytes -= static_cast<std::int64_t>(subsumed);
     }
     pool.insert_into_blocks(block);
-    if (block->is_split()) {
-      net_blocks += 1;
-      net_bytes += static_cast<std::int64_t>(block->size);
-    }
+    const bool split = block->is_split();
+    net_blocks += split;
+    net_bytes += split ? static_cast<std::int64_t>(block->size) : 0;
     int st = pool.stat;
-    if (!block->es) {
+    if (!block->expandable) {
       // Expandable segments are left out of inactive_split, as in PyTorch.
-      if (net_blocks > 0) stats_.inactive_split.increase(st, net_blocks);
-      else if (net_blocks < 0) stats_.inactive_split.decrease(st, -net_blocks);
-      if (net_bytes > 0) stats_.inactive_split_bytes.increase(st, net_bytes);
-      else if (net_bytes < 0) stats_.inactive_split_bytes.decrease(st, -net_bytes);
+      stats_.inactive_split.add(st, net_blocks);
+      stats_.inactive_split_bytes.add(st, net_bytes);
     }
     stats_.requested_bytes.decrease(st, static_cast<std::int64_t>(requested));
   }
@@ -528,7 +553,7 @@ class CachingAllocator final : public Allocator {
     Block* b = arena_.make();
     b->stream = p.stream;
     b->size = p.alloc_size;
-    b->pool = p.pool;
+    b->small = p.pool->is_small;
     b->ptr = *ptr;
     p.block = b;
     stats_.segment.increase(p.pool->stat, 1);
@@ -545,7 +570,7 @@ class CachingAllocator final : public Allocator {
     Pool& pool = *p.pool;
     const Bytes key_size = std::max(p.size, cfg_.max_split_size);
     Block* it = pool.blocks.lower_bound(BlockKey{p.stream, key_size, 0});
-    if (!it || it->stream != p.stream || it->es) {
+    if (!it || it->stream != p.stream || it->expandable) {
       if (it == pool.blocks.first()) return false;
       it = it ? pool.blocks.prev(it) : pool.blocks.last();
       Bytes released = 0;
@@ -553,7 +578,7 @@ class CachingAllocator final : public Allocator {
         Block* cur = it;
         Block* before = pool.blocks.prev(cur);
         if (before) it = before;
-        if (!cur->es) {
+        if (!cur->expandable) {
           released += cur->size;
           release_block(cur);
         }
@@ -580,7 +605,7 @@ class CachingAllocator final : public Allocator {
     for (Block* b = pool.blocks.first(); b;) {
       Block* cur = b;
       b = pool.blocks.next(b);
-      if (cur->es)
+      if (cur->expandable)
         to_unmap.push_back(cur);
       else if (!cur->prev && !cur->next)
         release_block(cur);
@@ -595,7 +620,7 @@ class CachingAllocator final : public Allocator {
     ++stats_.num_device_free;
     device_.free(b->ptr);
     total_allocated_memory_ -= b->size;
-    Pool& pool = *b->pool;
+    Pool& pool = pool_of(b);
     stats_.segment.decrease(pool.stat, 1);
     stats_.reserved_bytes.decrease(pool.stat, static_cast<std::int64_t>(b->size));
     if (b->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
@@ -609,9 +634,9 @@ class CachingAllocator final : public Allocator {
     if (total_allocated_memory_ <= gc_threshold) return;
     const Bytes target = total_allocated_memory_ - gc_threshold;
     Bytes reclaimed = 0;
-    auto gc_count = [](const Block* b) {
+    auto gc_count = [this](const Block* b) {  // b is in the large pool
       return static_cast<std::size_t>(
-          static_cast<int>(b->pool->get_free_blocks_call_count - b->gc_count_base));
+          static_cast<int>(large_.get_free_blocks_call_count - b->gc_count_base));
     };
     std::size_t total_age = 0;
     int freeable = 0;
@@ -629,7 +654,7 @@ class CachingAllocator final : public Allocator {
       for (Block* b = large_.blocks.first(); b;) {
         Block* cur = b;
         b = large_.blocks.next(b);
-        if (!cur->is_split() && !cur->es &&
+        if (!cur->is_split() && !cur->expandable &&
             static_cast<double>(gc_count(cur)) >= age_threshold) {
           block_freed = true;
           reclaimed += cur->size;
@@ -667,10 +692,10 @@ class CachingAllocator final : public Allocator {
     Block* candidate = arena_.make();
     candidate->stream = stream;
     candidate->size = es->size();
-    candidate->pool = &pool;
+    candidate->small = pool.is_small;
     candidate->ptr = es->base();
     candidate->mapped = false;
-    candidate->es = es;
+    candidate->set_es(es);
     pool.unmapped.insert(candidate);
     return candidate;
   }
@@ -678,17 +703,17 @@ class CachingAllocator final : public Allocator {
   bool map_block(Block* to_map, Bytes size) {
     SegmentRange r = to_map->es->map(to_map->ptr, size);
     if (r.size == 0) return false;
-    Pool& pool = *to_map->pool;
+    Pool& pool = pool_of(to_map);
     pool.unmapped.erase(to_map);
     to_map->mapped = true;
     if (r.size < to_map->size) {
       Block* remaining = arena_.make();
       remaining->stream = to_map->stream;
       remaining->size = to_map->size - r.size;
-      remaining->pool = &pool;
+      remaining->small = pool.is_small;
       remaining->ptr = to_map->ptr + r.size;
       remaining->mapped = false;
-      remaining->es = to_map->es;
+      remaining->set_es(to_map->es);
       splice(remaining, to_map, to_map->next);
       pool.unmapped.insert(remaining);
       to_map->size = r.size;
@@ -720,16 +745,16 @@ class CachingAllocator final : public Allocator {
   void unmap_block(Block* block) {
     SegmentRange r = block->es->unmap(block->ptr, block->size);
     if (r.size == 0) return;
-    Pool& pool = *block->pool;
+    Pool& pool = pool_of(block);
     pool.blocks.erase(block);
     const Bytes before = r.ptr - block->ptr;
     if (before > 0) {
       Block* b = arena_.make();
       b->stream = block->stream;
       b->size = before;
-      b->pool = &pool;
+      b->small = pool.is_small;
       b->ptr = block->ptr;
-      b->es = block->es;
+      b->set_es(block->es);
       splice(b, block->prev, block);
       pool.insert_into_blocks(b);
     }
@@ -738,9 +763,9 @@ class CachingAllocator final : public Allocator {
       Block* a = arena_.make();
       a->stream = block->stream;
       a->size = after;
-      a->pool = &pool;
+      a->small = pool.is_small;
       a->ptr = r.ptr + r.size;
-      a->es = block->es;
+      a->set_es(block->es);
       splice(a, block, block->next);
       pool.insert_into_blocks(a);
     }
@@ -756,7 +781,7 @@ class CachingAllocator final : public Allocator {
   }
 
   void release_expandable_segment(Block* block) {
-    block->pool->unmapped.erase(block);
+    pool_of(block).unmapped.erase(block);
     auto it = std::find_if(expandable_segments_.begin(), expandable_segments_.end(),
                            [&](const auto& e) { return e.get() == block->es; });
     if (it != expandable_segments_.end()) expandable_segments_.erase(it);
@@ -816,6 +841,7 @@ class CachingAllocator final : public Allocator {
   bool rounds_power2_;  // some roundup_power2_divisions entry > 1
   Bytes card_bytes_;
   Pool small_, large_;
+  Pool* const pool_by_small_[2] = {&large_, &small_};  // a load where a branch would mispredict
   DeviceStats stats_;
   Bytes total_allocated_memory_ = 0;
   BlockArena arena_;
@@ -833,7 +859,7 @@ std::vector<SegmentInfo> CachingAllocator::segments() const {
     SegmentInfo seg;
     seg.address = head->ptr;
     seg.stream = head->stream;
-    seg.pool = head->pool->is_small ? "small" : "large";
+    seg.pool = head->small ? "small" : "large";
     for (const Block* b = head; b && b->mapped; b = b->next) {
       BlockInfo bi;
       bi.offset = b->ptr - head->ptr;
@@ -859,7 +885,7 @@ std::vector<SegmentInfo> CachingAllocator::block_map() const {
     SegmentInfo seg;
     seg.address = head->ptr;
     seg.stream = head->stream;
-    seg.pool = head->pool->is_small ? "small" : "large";
+    seg.pool = head->small ? "small" : "large";
     for (const Block* b = head; b; b = b->next) {
       seg.blocks.push_back({b->ptr - head->ptr, b->size, b->allocated, b->mapped});
       seg.size += b->size;
