@@ -69,9 +69,10 @@ class FreeBlockSet {
       words[i >> 6] |= std::uint64_t{1} << (i & 63);
       summary |= std::uint64_t{1} << (i >> 6);
     }
-    void unmark(int i) {
-      if (!(words[i >> 6] &= ~(std::uint64_t{1} << (i & 63))))
-        summary &= ~(std::uint64_t{1} << (i >> 6));
+    // Clears bin i's bit if the bin is empty, without a branch.
+    void unmark_if_empty(int i, bool empty) {
+      const std::uint64_t w = words[i >> 6] &= ~(std::uint64_t{empty} << (i & 63));
+      summary &= ~(std::uint64_t{w == 0} << (i >> 6));
     }
     // First non-empty bin >= i (-1: none).
     int next_bin(int i) const {
@@ -150,7 +151,7 @@ class FreeBlockSet {
     Stream& s = stream_for_insert(b->stream);
     const int i = bin_of(b->size);
     Bin& bin = s.bin(i);
-    if (bin.empty()) s.mark(i);
+    s.mark(i);  // already set or not: no branch
     bin.insert(b);
     b->tbin = &bin;
     ++size_;
@@ -160,7 +161,7 @@ class FreeBlockSet {
     Bin& bin = bin_holding(b);
     bin.erase(b);
     b->tbin = nullptr;
-    if (bin.empty()) bin.owner->unmark(bin.index);
+    bin.owner->unmark_if_empty(bin.index, bin.empty());
     --size_;
   }
 
