@@ -12,11 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <map>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,91 +21,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#ifdef GMB_HAVE_ZLIB
-#include <zlib.h>
-#endif
-
 #include "allocators/caching/caching_allocator.h"
 #include "allocators/device.h"
 #include "allocators/units.h"
+#include "torch_ref_data.h"
 
 namespace gmb {
 namespace {
 
-// GMB_TORCH_REF_DIR overrides the directory (to check a fresh recording before committing it).
-std::string data_dir() {
-  const char* env = std::getenv("GMB_TORCH_REF_DIR");
-  return env && *env ? std::string(env) : std::string(GMB_SOURCE_DIR) + "/tests/data/torch_ref";
-}
-
-// Columns of <case>.csv.gz after event,action,id,bytes,stream,ptr.
-constexpr const char* kFields[] = {"allocated_bytes",   "reserved_bytes",   "active_bytes",
-                                   "requested_bytes",   "inactive_split_bytes", "segments",
-                                   "num_alloc_retries", "num_ooms",         "num_device_alloc",
-                                   "num_device_free",   "oom"};
-constexpr int kNumFields = sizeof(kFields) / sizeof(kFields[0]);
-
-struct Row {
-  std::int64_t event = 0;
-  bool alloc = false;
-  std::int64_t id = 0;
-  Bytes bytes = 0;
-  StreamId stream = 0;
-  std::uint64_t ptr = 0;
-  std::int64_t v[kNumFields] = {};
-};
-
-bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
-
-#ifdef GMB_HAVE_ZLIB
-std::string read_gz(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot open " + path);
-  std::string out;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
-  int err = 0;
-  const char* msg = gzerror(f, &err);
-  gzclose(f);
-  if (n < 0 || (err != Z_OK && err != Z_STREAM_END))
-    throw std::runtime_error("cannot read " + path + ": " + msg);
-  return out;
-}
-#endif
-
-std::vector<Row> parse_rows(const std::string& text, const std::string& name) {
-  std::vector<Row> rows;
-  std::istringstream in(text);
-  std::string line;
-  std::getline(in, line);  // header
-  const std::string expected_header =
-      "event,action,id,bytes,stream,ptr,allocated_bytes,reserved_bytes,active_bytes,"
-      "requested_bytes,inactive_split_bytes,segments,num_alloc_retries,num_ooms,"
-      "num_device_alloc,num_device_free,oom";
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  if (line != expected_header) throw std::runtime_error(name + ": unexpected header: " + line);
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    std::vector<std::string> f;
-    std::string cell;
-    std::istringstream ls(line);
-    while (std::getline(ls, cell, ',')) f.push_back(cell);
-    if (line.back() == ',') f.emplace_back();
-    if (f.size() != 6 + kNumFields)
-      throw std::runtime_error(name + ": bad row: " + line);
-    Row r;
-    r.event = std::stoll(f[0]);
-    r.alloc = f[1] == "alloc";
-    r.id = std::stoll(f[2]);
-    r.bytes = f[3].empty() ? 0 : std::stoull(f[3]);
-    r.stream = static_cast<StreamId>(std::stoi(f[4]));
-    r.ptr = std::stoull(f[5]);
-    for (int i = 0; i < kNumFields; ++i) r.v[i] = std::stoll(f[6 + i]);
-    rows.push_back(r);
-  }
-  return rows;
-}
+using namespace torch_ref;
 
 std::string describe(const Row& r) {
   return r.alloc ? fmt::format("#{} alloc id={} bytes={} ({}) stream={}", r.event, r.id, r.bytes,
@@ -128,51 +49,23 @@ CaseResult replay_case(const nlohmann::json& c, const std::vector<Row>& rows, By
                        const DeviceMaker& make_device) {
   CaseResult res;
   auto device = make_device(card_bytes);
-  AllocatorOptions opts;
-  std::string conf = c.value("alloc_conf", std::string());
-  if (!conf.empty()) opts["alloc_conf"] = conf;
-  // The exact limit PyTorch applied (fraction x total, truncated), else the requested one.
-  const nlohmann::json* limit = nullptr;
-  if (c.contains("limit_effective_bytes") && !c["limit_effective_bytes"].is_null())
-    limit = &c["limit_effective_bytes"];
-  else if (c.contains("limit_bytes") && !c["limit_bytes"].is_null())
-    limit = &c["limit_bytes"];
-  // Without a recorded limit, the card's size (a real GPU leaves a little less free).
-  opts["memory_limit_bytes"] = std::to_string(limit ? limit->get<std::uint64_t>() : card_bytes);
-  auto alloc = make_caching_allocator(*device, opts);
+  const std::string conf = c.value("alloc_conf", std::string());
+  // The exact limit PyTorch applied, else the requested one, else the card's size (a real GPU
+  // leaves a little less free).
+  const nlohmann::json* limit = recorded_limit(c);
+  auto alloc = make_caching_allocator(*device, case_options(c, card_bytes));
 
   std::unordered_map<std::int64_t, DevPtr> live;
   std::vector<std::string> history;  // recent events, for the report
   for (const Row& r : rows) {
-    int oom = 0;
-    if (r.alloc) {
-      auto p = alloc->allocate(r.bytes, r.stream);
-      if (p)
-        live[r.id] = *p;
-      else
-        oom = 1;
-    } else if (auto it = live.find(r.id); it != live.end()) {
-      alloc->deallocate(it->second);
-      live.erase(it);
-    }
+    const int oom = apply_event(*alloc, live, r);
     ++res.events;
 
-    std::map<std::string, std::int64_t> ms;
-    for (const auto& [k, v] : alloc->memory_stats()) ms[k] = v;
-    const std::int64_t ours[kNumFields] = {
-        ms["allocated_bytes.all.current"],  ms["reserved_bytes.all.current"],
-        ms["active_bytes.all.current"],     ms["requested_bytes.all.current"],
-        ms["inactive_split_bytes.all.current"], ms["segment.all.current"],
-        ms["num_alloc_retries"],            ms["num_ooms"],
-        ms["num_device_alloc"],             ms["num_device_free"],
-        oom};
+    const Ours ours = our_stats(*alloc, oom);
     std::string diff;
-    for (int i = 0; i < kNumFields; ++i) {
-      if (r.v[i] == -1 && i >= 6 && i <= 9) continue;  // counter this torch does not report
-      if (ours[i] != r.v[i])
-        diff += fmt::format("\n    {:<21} pytorch {:>14}  ours {:>14}  (diff {:+})", kFields[i],
-                            r.v[i], ours[i], ours[i] - r.v[i]);
-    }
+    for (int i : differing_fields(r, ours))
+      diff += fmt::format("\n    {:<21} pytorch {:>14}  ours {:>14}  (diff {:+})", kFields[i],
+                          r.v[i], ours.v[i], ours.v[i] - r.v[i]);
     history.push_back(describe(r) + (r.alloc && r.v[10] == 0
                                          ? fmt::format(" -> ptr {:#x}", r.ptr)
                                          : std::string()));
@@ -224,15 +117,13 @@ void replay_all_cases(const DeviceMaker& make_device, const char* tag) {
   }
   // The card PyTorch ran on: the limit for cases without one, and the size expandable
   // segments reserve address space for.
-  Bytes card = 150ull * 1000 * 1000 * 1000;
-  if (manifest.contains("total_global_mem") && manifest["total_global_mem"].is_number())
-    card = manifest["total_global_mem"].get<Bytes>();
+  const Bytes card = manifest_card_bytes(manifest);
   ASSERT_TRUE(manifest.contains("cases")) << manifest_path << ": no \"cases\"";
 
   std::size_t cases = 0, events = 0, failed = 0, skipped = 0;
   for (const auto& c : manifest["cases"]) {
     const std::string name = c.value("name", std::string());
-    if (c.value("status", std::string("ok")) != "ok" || c.value("device_oom_suspect", false)) {
+    if (!case_replayable(c)) {
       // Not recorded, or hit the card's own limit (machine-dependent): nothing to compare.
       ++skipped;
       std::printf("[fidelity] %-40s skipped (status %s%s)\n", name.c_str(),

@@ -56,12 +56,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#ifdef GMB_HAVE_ZLIB
-#include <zlib.h>
-#endif
-
 #include "allocators/caching/caching_allocator.h"
 #include "allocators/device.h"
+#include "torch_ref_data.h"
 
 namespace gmb {
 namespace {
@@ -70,30 +67,10 @@ namespace {
 const char* const kCases[] = {"default__boundaries", "default__mix_small_a", "default__mix_small_b",
                               "rp4__mix_small_a", "rplist__boundaries"};
 
-std::string data_dir() {
-  const char* env = std::getenv("GMB_TORCH_REF_DIR");
-  return env && *env ? std::string(env) : std::string(GMB_SOURCE_DIR) + "/tests/data/torch_ref";
-}
+using namespace torch_ref;
 
 // ---------------------------------------------------------------------------------------
-// The reference data (format: see test_caching_fidelity.cpp)
-
-constexpr const char* kFields[] = {"allocated_bytes",   "reserved_bytes",   "active_bytes",
-                                   "requested_bytes",   "inactive_split_bytes", "segments",
-                                   "num_alloc_retries", "num_ooms",         "num_device_alloc",
-                                   "num_device_free",   "oom"};
-constexpr int kNumFields = sizeof(kFields) / sizeof(kFields[0]);
-constexpr int kDeviceAllocField = 8;
-
-struct Row {
-  std::int64_t event = 0;
-  bool alloc = false;
-  std::int64_t id = 0;
-  Bytes bytes = 0;
-  StreamId stream = 0;
-  std::uint64_t ptr = 0;
-  std::int64_t v[kNumFields] = {};
-};
+// The reference data (format: see torch_ref_data.h)
 
 struct Case {
   std::string name;
@@ -103,47 +80,6 @@ struct Case {
   // a fresh segment's first block is at its start). 0 where an event made several.
   std::vector<std::pair<std::int64_t, DevPtr>> torch_mallocs;
 };
-
-#ifdef GMB_HAVE_ZLIB
-std::string read_gz(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot open " + path);
-  std::string out;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
-  gzclose(f);
-  if (n < 0) throw std::runtime_error("cannot read " + path);
-  return out;
-}
-#endif
-
-std::vector<Row> parse_rows(const std::string& text, const std::string& name) {
-  std::vector<Row> rows;
-  std::istringstream in(text);
-  std::string line;
-  std::getline(in, line);  // header, checked by the fidelity test
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
-    std::vector<std::string> f;
-    std::string cell;
-    std::istringstream ls(line);
-    while (std::getline(ls, cell, ',')) f.push_back(cell);
-    if (line.back() == ',') f.emplace_back();
-    if (f.size() != 6 + kNumFields) throw std::runtime_error(name + ": bad row: " + line);
-    Row r;
-    r.event = std::stoll(f[0]);
-    r.alloc = f[1] == "alloc";
-    r.id = std::stoll(f[2]);
-    r.bytes = f[3].empty() ? 0 : std::stoull(f[3]);
-    r.stream = static_cast<StreamId>(std::stoi(f[4]));
-    r.ptr = std::stoull(f[5]);
-    for (int i = 0; i < kNumFields; ++i) r.v[i] = std::stoll(f[6 + i]);
-    rows.push_back(r);
-  }
-  return rows;
-}
 
 struct Data {
   Bytes card = 150ull * 1000 * 1000 * 1000;
@@ -158,16 +94,15 @@ Data load(const std::vector<std::string>& only) {
   std::ifstream in(data_dir() + "/manifest.json");
   if (!in) throw std::runtime_error("no " + data_dir() + "/manifest.json");
   in >> manifest;
-  if (manifest.contains("total_global_mem") && manifest["total_global_mem"].is_number())
-    d.card = manifest["total_global_mem"].get<Bytes>();
+  d.card = manifest_card_bytes(manifest);
   for (const auto& c : manifest["cases"]) {
     Case k;
     k.name = c.value("name", std::string());
     if (!only.empty() && std::find(only.begin(), only.end(), k.name) == only.end()) continue;
-    if (c.value("status", std::string("ok")) != "ok" || c.value("device_oom_suspect", false))
-      continue;
+    if (!case_replayable(c)) continue;
     k.spec = c;
-    k.rows = parse_rows(read_gz(data_dir() + "/" + k.name + ".csv.gz"), k.name);
+    k.rows = parse_rows(read_gz(data_dir() + "/" + k.name + ".csv.gz"), k.name,
+                        /*check_header=*/false);  // checked by the fidelity test
     std::int64_t prev = 0;
     for (const Row& r : k.rows) {
       std::int64_t n = r.v[kDeviceAllocField];
@@ -406,49 +341,19 @@ ReplayResult replay(const Case& c, Bytes card, Device& base, const ReplayOptions
     }
   };
 
-  AllocatorOptions opts;
-  std::string conf = c.spec.value("alloc_conf", std::string());
-  if (!conf.empty()) opts["alloc_conf"] = conf;
-  const nlohmann::json* limit = nullptr;
-  if (c.spec.contains("limit_effective_bytes") && !c.spec["limit_effective_bytes"].is_null())
-    limit = &c.spec["limit_effective_bytes"];
-  else if (c.spec.contains("limit_bytes") && !c.spec["limit_bytes"].is_null())
-    limit = &c.spec["limit_bytes"];
-  opts["memory_limit_bytes"] = std::to_string(limit ? limit->get<std::uint64_t>() : card);
   {
-    auto alloc = make_caching_allocator(dev, opts);
+    auto alloc = make_caching_allocator(dev, case_options(c.spec, card));
     std::unordered_map<std::int64_t, DevPtr> live;
     live.reserve(4096);
     for (const Row& r : c.rows) {
       dev.event = r.event;
       dev.stream = r.stream;
-      int oom = 0;
-      if (r.alloc) {
-        auto p = alloc->allocate(r.bytes, r.stream);
-        if (p)
-          live[r.id] = *p;
-        else
-          oom = 1;
-      } else if (auto it = live.find(r.id); it != live.end()) {
-        alloc->deallocate(it->second);
-        live.erase(it);
-      }
+      const int oom = apply_event(*alloc, live, r);
       ++res.events;
-      std::map<std::string, std::int64_t> ms;
-      for (const auto& [k, v] : alloc->memory_stats()) ms[k] = v;
-      const std::int64_t ours[kNumFields] = {
-          ms["allocated_bytes.all.current"],  ms["reserved_bytes.all.current"],
-          ms["active_bytes.all.current"],     ms["requested_bytes.all.current"],
-          ms["inactive_split_bytes.all.current"], ms["segment.all.current"],
-          ms["num_alloc_retries"],            ms["num_ooms"],
-          ms["num_device_alloc"],             ms["num_device_free"],
-          oom};
+      const Ours ours = our_stats(*alloc, oom);
       std::string diff;
-      for (int i = 0; i < kNumFields; ++i) {
-        if (r.v[i] == -1 && i >= 6 && i <= 9) continue;
-        if (ours[i] != r.v[i])
-          diff += fmt::format(" {} pytorch {} ours {};", kFields[i], r.v[i], ours[i]);
-      }
+      for (int i : differing_fields(r, ours))
+        diff += fmt::format(" {} pytorch {} ours {};", kFields[i], r.v[i], ours.v[i]);
       if (!diff.empty()) {
         res.mismatch_event = r.event;
         res.mismatch = fmt::format("#{} {} id={}{}:{}", r.event, r.alloc ? "alloc" : "free", r.id,
