@@ -94,12 +94,12 @@ struct Stat {
   }
 };
 
-// One statistic for all/small_pool/large_pool. Only what cannot be derived is kept, since the
-// hot paths update several of these per call: `allocated` (the sum of increases) per pool, the
-// all-pool one being their sum; `freed` = allocated - current. A decrease is two subtractions.
+// One statistic for all/small_pool/large_pool. The hot paths update several of these per call,
+// so only what cannot be derived is kept: `allocated` (the sum of increases) per pool only, the
+// all-pool one being their sum, and no `freed` (= allocated - current); a decrease is two
+// subtractions. The all-pool figures are fields apart from the per-pool arrays (index
+// pool_stat - 1), so that the compiler knows an update of one does not touch the other.
 struct StatArray {
-  // all-pool figures apart from the per-pool ones (index pool_stat - 1), so that the compiler
-  // knows an update of one does not touch the other.
   std::int64_t all_current = 0, all_peak = 0;
   std::int64_t current[2] = {}, peak[2] = {}, allocated[2] = {};
   [[gnu::always_inline]] void increase(int pool_stat, std::int64_t n) {
