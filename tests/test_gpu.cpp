@@ -1,20 +1,16 @@
 // GPU tests: run on the H200 through the device tool; skip themselves where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include "gpu_test_helpers.h"
+
 #include "allocators/registry.h"
 #include "harness/runner.h"
 #include "workloads/hole_pattern.h"
 
 using namespace gmb;
 
-#define REQUIRE_GPU() \
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible"
-
 namespace {
-CaseResult hole_case(DeviceChoice choice, const std::string& allocator, AllocatorOptions options = {}) {
-  CaseSpec spec{allocator, std::move(options), [] { return make_hole_pattern(HolePatternParams{}); }};
-  return run_case(spec, DeviceSpec{choice, 8 * GiB}, RunSettings{});
-}
+using gmb::testing::gpu_hole_case;
 }  // namespace
 
 TEST(Gpu, BallastLeavesTheConfiguredCapacity) {
@@ -34,8 +30,8 @@ TEST(Gpu, BallastLeavesTheConfiguredCapacity) {
 
 TEST(Gpu, HolePatternUnderCudaMallocReservesWhatTheSimSays) {
   REQUIRE_GPU();
-  auto gpu = hole_case(DeviceChoice::Cuda, "cuda_malloc");
-  auto sim = hole_case(DeviceChoice::Sim, "cuda_malloc");
+  auto gpu = gpu_hole_case(DeviceChoice::Cuda, "cuda_malloc");
+  auto sim = gpu_hole_case(DeviceChoice::Sim, "cuda_malloc");
   ASSERT_EQ(gpu.runs.size(), 1u) << gpu.error;
   std::printf("[gpu] hole pattern, cuda_malloc: peak reserved gpu %llu (cudaMemGetInfo), sim %llu bytes\n",
               (unsigned long long)gpu.runs[0].peak_reserved_bytes,
@@ -50,8 +46,8 @@ TEST(Gpu, PolicyAllocatorsDecideTheSameOnGpuAndSim) {
   for (const char* conf : {"", "expandable_segments:True"}) {
     AllocatorOptions o;
     if (*conf) o["alloc_conf"] = conf;
-    auto gpu = hole_case(DeviceChoice::Cuda, "caching", o);
-    auto sim = hole_case(DeviceChoice::Sim, "caching", o);
+    auto gpu = gpu_hole_case(DeviceChoice::Cuda, "caching", o);
+    auto sim = gpu_hole_case(DeviceChoice::Sim, "caching", o);
     ASSERT_EQ(gpu.runs.size(), 1u) << gpu.error;
     std::printf("[gpu] hole pattern, caching[%s]: peak reserved gpu %llu, sim %llu bytes\n", conf,
                 (unsigned long long)gpu.runs[0].peak_reserved_bytes,
@@ -79,7 +75,7 @@ TEST(Gpu, VmmMapAndUnmapTakeAndReturnPhysicalMemory) {
 TEST(Gpu, NativeAllocatorsRunTheHolePattern) {
   REQUIRE_GPU();
   for (const char* name : {"cuda_managed", "cuda_mempool"}) {
-    auto gpu = hole_case(DeviceChoice::Cuda, name);
+    auto gpu = gpu_hole_case(DeviceChoice::Cuda, name);
     ASSERT_EQ(gpu.runs.size(), 1u) << gpu.error;
     std::printf("[gpu] hole pattern, %s: peak reserved %llu, allocated %llu bytes\n", name,
                 (unsigned long long)gpu.runs[0].peak_reserved_bytes,

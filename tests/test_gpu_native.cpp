@@ -5,6 +5,8 @@
 // placement comparison assumes a fresh CUDA context, as the sim does.
 #include <gtest/gtest.h>
 
+#include "gpu_test_helpers.h"
+
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -15,15 +17,9 @@
 
 using namespace gmb;
 
-#define REQUIRE_GPU() \
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible"
-
 namespace {
 
-CaseResult hole_case(DeviceChoice choice, const std::string& allocator, AllocatorOptions options = {}) {
-  CaseSpec spec{allocator, std::move(options), [] { return make_hole_pattern(HolePatternParams{}); }};
-  return run_case(spec, DeviceSpec{choice, 8 * GiB}, RunSettings{});
-}
+using gmb::testing::gpu_hole_case;
 
 std::uint64_t splitmix64(std::uint64_t& s) {
   std::uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
@@ -118,8 +114,8 @@ double mib(Bytes b) { return double(b) / double(MiB); }
 
 TEST(GpuNative, MemPoolModelMatchesTheGpuOnTheHolePattern) {
   REQUIRE_GPU();
-  auto gpu = hole_case(DeviceChoice::Cuda, "cuda_mempool");
-  auto sim = hole_case(DeviceChoice::Sim, "cuda_mempool");
+  auto gpu = gpu_hole_case(DeviceChoice::Cuda, "cuda_mempool");
+  auto sim = gpu_hole_case(DeviceChoice::Sim, "cuda_mempool");
   ASSERT_EQ(gpu.runs.size(), 1u) << gpu.error;
   Bytes g = gpu.runs[0].peak_reserved_bytes, s = sim.runs[0].peak_reserved_bytes;
   std::printf("[gpu-native] hole pattern, cuda_mempool: peak reserved gpu %llu (%.0f MiB), sim model %llu (%.0f MiB)\n",
@@ -188,7 +184,7 @@ TEST(GpuNative, CudaMallocPlacementModelMatchesTheGpu) {
 // 13's location form), and the cap refusing a request that would pass the capacity.
 TEST(GpuNative, ManagedWithPrefetchAndAdviceRunsAndTheCapRefuses) {
   REQUIRE_GPU();
-  auto r = hole_case(DeviceChoice::Cuda, "cuda_managed",
+  auto r = gpu_hole_case(DeviceChoice::Cuda, "cuda_managed",
                      {{"prefetch", "true"}, {"preferred_location", "true"}, {"accessed_by", "true"}});
   ASSERT_EQ(r.runs.size(), 1u) << r.error;
   EXPECT_EQ(r.runs[0].peak_allocated_bytes, 650 * MiB);

@@ -3,6 +3,8 @@
 // Named Gpu*: they skip themselves where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include "gpu_test_helpers.h"
+
 #include <nlohmann/json.hpp>
 
 #include "allocators/device.h"
@@ -12,9 +14,6 @@ using namespace gmb::testing;
 using gmb::MiB;
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-#define REQUIRE_GPU() \
-  if (!gmb::cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible"
 
 namespace {
 

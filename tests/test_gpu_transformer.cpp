@@ -3,6 +3,8 @@
 // allocations as on sim, and the harness's share of the time is printed.
 #include <gtest/gtest.h>
 
+#include "gpu_test_helpers.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -14,9 +16,6 @@
 #include "workloads/transformer_compute.h"
 
 using namespace gmb;
-
-#define REQUIRE_GPU() \
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible"
 
 namespace {
 
