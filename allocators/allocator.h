@@ -30,6 +30,12 @@ struct AllocatorStats {
   bool modeled = false;              // reserved figures come from a model of the driver
 };
 
+// Bytes in use now: what the runner samples after every event (cheaper than stats()).
+struct MemoryInUse {
+  Bytes allocated_bytes = 0;
+  Bytes reserved_bytes = 0;
+};
+
 // One block inside a segment, for the segment/block map drawn at an OOM.
 struct BlockInfo {
   Bytes offset = 0;
@@ -70,6 +76,10 @@ class Allocator {
   virtual void end_of_step(std::uint64_t /*step*/) {}
 
   virtual AllocatorStats stats() const = 0;
+  virtual MemoryInUse in_use() const {
+    AllocatorStats s = stats();
+    return {s.allocated_bytes, s.reserved_bytes};
+  }
   virtual OomDetails last_oom() const = 0;
   virtual std::vector<SegmentInfo> segments() const { return {}; }
   // The picture drawn at an OOM: segments(), plus address space reserved but not mapped

@@ -11,6 +11,7 @@ namespace gmb {
 class TrackingAllocator : public Allocator {
  public:
   AllocatorStats stats() const override { return stats_; }
+  MemoryInUse in_use() const override { return {stats_.allocated_bytes, stats_.reserved_bytes}; }
   OomDetails last_oom() const override { return oom_; }
 
  protected:

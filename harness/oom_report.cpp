@@ -224,7 +224,8 @@ json oom_state_json(const CaseResult& c, const DeviceInfo& device, const std::st
                 {"usage_csv", stem + ".timeline.csv"},
                 {"usage_svg", stem + ".timeline.svg"},
                 {"ooms_csv", stem + ".ooms.csv"}};
-  j["usage_stride_events"] = c.oom_usage_stride;
+  j["usage_window_events"] = c.oom_usage_window_events;
+  j["usage_first_event"] = c.oom_usage.empty() ? 0 : c.oom_usage.front().event;
   return j;
 }
 
@@ -396,7 +397,9 @@ std::string usage_svg(const CaseResult& c) {
          fmt::format("{} OOM at event {} (step {}): {} requested with {} allocated and {} reserved of {}{}",
                      to_string(o.kind), o.event, o.step, format_bytes(o.requested_bytes),
                      format_bytes(o.allocated_bytes), format_bytes(o.reserved_bytes), format_bytes(o.capacity_bytes),
-                     c.oom_usage_stride > 1 ? fmt::format(" (every {}th event drawn)", c.oom_usage_stride) : ""),
+                     !c.oom_usage.empty() && c.oom_usage.front().event > 0
+                         ? fmt::format(" (the last {} events drawn)", c.oom_usage.size())
+                         : ""),
          12, kWidth - 32);
   const double kY0 = top + 16, kY1 = kY0 + kPlotH, kHeight = kY1 + 76;
   const auto& u = c.oom_usage;

@@ -103,10 +103,11 @@ struct CaseResult {
   std::vector<std::pair<std::string, std::int64_t>> memory_stats;  // end of first run
   std::string memory_summary;
   std::vector<SegmentInfo> oom_segments;  // block map at the first OOM of the first run
-  // First run: every OOM (up to kMaxOomEvents) and the usage after each event up to the first.
+  // First run: every OOM (up to kMaxOomEvents) and the usage after each of the events (the
+  // last oom_usage_window_events of them) up to the first.
   static constexpr std::size_t kMaxOomEvents = 10000;
   std::vector<OomRecord> oom_events;
-  std::uint64_t oom_usage_stride = 1;  // every stride-th event kept (long runs are thinned)
+  std::uint64_t oom_usage_window_events = 0;  // at most this many events before the OOM are kept
   std::vector<UsageSample> oom_usage;
   std::string error;  // non-empty: the case could not run
 };

@@ -1,13 +1,14 @@
 #include "harness/runner.h"
 
-#include <chrono>
+#include <algorithm>
 #include <fstream>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
 #include "allocators/units.h"
+#include "harness/buffer_table.h"
+#include "harness/tick_clock.h"
 
 namespace gmb {
 
@@ -41,11 +42,6 @@ std::unique_ptr<Device> make_device(const DeviceSpec& spec) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // One repeat of a case.
 struct CaseRun {
   const RunSettings& settings;
@@ -55,8 +51,10 @@ struct CaseRun {
   CaseResult& result;  // timeline / steps / block map are filled on the first run only
   bool first_run;
 
-  std::unordered_map<BufferId, DevPtr> live;
-  RunMetrics m;
+  BufferTable live{};
+  RunMetrics m{};
+  // Host time inside allocator calls and compute calls, in ticks (converted at the end).
+  TickClock::Ticks alloc_ticks = 0, compute_ticks = 0;
   double compute_modeled = 0;
   double real_tokens = 0, padded_tokens = 0;
 
@@ -69,11 +67,11 @@ struct CaseRun {
 
   // Returns false when the op failed with an OOM.
   bool do_alloc(const Op& op, std::uint64_t step, std::uint64_t event) {
-    auto t = Clock::now();
+    const TickClock::Ticks t = TickClock::now();
     auto ptr = allocator.allocate(op.bytes, op.stream);
-    m.alloc_seconds += seconds_since(t);
+    alloc_ticks += TickClock::now() - t;
     if (ptr) {
-      live[op.id] = *ptr;
+      live.put(op.id, *ptr);
       record_timeline(event, 'a', op, false);
       record_usage(event, step);
       return true;
@@ -98,7 +96,7 @@ struct CaseRun {
     if (!m.first_oom) {
       if (details) {
         result.oom_segments = allocator.block_map();
-        result.oom_usage.push_back({event, step, s.allocated_bytes, s.reserved_bytes});
+        keep_usage_up_to_oom({event, step, s.allocated_bytes, s.reserved_bytes});
       }
       m.first_oom = r;
     }
@@ -108,49 +106,56 @@ struct CaseRun {
   }
 
   void do_free(const Op& op, std::uint64_t step, std::uint64_t event) {
-    auto it = live.find(op.id);
-    if (it == live.end()) return;  // its allocation failed: nothing to free
-    auto t = Clock::now();
-    allocator.deallocate(it->second);
-    m.alloc_seconds += seconds_since(t);
-    live.erase(it);
+    const std::optional<DevPtr> ptr = live.take(op.id);
+    if (!ptr) return;  // its allocation failed: nothing to free
+    const TickClock::Ticks t = TickClock::now();
+    allocator.deallocate(*ptr);
+    alloc_ticks += TickClock::now() - t;
     record_timeline(event, 'f', op, false);
     record_usage(event, step);
   }
 
-  // Allocated and reserved bytes after each event until the first OOM. Past kMaxUsage rows the
-  // series keeps every other row and doubles its stride, so long runs stay bounded.
-  static constexpr std::size_t kMaxUsage = 1 << 20;
+  // Allocated and reserved bytes after each of the last kUsageWindow events, kept in a ring
+  // until the first OOM, when it becomes the picture of how the OOM came about (the step
+  // series covers the whole run). A ring, not a growing series: the cost per event stays one
+  // store into memory that is already warm.
+  static constexpr std::size_t kUsageWindow = std::size_t(1) << 17;
+  std::vector<UsageSample> usage_ring;
+  std::size_t usage_next = 0;  // where the next sample goes
   void record_usage(std::uint64_t event, std::uint64_t step) {
     if (!first_run || !settings.oom_block_map || m.first_oom) return;
-    if (event % result.oom_usage_stride) return;
-    AllocatorStats s = allocator.stats();
-    result.oom_usage.push_back({event, step, s.allocated_bytes, s.reserved_bytes});
-    if (result.oom_usage.size() >= kMaxUsage) {
-      result.oom_usage_stride *= 2;
-      std::size_t kept = 0;
-      for (const auto& u : result.oom_usage)
-        if (u.event % result.oom_usage_stride == 0) result.oom_usage[kept++] = u;
-      result.oom_usage.resize(kept);
+    const MemoryInUse u = allocator.in_use();
+    if (usage_ring.size() < kUsageWindow) {
+      usage_ring.push_back({event, step, u.allocated_bytes, u.reserved_bytes});
+      return;
     }
+    usage_ring[usage_next] = {event, step, u.allocated_bytes, u.reserved_bytes};
+    if (++usage_next == kUsageWindow) usage_next = 0;
+  }
+  // The window in event order, ending with the OOM's own row.
+  void keep_usage_up_to_oom(const UsageSample& at_oom) {
+    if (usage_ring.size() == kUsageWindow)
+      std::rotate(usage_ring.begin(), usage_ring.begin() + std::ptrdiff_t(usage_next), usage_ring.end());
+    result.oom_usage = std::move(usage_ring);
+    result.oom_usage.push_back(at_oom);
+    result.oom_usage_window_events = kUsageWindow;
+    usage_ring.clear();
   }
 
   void run(const ProgressFn& progress, std::uint64_t repeat_index) {
     ComputeContext ctx;
     ctx.real_gpu = !device.simulated();
     ctx.stream = device.native_stream(0);
-    ctx.buffer = [this](BufferId id) -> std::optional<DevPtr> {
-      auto it = live.find(id);
-      if (it == live.end()) return std::nullopt;
-      return it->second;
-    };
+    ctx.buffer = [this](BufferId id) { return live.find(id); };
     workload.prepare(ctx);
+    if (first_run && settings.oom_block_map) usage_ring.reserve(kUsageWindow);
     std::vector<Op> ops;
     const std::uint64_t steps =
         settings.max_steps ? std::min(settings.max_steps, workload.num_steps()) : workload.num_steps();
     bool stop = false;
     if (!device.simulated()) device.synchronize();
-    auto start = Clock::now();
+    TickCalibration clock;
+    clock.start();
     for (std::uint64_t step = 0; step < steps && !stop; ++step) {
       ops.clear();
       StepInfo info;
@@ -171,9 +176,9 @@ struct CaseRun {
             break;
           case Op::Kind::Compute:
             if (!skipping) {
-              auto t = Clock::now();
+              const TickClock::Ticks t = TickClock::now();
               compute_modeled += workload.compute(op, ctx);
-              m.compute_call_seconds += seconds_since(t);
+              compute_ticks += TickClock::now() - t;
             }
             break;
         }
@@ -192,10 +197,13 @@ struct CaseRun {
       }
       if (progress) progress(repeat_index, step + 1, steps);
     }
-    auto sync_start = Clock::now();
+    const TickClock::Ticks sync_start = TickClock::now();
     if (!device.simulated()) device.synchronize();
-    m.sync_seconds = seconds_since(sync_start);
-    double wall = seconds_since(start);
+    const TickClock::Ticks sync_ticks = TickClock::now() - sync_start;
+    const double wall = clock.stop();
+    m.alloc_seconds = clock.seconds(alloc_ticks);
+    m.compute_call_seconds = clock.seconds(compute_ticks);
+    m.sync_seconds = clock.seconds(sync_ticks);
     m.harness_seconds = std::max(0.0, wall - m.alloc_seconds - m.compute_call_seconds - m.sync_seconds);
     m.modeled_call_seconds = device.counters().modeled_call_seconds;
     workload.finish();
@@ -220,10 +228,9 @@ struct CaseRun {
     if (first_run) {
       result.memory_stats = allocator.memory_stats();
       result.memory_summary = allocator.memory_summary();
-      if (!m.first_oom) result.oom_usage.clear();  // the series only tells how an OOM came about
     }
     // Release what is still live so the allocator shuts down cleanly.
-    for (auto& [id, ptr] : live) allocator.deallocate(ptr);
+    live.for_each([this](BufferId, DevPtr ptr) { allocator.deallocate(ptr); });
     live.clear();
   }
 };

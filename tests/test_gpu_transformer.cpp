@@ -161,7 +161,9 @@ TEST(GpuTransformer, TrainingOnTheGpuAllocatesWhatTheSimSays) {
     EXPECT_FALSE(g.first_oom);
     EXPECT_EQ(g.peak_allocated_bytes, s.peak_allocated_bytes) << "the same ops on both devices";
     EXPECT_EQ(g.allocs, s.allocs);
-    if (std::string(allocator) == "caching") EXPECT_EQ(g.peak_reserved_bytes, s.peak_reserved_bytes);
+    if (std::string(allocator) == "caching") {
+      EXPECT_EQ(g.peak_reserved_bytes, s.peak_reserved_bytes);
+    }
     EXPECT_GT(g.compute_call_seconds, 0.0);
     EXPECT_FALSE(gpu.throughput_modeled);
   }

@@ -466,3 +466,53 @@ TEST(FragmentationOomPolicies, OomsAreCountedUnderEveryOnOomPolicy) {
   }
   fs::remove_all(dir);
 }
+
+namespace {
+
+// 1 MiB alloc/free pairs for `pairs` steps, then one request larger than the device.
+class PairsThenTooLarge final : public gmb::Workload {
+ public:
+  explicit PairsThenTooLarge(std::uint64_t pairs) : pairs_(pairs) {}
+  std::string kind() const override { return "pairs"; }
+  std::string label() const override { return "pairs"; }
+  std::uint64_t num_steps() const override { return pairs_ + 1; }
+  void step_ops(std::uint64_t step, std::vector<gmb::Op>& out, gmb::StepInfo&) override {
+    if (step < pairs_) {
+      out.push_back({gmb::Op::Kind::Alloc, step + 1, MiB, 0, 0});
+      out.push_back({gmb::Op::Kind::Free, step + 1, 0, 0, 0});
+    } else {
+      out.push_back({gmb::Op::Kind::Alloc, step + 1, 64 * gmb::GiB, 0, 0});
+    }
+  }
+
+ private:
+  std::uint64_t pairs_;
+};
+
+}  // namespace
+
+// A long run keeps the usage of the last events before its first OOM, in event order, ending
+// with the OOM's own row; a short run keeps every event.
+TEST(OomUsageWindow, LongRunsKeepTheLastEventsBeforeTheOomInOrder) {
+  for (std::uint64_t pairs : {std::uint64_t(10), std::uint64_t(100000)}) {
+    gmb::CaseSpec spec{"caching", {}, [pairs] { return std::make_unique<PairsThenTooLarge>(pairs); }};
+    gmb::CaseResult r = gmb::run_case(spec, gmb::DeviceSpec{gmb::DeviceChoice::Sim, 8 * gmb::GiB}, gmb::RunSettings{});
+    ASSERT_EQ(r.runs.size(), 1u);
+    ASSERT_TRUE(r.runs[0].first_oom);
+    const std::uint64_t oom_event = 2 * pairs;
+    EXPECT_EQ(r.runs[0].first_oom->event, oom_event);
+    const auto& u = r.oom_usage;
+    ASSERT_FALSE(u.empty());
+    const std::uint64_t kept = std::min<std::uint64_t>(oom_event + 1, r.oom_usage_window_events + 1);
+    ASSERT_EQ(u.size(), kept) << pairs << " pairs";
+    EXPECT_EQ(u.back().event, oom_event);
+    EXPECT_EQ(u.front().event, oom_event + 1 - kept);
+    for (std::size_t i = 1; i < u.size(); ++i) ASSERT_EQ(u[i].event, u[i - 1].event + 1) << "row " << i;
+    // 1 MiB allocated after each alloc, none after each free; one 2 MiB segment held throughout.
+    for (const auto& s : u) {
+      if (s.event == oom_event) continue;
+      EXPECT_EQ(s.allocated_bytes, s.event % 2 == 0 ? MiB : 0u) << "event " << s.event;
+      EXPECT_EQ(s.reserved_bytes, 2 * MiB) << "event " << s.event;
+    }
+  }
+}

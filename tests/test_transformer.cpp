@@ -187,8 +187,9 @@ TEST(Transformer, EveryGemmOperandFitsItsBufferAndEveryBufferIsWritten) {
       for (std::size_t i = 0; i < s.ops.size(); ++i)
         if (s.ops[i].kind == Op::Kind::Alloc && std::string(s.names[i]) != "cublas_workspace" &&
             std::string(s.names[i]).rfind("adam", 0) != 0 && std::string(s.names[i]) != "master_weight" &&
-            std::string(s.names[i]) != "grad")
+            std::string(s.names[i]) != "grad") {
           EXPECT_TRUE(written.count(s.ops[i].id)) << s.names[i] << " is never written";
+        }
     }
   }
 }
@@ -240,8 +241,9 @@ TEST(Transformer, StepInfoCountsRealAndPaddedTokens) {
   EXPECT_LT(s.info.real_tokens, s.info.padded_tokens);
   // The tensors are sized by the padded length.
   for (std::size_t i = 0; i < s.ops.size(); ++i)
-    if (s.ops[i].kind == Op::Kind::Alloc && std::string(s.names[i]) == "q")
+    if (s.ops[i].kind == Op::Kind::Alloc && std::string(s.names[i]) == "q") {
       EXPECT_EQ(s.ops[i].bytes, 2ull * 3 * 100 * 256);
+    }
 }
 
 TEST(Transformer, InferenceKvCacheGrowsByReallocation) {

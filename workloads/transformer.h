@@ -142,6 +142,8 @@ class TransformerWorkload final : public Workload {
   TransformerParams p_;
   SeqLenSampler sampler_;
   ModelRates rates_;
+  static constexpr std::uint64_t kPrecomputedSteps = 1 << 20;
+  std::vector<BatchShape> shapes_;  // drawn in prepare()
   std::vector<ComputeDesc> compute_;
   std::vector<BufferId> ids_;  // Touch inputs and outputs of this step
   std::vector<const char*> names_;

@@ -350,6 +350,10 @@ class CachingAllocator final : public Allocator {
     return s;
   }
 
+  MemoryInUse in_use() const override {
+    return {static_cast<Bytes>(stats_.allocated_bytes.all_current), static_cast<Bytes>(stats_.reserved_bytes.all_current)};
+  }
+
   OomDetails last_oom() const override { return last_oom_; }
 
   std::vector<SegmentInfo> segments() const override;
