@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -140,11 +141,33 @@ std::string command_line(int argc, char** argv) {
   return s;
 }
 
+// --allocator: run only the config's allocators named (every setting of that allocator) or
+// labelled (one setting, as the tables print it) by one of `flags`.
+void keep_allocators(Config& config, const std::vector<std::string>& flags) {
+  if (flags.empty()) return;
+  std::vector<std::string> labels;
+  for (const auto& a : config.allocators) labels.push_back(allocator_label(a.name, a.options));
+  std::vector<AllocatorSpec> kept;
+  for (std::size_t i = 0; i < config.allocators.size(); ++i)
+    if (std::find(flags.begin(), flags.end(), config.allocators[i].name) != flags.end() ||
+        std::find(flags.begin(), flags.end(), labels[i]) != flags.end())
+      kept.push_back(config.allocators[i]);
+  for (const auto& f : flags) {
+    bool known = std::find(labels.begin(), labels.end(), f) != labels.end();
+    for (const auto& a : config.allocators) known = known || a.name == f;
+    if (!known)
+      throw UsageError(fmt::format("--allocator: '{}' is not an allocator of {} (valid: {})", f, config.path,
+                                   fmt::join(labels, ", ")));
+  }
+  config.allocators = std::move(kept);
+}
+
 int run_config(const std::string& config_path, const std::string& device_flag, const std::string& capacity_flag,
                const std::string& output_flag, const std::string& format_flag, bool quiet,
-               const std::string& cmd, std::uint64_t steps_flag) {
+               const std::string& cmd, std::uint64_t steps_flag, const std::vector<std::string>& allocator_flags) {
   Config config = load_config(config_path);  // throws ConfigError: nothing has run
   if (steps_flag) config.run.max_steps = steps_flag;
+  keep_allocators(config, allocator_flags);
   std::vector<std::string> formats = {"md", "csv", "json"};
   if (!config.formats.empty()) formats = config.formats;
   if (!format_flag.empty()) formats = parse_formats(format_flag);
@@ -298,6 +321,11 @@ int run_cli(int argc, char** argv) {
   app.add_option("--format", format, "comma-separated formats: md, csv, json, latex (default md,csv,json)");
   app.add_option("--capacity", capacity, "memory left to the allocator, e.g. 24GiB (sim: the device size)");
   app.add_flag("--quiet,-q", quiet, "no progress or notices on stderr");
+  std::vector<std::string> only_allocators;
+  app.add_option("--allocator", only_allocators,
+                 "run only this allocator of the config: a name (every setting) or a label as the tables "
+                 "print it, e.g. 'caching[expandable_segments:True]'; repeat for more")
+      ->allow_extra_args(false);
   std::uint64_t steps = 0;
   app.add_option("--steps", steps, "run at most N steps of each workload (a shorter run of a config)")
       ->check(CLI::Validator(
@@ -348,7 +376,7 @@ int run_cli(int argc, char** argv) {
       std::cerr << "gpumembench: --config FILE is required (or the replay subcommand); see --help\n";
       return 2;
     }
-    return run_config(config, device, capacity, output, format, quiet, cmd, steps);
+    return run_config(config, device, capacity, output, format, quiet, cmd, steps, only_allocators);
   } catch (const ConfigError& e) {
     std::cerr << "gpumembench: " << e.what() << "\n";
     return 2;

@@ -26,6 +26,9 @@ status=0
 {
   echo "git: $(git rev-parse HEAD 2>/dev/null || echo none) $(git status --porcelain 2>/dev/null | wc -l) changed files"
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>&1
+  echo "cpu: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p'), $(nproc) cores"
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  echo "tsc flags: $(grep -o -w 'constant_tsc\|nonstop_tsc' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')"
   nvcc --version 2>&1 | tail -2
   cmake --version | head -1
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1
@@ -64,12 +67,16 @@ if has configs && [ -x "$BIN" ]; then
     name=$(basename "$cfg" .yaml)
     log "config $cfg on cuda"
     start=$(date +%s)
-    # shellcheck disable=SC2086  # CONFIG_ARGS: extra flags for every config, e.g. "--steps 120"
+    # shellcheck disable=SC2086  # CONFIG_ARGS: extra flags for every config, e.g. "--steps 120 --allocator caching"
     if ! timeout "${CONFIG_TIMEOUT:-240}" "$BIN" --config "$cfg" --device cuda --quiet --format md,csv,json,latex ${CONFIG_ARGS:-} \
         --output "$COLLECT/results/$name" 2>&1 | tee "$COLLECT/results/$name.log" | tee -a "$LOG"; then
       log "config $cfg FAILED"; status=1
     fi
     log "config $cfg took $(( $(date +%s) - start )) s"
+    if [ -f "$COLLECT/results/$name/results.json" ]; then
+      python3 scripts/harness_overhead.py "$COLLECT/results/$name/results.json" > "$COLLECT/results/$name/harness_overhead.md" 2>&1
+      tail -1 "$COLLECT/results/$name/harness_overhead.md" | tee -a "$LOG"
+    fi
     pack
   done
 fi

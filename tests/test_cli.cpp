@@ -99,6 +99,33 @@ TEST(Cli, ConfigErrorsNameFileLineColumnKeyAndChoices) {
                       {"bad.yaml:3:20", "device.capacity"});
 }
 
+TEST(Cli, AllocatorFlagRunsOnlyTheNamedOrLabelledAllocators) {
+  auto dir = temp_dir("only");
+  write_text(dir / "three.yaml",
+             "allocators:\n  - cuda_malloc\n  - caching\n  - caching: {alloc_conf: \"expandable_segments:True\"}\n"
+             "workloads: [hole_pattern]\n");
+  const std::string base = "--device sim --quiet --format json --config " + (dir / "three.yaml").string();
+  auto labels_in = [](const fs::path& out) {
+    std::vector<std::string> v;
+    const auto j = nlohmann::json::parse(read_text(out / "results.json"));
+    for (const auto& c : j["cases"]) v.push_back(c["allocator_label"]);
+    return v;
+  };
+  auto r = run_gpumembench(base + " --allocator caching --output " + (dir / "a").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(labels_in(dir / "a"), (std::vector<std::string>{"caching", "caching[expandable_segments:True]"}));
+  r = run_gpumembench(base + " --allocator caching[expandable_segments:True] --allocator cuda_malloc --output " +
+                      (dir / "b").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(labels_in(dir / "b"), (std::vector<std::string>{"cuda_malloc", "caching[expandable_segments:True]"}));
+  r = run_gpumembench(base + " --allocator cuda_mempool --output " + (dir / "c").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("'cuda_mempool' is not an allocator of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("valid: cuda_malloc, caching, caching[expandable_segments:True]"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "c")) << "nothing is written for a bad flag";
+  fs::remove_all(dir);
+}
+
 TEST(Cli, MissingConfigFileIsAUsageError) {
   auto r = run_gpumembench("--config /nonexistent/x.yaml");
   EXPECT_EQ(r.status, 2) << r.out;
