@@ -196,6 +196,8 @@ json to_json(const RunReport& r) {
     j["sync_seconds"] = m->sync_seconds;
     j["modeled_call_seconds"] = m->modeled_call_seconds;
     j["harness_seconds"] = spread_json(spread_of(c.runs, [](auto& x) { return x.harness_seconds; }));
+    j["event_generation_seconds"] =
+        spread_json(spread_of(c.runs, [](auto& x) { return x.event_generation_seconds; }));
     auto hs = harness_share(c, *m);
     j["harness_overhead_share"] = hs ? json(*hs) : json(nullptr);
     j["repeats"] = c.runs.size();

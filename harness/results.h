@@ -77,6 +77,9 @@ struct RunMetrics {
   double compute_call_seconds = 0;
   double sync_seconds = 0;
   double harness_seconds = 0;
+  // Part of harness_seconds: making the steps' ops, or waiting for them when a worker thread
+  // makes them ahead (Workload::makes_ops_ahead).
+  double event_generation_seconds = 0;
   double modeled_call_seconds = 0;  // sim: the device's modeled driver-call time (part of seconds)
   double steps_per_s = 0;
   double tokens_per_s = 0;         // real tokens

@@ -8,6 +8,7 @@
 #include "allocators/registry.h"
 #include "allocators/units.h"
 #include "harness/buffer_table.h"
+#include "harness/step_ops_ahead.h"
 #include "harness/tick_clock.h"
 
 namespace gmb {
@@ -54,7 +55,7 @@ struct CaseRun {
   BufferTable live{};
   RunMetrics m{};
   // Host time inside allocator calls and compute calls, in ticks (converted at the end).
-  TickClock::Ticks alloc_ticks = 0, compute_ticks = 0;
+  TickClock::Ticks alloc_ticks = 0, compute_ticks = 0, generation_ticks = 0;
   double compute_modeled = 0;
   double real_tokens = 0, padded_tokens = 0;
 
@@ -120,7 +121,7 @@ struct CaseRun {
   // series covers the whole run). A ring, not a growing series: the cost per event stays one
   // store into memory that is already warm.
   static constexpr std::size_t kUsageWindow = std::size_t(1) << 17;
-  std::vector<UsageSample> usage_ring;
+  std::vector<UsageSample> usage_ring{};
   std::size_t usage_next = 0;  // where the next sample goes
   void record_usage(std::uint64_t event, std::uint64_t step) {
     if (!first_run || !settings.oom_block_map || m.first_oom) return;
@@ -149,19 +150,20 @@ struct CaseRun {
     ctx.buffer = [this](BufferId id) { return live.find(id); };
     workload.prepare(ctx);
     if (first_run && settings.oom_block_map) usage_ring.reserve(kUsageWindow);
-    std::vector<Op> ops;
     const std::uint64_t steps =
         settings.max_steps ? std::min(settings.max_steps, workload.num_steps()) : workload.num_steps();
     bool stop = false;
     if (!device.simulated()) device.synchronize();
     TickCalibration clock;
     clock.start();
+    std::optional<StepOpsAhead> maker(std::in_place, workload, steps);
     for (std::uint64_t step = 0; step < steps && !stop; ++step) {
-      ops.clear();
-      StepInfo info;
-      workload.step_ops(step, ops, info);
+      const TickClock::Ticks g = TickClock::now();
+      const StepOpsAhead::Step& made = maker->get(step);
+      generation_ticks += TickClock::now() - g;
+      ctx.step = step;
       bool skipping = false, step_ok = true;
-      for (const Op& op : ops) {
+      for (const Op& op : made.ops) {
         switch (op.kind) {
           case Op::Kind::Alloc:
             if (skipping) break;
@@ -184,11 +186,13 @@ struct CaseRun {
         }
         if (stop) break;
       }
-      allocator.end_of_step(step);
+      const TickClock::Ticks t = TickClock::now();
+      allocator.end_of_step(step);  // periodic trims and the like: allocator time
+      alloc_ticks += TickClock::now() - t;
       if (step_ok) {
         ++m.steps_completed;
-        real_tokens += info.real_tokens;
-        padded_tokens += info.padded_tokens;
+        real_tokens += made.info.real_tokens;
+        padded_tokens += made.info.padded_tokens;
       }
       if (first_run) {
         AllocatorStats s = allocator.stats();
@@ -197,10 +201,12 @@ struct CaseRun {
       }
       if (progress) progress(repeat_index, step + 1, steps);
     }
+    maker.reset();  // its worker is done with the workload before anything else happens to it
     const TickClock::Ticks sync_start = TickClock::now();
     if (!device.simulated()) device.synchronize();
     const TickClock::Ticks sync_ticks = TickClock::now() - sync_start;
     const double wall = clock.stop();
+    m.event_generation_seconds = clock.seconds(generation_ticks);
     m.alloc_seconds = clock.seconds(alloc_ticks);
     m.compute_call_seconds = clock.seconds(compute_ticks);
     m.sync_seconds = clock.seconds(sync_ticks);

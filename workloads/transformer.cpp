@@ -95,17 +95,18 @@ GemmExtents gemm_extents(const GemmDesc& g) {
 // Builds one step's ops: allocations, frees and compute, with names for tests.
 struct TransformerWorkload::Emit {
   TransformerWorkload& w;
+  StepState& st;
   std::vector<Op>& out;
   BufferId next;
   Bytes elem;
 
   void push(Op::Kind kind, BufferId id, Bytes bytes, const char* name) {
     out.push_back({kind, id, bytes, 0, 0});
-    w.names_.push_back(name);
+    st.names.push_back(name);
   }
   BufferId alloc(Bytes bytes, const char* name) {
     BufferId id = next++;
-    w.step_sizes_.push_back(bytes);
+    st.sizes.push_back(bytes);
     push(Op::Kind::Alloc, id, bytes, name);
     return id;
   }
@@ -117,8 +118,8 @@ struct TransformerWorkload::Emit {
   }
   // A new compute op, filled in place (the descriptors are large: no copies).
   ComputeDesc& compute(ComputeDesc::Kind kind, const char* name) {
-    BufferId index = w.compute_.size();
-    ComputeDesc& d = w.compute_.emplace_back();
+    BufferId index = st.compute.size();
+    ComputeDesc& d = st.compute.emplace_back();
     d.kind = kind;
     d.name = name;
     push(Op::Kind::Compute, index, 0, name);
@@ -129,11 +130,11 @@ struct TransformerWorkload::Emit {
   }
   void touch(const char* name, const BufferId* outs, std::size_t n_out, const BufferId* ins, std::size_t n_in) {
     ComputeDesc& d = compute(ComputeDesc::Kind::Touch, name);
-    d.first_id = std::uint32_t(w.ids_.size());
+    d.first_id = std::uint32_t(st.ids.size());
     for (std::size_t i = 0; i < n_in; ++i)
-      if (ins[i]) w.ids_.push_back(ins[i]), ++d.n_in, d.bytes += double(w.buffer_bytes(ins[i]));
+      if (ins[i]) st.ids.push_back(ins[i]), ++d.n_in, d.bytes += double(w.buffer_bytes(ins[i]));
     for (std::size_t i = 0; i < n_out; ++i)
-      if (outs[i]) w.ids_.push_back(outs[i]), ++d.n_out, d.bytes += double(w.buffer_bytes(outs[i]));
+      if (outs[i]) st.ids.push_back(outs[i]), ++d.n_out, d.bytes += double(w.buffer_bytes(outs[i]));
   }
   // Row-major C[M x N] (+)= op(A) op(B), A stored [M x K] ([K x M] when trans_a), B [K x N]
   // ([N x K] when trans_b), `batch` matrices at the given element strides.
@@ -189,18 +190,21 @@ std::string TransformerWorkload::label() const {
 Bytes TransformerWorkload::buffer_bytes(BufferId id) const {
   if (id == kWorkspaceId) return p_.cublas_workspace;
   if (id < persistent_sizes_.size()) return persistent_sizes_[id];
-  if (id >= step_base_ && id - step_base_ < step_sizes_.size()) return step_sizes_[id - step_base_];
+  const std::uint64_t step = (id >> 32) - 1;
+  const StepState& st = slots_[step & 1];
+  if (id >= st.base && id - st.base < st.sizes.size()) return st.sizes[id - st.base];
   return 0;
 }
 
 void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) {
-  step_base_ = (step + 1) << 32;
-  step_sizes_.clear();
-  compute_.clear();
-  ids_.clear();
-  names_.clear();
-  names_.reserve(out.capacity());
-  Emit e{*this, out, step_base_, dtype_bytes(p_.dtype)};
+  StepState& st = slots_[step & 1];
+  st.base = (step + 1) << 32;
+  st.sizes.clear();
+  st.compute.clear();
+  st.ids.clear();
+  st.names.clear();
+  st.names.reserve(out.capacity());
+  Emit e{*this, st, out, st.base, dtype_bytes(p_.dtype)};
   const BatchShape shape = step < shapes_.size() ? shapes_[step] : sampler_.batch(step, p_.batch);
   if (p_.mode == TransformerMode::Train) {
     train_step(e, shape, step == 0);
@@ -211,6 +215,7 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
     info.real_tokens = double(shape.real_tokens + shape.sequences * p_.generate);
     info.padded_tokens = double(shape.padded_tokens + shape.rows * p_.generate);
   }
+  last_ = &st;
 }
 
 namespace {
@@ -661,8 +666,10 @@ void TransformerWorkload::finish() {
 }
 
 double TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
-  if (op.id >= compute_.size()) return 0;
-  const ComputeDesc& c = compute_[op.id];
+  const StepState& st = slots_[ctx.step & 1];
+  if (st.base != (ctx.step + 1) << 32 || op.id >= st.compute.size())
+    throw std::logic_error(fmt::format("transformer: no compute op {} in step {}", op.id, ctx.step));
+  const ComputeDesc& c = st.compute[op.id];
   if (!ctx.real_gpu || !gpu_) return modeled_seconds(c);
   // A buffer whose allocation failed (an OOM the run goes on after) skips the work.
   if (c.kind == ComputeDesc::Kind::Gemm) {
@@ -697,7 +704,7 @@ double TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
   tfgpu::TouchBuffer bufs[tfgpu::kMaxTouchBuffers];
   int n = 0;
   for (int pass = 0; pass < 2; ++pass)
-    for (BufferId id : pass ? outputs(c) : inputs(c)) {
+    for (BufferId id : ids_of(st, c, pass == 1)) {
       auto p = ctx.buffer(id);
       if (!p || n == tfgpu::kMaxTouchBuffers) continue;
       bufs[n++] = {reinterpret_cast<void*>(*p), buffer_bytes(id), pass == 1};

@@ -121,14 +121,15 @@ class TransformerWorkload final : public Workload {
   double compute(const Op& op, ComputeContext& ctx) override;
   void finish() override;
 
+  // Step k + 1's ops may be made (on another thread) while step k's compute runs.
+  bool makes_ops_ahead() const override { return true; }
+
   // For tests: the last step's compute ops, buffer sizes and names (index = position of the
   // op in the step's ops), and the shape of a step.
-  const std::vector<ComputeDesc>& last_compute() const { return compute_; }
-  IdSpan inputs(const ComputeDesc& c) const { return {ids_.data() + c.first_id, ids_.data() + c.first_id + c.n_in}; }
-  IdSpan outputs(const ComputeDesc& c) const {
-    return {ids_.data() + c.first_id + c.n_in, ids_.data() + c.first_id + c.n_in + c.n_out};
-  }
-  const std::vector<const char*>& last_op_names() const { return names_; }
+  const std::vector<ComputeDesc>& last_compute() const { return last_->compute; }
+  IdSpan inputs(const ComputeDesc& c) const { return ids_of(*last_, c, false); }
+  IdSpan outputs(const ComputeDesc& c) const { return ids_of(*last_, c, true); }
+  const std::vector<const char*>& last_op_names() const { return last_->names; }
   Bytes buffer_bytes(BufferId id) const;
   BatchShape shape_of(std::uint64_t step) const { return sampler_.batch(step, p_.batch); }
   double modeled_seconds(const ComputeDesc& c) const;
@@ -139,17 +140,28 @@ class TransformerWorkload final : public Workload {
   void train_step(Emit& e, const BatchShape& shape, bool first);
   void inference_step(Emit& e, const BatchShape& shape, bool first);
 
+  // What one step's ops refer to. Two of them, by step parity, so that step k + 1 can be made
+  // while step k's compute reads its own.
+  struct StepState {
+    BufferId base = 0;  // the step's buffers are base, base + 1, ... ((step + 1) << 32)
+    std::vector<ComputeDesc> compute;
+    std::vector<BufferId> ids;  // Touch inputs and outputs
+    std::vector<Bytes> sizes;   // by (id - base)
+    std::vector<const char*> names;
+  };
+  static IdSpan ids_of(const StepState& st, const ComputeDesc& c, bool outputs) {
+    const BufferId* first = st.ids.data() + c.first_id + (outputs ? c.n_in : 0);
+    return {first, first + (outputs ? c.n_out : c.n_in)};
+  }
+
   TransformerParams p_;
   SeqLenSampler sampler_;
   ModelRates rates_;
   static constexpr std::uint64_t kPrecomputedSteps = 1 << 20;
   std::vector<BatchShape> shapes_;  // drawn in prepare()
-  std::vector<ComputeDesc> compute_;
-  std::vector<BufferId> ids_;  // Touch inputs and outputs of this step
-  std::vector<const char*> names_;
-  // Buffer sizes: persistent buffers by id, this step's by (id - step_base_).
-  std::vector<Bytes> persistent_sizes_, step_sizes_;
-  BufferId step_base_ = 0;
+  StepState slots_[2];
+  const StepState* last_ = &slots_[0];
+  std::vector<Bytes> persistent_sizes_;  // by id
   std::vector<BufferId> params_, grads_, masters_, adam_m_, adam_v_;
   std::vector<std::uint64_t> param_elems_;
   BufferId workspace_ = 0;

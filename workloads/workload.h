@@ -32,6 +32,7 @@ struct StepInfo {
 struct ComputeContext {
   bool real_gpu = false;            // run kernels (true) or return modeled seconds (false)
   void* stream = nullptr;           // cudaStream_t of stream 0 on the GPU
+  std::uint64_t step = 0;           // the step whose ops are running
   std::function<std::optional<DevPtr>(BufferId)> buffer;  // nullopt: not allocated (OOM)
 };
 
@@ -43,6 +44,10 @@ class Workload {
   virtual std::uint64_t num_steps() const = 0;
   // Appends the ops of step `step` (0-based). Same parameters, same ops: deterministic.
   virtual void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) = 0;
+  // True when step_ops(k + 1) may run on another thread while compute() runs the ops of step
+  // k (the workload keeps two steps' state): the runner then makes the next step's ops ahead,
+  // off the thread that launches kernels and calls the allocator, as a data loader would.
+  virtual bool makes_ops_ahead() const { return false; }
   // Called once before the first step (e.g. to create a cuBLAS handle).
   virtual void prepare(ComputeContext& /*ctx*/) {}
   // Runs a Compute op. Returns modeled seconds when !ctx.real_gpu, else 0 after launching work.

@@ -1,0 +1,104 @@
+// Makes a workload's steps' ops for the runner. For a workload that allows it
+// (Workload::makes_ops_ahead), a worker thread makes step k + 1 while the runner's thread runs
+// step k, so the thread that launches kernels and calls the allocator spends no time making
+// events (the harness must not be what is measured); otherwise each step is made on demand.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "workloads/workload.h"
+
+namespace gmb {
+
+class StepOpsAhead {
+ public:
+  struct Step {
+    std::vector<Op> ops;
+    StepInfo info;
+  };
+
+  StepOpsAhead(Workload& workload, std::uint64_t steps)
+      : workload_(workload), steps_(steps), threaded_(workload.makes_ops_ahead() && steps > 1) {
+    if (threaded_) worker_ = std::thread([this] { work(); });
+  }
+  ~StepOpsAhead() {
+    if (!threaded_) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  StepOpsAhead(const StepOpsAhead&) = delete;
+  StepOpsAhead& operator=(const StepOpsAhead&) = delete;
+
+  // The ops of `step` (steps are asked for in order, 0, 1, ...); then starts on step + 1. The
+  // returned step stays valid until the next call.
+  const Step& get(std::uint64_t step) {
+    Step& s = slots_[step & 1];
+    if (!threaded_) {
+      make(step, s);
+      return s;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (step == 0) {
+      ask(0);
+      cv_.notify_all();  // the worker may already be waiting
+    }
+    cv_.wait(lock, [&] { return done_ == step || error_; });
+    if (error_) std::rethrow_exception(error_);
+    if (step + 1 < steps_) ask(step + 1);
+    lock.unlock();
+    cv_.notify_all();
+    return s;
+  }
+
+ private:
+  void make(std::uint64_t step, Step& s) {
+    s.ops.clear();
+    s.info = StepInfo{};
+    workload_.step_ops(step, s.ops, s.info);
+  }
+  void ask(std::uint64_t step) { asked_ = step, has_ask_ = true; }  // mu_ held
+
+  void work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return has_ask_ || quit_; });
+      if (quit_) return;
+      const std::uint64_t step = asked_;
+      has_ask_ = false;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        make(step, slots_[step & 1]);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      done_ = step;
+      error_ = error;
+      cv_.notify_all();
+      if (error_) return;
+    }
+  }
+
+  Workload& workload_;
+  const std::uint64_t steps_;
+  const bool threaded_;
+  Step slots_[2];
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t asked_ = 0, done_ = ~std::uint64_t(0);
+  bool has_ask_ = false, quit_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace gmb
