@@ -66,17 +66,8 @@ struct CaseRun {
         {event, action, op.id, op.bytes, s.allocated_bytes, s.reserved_bytes, s.segments, oom});
   }
 
-  // Returns false when the op failed with an OOM.
-  bool do_alloc(const Op& op, std::uint64_t step, std::uint64_t event) {
-    const TickClock::Ticks t = TickClock::now();
-    auto ptr = allocator.allocate(op.bytes, op.stream);
-    alloc_ticks += TickClock::now() - t;
-    if (ptr) {
-      live.put(op.id, *ptr);
-      record_timeline(event, 'a', op, false);
-      record_usage(event, step);
-      return true;
-    }
+  // Records a failed allocation: the OOM, its kind, and at the first one the block map.
+  void record_oom(const Op& op, std::uint64_t step, std::uint64_t event) {
     ++m.ooms;
     AllocatorStats s = allocator.stats();
     OomDetails d = allocator.last_oom();
@@ -103,17 +94,90 @@ struct CaseRun {
     }
     if (details && result.oom_events.size() < CaseResult::kMaxOomEvents) result.oom_events.push_back(r);
     record_timeline(event, 'a', op, true);
-    return false;
   }
 
-  void do_free(const Op& op, std::uint64_t step, std::uint64_t event) {
-    const std::optional<DevPtr> ptr = live.take(op.id);
-    if (!ptr) return;  // its allocation failed: nothing to free
-    const TickClock::Ticks t = TickClock::now();
-    allocator.deallocate(*ptr);
-    alloc_ticks += TickClock::now() - t;
-    record_timeline(event, 'f', op, false);
-    record_usage(event, step);
+  // A run of allocator ops between two compute ops, timed as one: the clock costs 10-16 ns a
+  // read, as much as a cached allocation, so reading it around every call would make the
+  // harness a large part of what is measured. The pointers a run frees are looked up before
+  // its clock starts; the pointers it gets are stored after the clock stops. The bytes in use
+  // after each call (the usage picture at an OOM) are read inside the run: a few ns a call.
+  struct PendingOp {
+    const Op* op;
+    DevPtr ptr;         // free: looked up before (0: its allocation had failed); alloc: the result
+    MemoryInUse after;  // bytes in use after the call (when sampled)
+    bool skipped;       // an alloc skipped after an OOM (on_oom: skip_step): no event
+  };
+  static constexpr std::size_t kMaxRun = 64;
+  std::vector<PendingOp> run_ops{};
+
+  bool sampling_usage() const { return first_run && settings.oom_block_map && !m.first_oom; }
+
+  // Runs the allocator ops from ops[i] up to the next compute op, a free of a buffer allocated
+  // in the same run (its pointer is not known before the run), or kMaxRun ops (one op when a
+  // timeline is kept: it reads the full statistics after every call). Returns the next op.
+  std::size_t run_allocator_ops(const Op* ops, std::size_t n_ops, std::size_t i, std::uint64_t step, bool& skipping,
+                                bool& step_ok, bool& stop) {
+    run_ops.clear();
+    const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
+    std::size_t next = i;
+    for (; next < n_ops && ops[next].kind != Op::Kind::Compute && run_ops.size() < max_run; ++next) {
+      const Op& o = ops[next];
+      if (o.kind == Op::Kind::Free) {
+        bool allocated_in_run = false;
+        for (const PendingOp& p : run_ops) allocated_in_run |= p.op->kind == Op::Kind::Alloc && p.op->id == o.id;
+        if (allocated_in_run) break;
+        run_ops.push_back({&o, live.take(o.id).value_or(0), {}, false});
+      } else {
+        run_ops.push_back({&o, 0, {}, false});
+      }
+    }
+    std::size_t k = 0;
+    while (k < run_ops.size()) {
+      const std::size_t first = k;
+      const bool sample = sampling_usage();
+      bool failed = false;
+      const TickClock::Ticks t = TickClock::now();
+      for (; k < run_ops.size(); ++k) {
+        PendingOp& p = run_ops[k];
+        if (p.op->kind == Op::Kind::Alloc) {
+          if (skipping) {
+            p.skipped = true;
+            continue;
+          }
+          const std::optional<DevPtr> ptr = allocator.allocate(p.op->bytes, p.op->stream);
+          if (!ptr) {
+            failed = true;
+            break;
+          }
+          p.ptr = *ptr;
+        } else if (p.ptr) {
+          allocator.deallocate(p.ptr);
+        }
+        if (sample) p.after = allocator.in_use();
+      }
+      alloc_ticks += TickClock::now() - t;
+      for (std::size_t q = first; q < k; ++q) {
+        const PendingOp& p = run_ops[q];
+        if (p.skipped) continue;
+        const std::uint64_t event = m.events++;
+        if (p.op->kind == Op::Kind::Alloc) live.put(p.op->id, p.ptr);
+        if (p.op->kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
+        record_timeline(event, p.op->kind == Op::Kind::Alloc ? 'a' : 'f', *p.op, false);
+        if (sample) record_usage(event, step, p.after);
+      }
+      if (!failed) break;
+      record_oom(*run_ops[k].op, step, m.events++);
+      step_ok = false;
+      ++k;
+      if (settings.on_oom == OnOom::SkipStep) skipping = true;
+      if (settings.on_oom == OnOom::Stop) {
+        stop = true;
+        // The frees not made stay live (released when the run ends).
+        for (; k < run_ops.size(); ++k)
+          if (run_ops[k].op->kind == Op::Kind::Free && run_ops[k].ptr) live.put(run_ops[k].op->id, run_ops[k].ptr);
+      }
+    }
+    return next;
   }
 
   // Allocated and reserved bytes after each of the last kUsageWindow events, kept in a ring
@@ -123,9 +187,7 @@ struct CaseRun {
   static constexpr std::size_t kUsageWindow = std::size_t(1) << 17;
   std::vector<UsageSample> usage_ring{};
   std::size_t usage_next = 0;  // where the next sample goes
-  void record_usage(std::uint64_t event, std::uint64_t step) {
-    if (!first_run || !settings.oom_block_map || m.first_oom) return;
-    const MemoryInUse u = allocator.in_use();
+  void record_usage(std::uint64_t event, std::uint64_t step, const MemoryInUse& u) {
     if (usage_ring.size() < kUsageWindow) {
       usage_ring.push_back({event, step, u.allocated_bytes, u.reserved_bytes});
       return;
@@ -163,28 +225,22 @@ struct CaseRun {
       generation_ticks += TickClock::now() - g;
       ctx.step = step;
       bool skipping = false, step_ok = true;
-      for (const Op& op : made.ops) {
-        switch (op.kind) {
-          case Op::Kind::Alloc:
-            if (skipping) break;
-            if (!do_alloc(op, step, m.events++)) {
-              step_ok = false;
-              if (settings.on_oom == OnOom::Stop) stop = true;
-              if (settings.on_oom == OnOom::SkipStep) skipping = true;
-            }
-            break;
-          case Op::Kind::Free:
-            do_free(op, step, m.events++);
-            break;
-          case Op::Kind::Compute:
-            if (!skipping) {
-              const TickClock::Ticks t = TickClock::now();
-              compute_modeled += workload.compute(op, ctx);
-              compute_ticks += TickClock::now() - t;
-            }
-            break;
+      const Op* ops = made.ops.data();
+      const std::size_t n_ops = made.ops.size();
+      for (std::size_t i = 0; i < n_ops && !stop;) {
+        if (ops[i].kind != Op::Kind::Compute) {
+          i = run_allocator_ops(ops, n_ops, i, step, skipping, step_ok, stop);
+          continue;
         }
-        if (stop) break;
+        // A run of compute ops, timed as one (between them the harness does nothing).
+        std::size_t j = i + 1;
+        while (j < n_ops && ops[j].kind == Op::Kind::Compute) ++j;
+        if (!skipping) {
+          const TickClock::Ticks t = TickClock::now();
+          for (std::size_t k = i; k < j; ++k) compute_modeled += workload.compute(ops[k], ctx);
+          compute_ticks += TickClock::now() - t;
+        }
+        i = j;
       }
       const TickClock::Ticks t = TickClock::now();
       allocator.end_of_step(step);  // periodic trims and the like: allocator time

@@ -17,7 +17,8 @@ namespace gmb {
 
 class StepOpsAhead {
  public:
-  struct Step {
+  // A cache line each: the worker fills one while the runner reads the other.
+  struct alignas(64) Step {
     std::vector<Op> ops;
     StepInfo info;
   };
