@@ -191,6 +191,8 @@ TEST_F(FragmentationOomConfig, BlockMapAtTheFirstOomIsWrittenAsJsonAndSvg) {
   EXPECT_EQ(s["summary"]["largest_hole_bytes"], 90 * MiB);
   EXPECT_EQ(s["summary"]["capacity_minus_reserved_bytes"], 192 * MiB);
   EXPECT_EQ(s["summary"]["capacity_minus_allocated_bytes"], 912 * MiB);
+  EXPECT_EQ(s["usage_first_event"], 0) << "a short run keeps the usage after every event";
+  EXPECT_EQ(s["usage_window_events"], 131072);
 
   std::string svg = read_text(oom / "case00_caching.svg");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
