@@ -5,7 +5,7 @@
 //   BM_TransformerCaseOnSim/<allocator>/<oom details>
 //                                        a whole run_case on sim (allocator 0: caching, 1:
 //                                        cuda_mempool; oom details: the runner's per-event usage
-//                                        series on or off); counters split the host time per step
+//                                        record on or off); counters split the host time per step
 //                                        into allocator calls, compute calls and the rest
 #include <benchmark/benchmark.h>
 

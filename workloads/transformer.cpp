@@ -652,7 +652,8 @@ void TransformerWorkload::prepare(ComputeContext& ctx) {
   if (ctx.real_gpu && !gpu_) gpu_ = tfgpu::create(ctx.stream);
   // Draw the batches' lengths now, before the timed steps, as a data loader does ahead of
   // the training loop (a draw reseeds the generator: about 19 us, most of a step's event
-  // generation). Past kPrecomputedSteps they are drawn step by step.
+  // generation). Past kPrecomputedSteps they are drawn step by step (on the runner's worker
+  // thread, which makes steps ahead).
   if (shapes_.empty()) {
     shapes_.reserve(std::min<std::uint64_t>(p_.steps, kPrecomputedSteps));
     for (std::uint64_t step = 0; step < p_.steps && step < kPrecomputedSteps; ++step)
