@@ -1,3 +1,6 @@
+// Cost of one clock read: steady_clock::now() (the vDSO), __rdtsc and __rdtscp.
+//   g++ -O2 scripts/probe/clock_cost.cpp -o /tmp/clock_cost && /tmp/clock_cost
+// H200 machine: steady_clock 30.4 ns, rdtsc 16.2 ns (results/h200/harness_overhead.md).
 #include <chrono>
 #include <cstdio>
 #include <x86intrin.h>
