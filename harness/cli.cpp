@@ -147,18 +147,20 @@ void keep_allocators(Config& config, const std::vector<std::string>& flags) {
   if (flags.empty()) return;
   std::vector<std::string> labels;
   for (const auto& a : config.allocators) labels.push_back(allocator_label(a.name, a.options));
-  std::vector<AllocatorSpec> kept;
-  for (std::size_t i = 0; i < config.allocators.size(); ++i)
-    if (std::find(flags.begin(), flags.end(), config.allocators[i].name) != flags.end() ||
-        std::find(flags.begin(), flags.end(), labels[i]) != flags.end())
-      kept.push_back(config.allocators[i]);
+  auto matches = [&](std::size_t i, const std::string& flag) {
+    return flag == config.allocators[i].name || flag == labels[i];
+  };
   for (const auto& f : flags) {
-    bool known = std::find(labels.begin(), labels.end(), f) != labels.end();
-    for (const auto& a : config.allocators) known = known || a.name == f;
+    bool known = false;
+    for (std::size_t i = 0; i < labels.size(); ++i) known = known || matches(i, f);
     if (!known)
       throw UsageError(fmt::format("--allocator: '{}' is not an allocator of {} (valid: {})", f, config.path,
                                    fmt::join(labels, ", ")));
   }
+  std::vector<AllocatorSpec> kept;
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (std::any_of(flags.begin(), flags.end(), [&](const std::string& f) { return matches(i, f); }))
+      kept.push_back(config.allocators[i]);
   config.allocators = std::move(kept);
 }
 

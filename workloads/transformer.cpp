@@ -97,7 +97,6 @@ struct TransformerWorkload::Emit {
   TransformerWorkload& w;
   StepState& st;
   std::vector<Op>& out;
-  BufferId next;
   Bytes elem;
 
   void push(Op::Kind kind, BufferId id, Bytes bytes, const char* name) {
@@ -105,7 +104,7 @@ struct TransformerWorkload::Emit {
     st.names.push_back(name);
   }
   BufferId alloc(Bytes bytes, const char* name) {
-    BufferId id = next++;
+    const BufferId id = st.base + st.sizes.size();  // the step's buffers are numbered in order
     st.sizes.push_back(bytes);
     push(Op::Kind::Alloc, id, bytes, name);
     return id;
@@ -204,7 +203,7 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
   st.ids.clear();
   st.names.clear();
   st.names.reserve(out.capacity());
-  Emit e{*this, st, out, st.base, dtype_bytes(p_.dtype)};
+  Emit e{*this, st, out, dtype_bytes(p_.dtype)};
   const BatchShape shape = step < shapes_.size() ? shapes_[step] : sampler_.batch(step, p_.batch);
   if (p_.mode == TransformerMode::Train) {
     train_step(e, shape, step == 0);
