@@ -78,14 +78,21 @@ for conf_name, conf, fraction_gib in (
         ("oom_cap16g", "", 16),
         ("oom_cap16g_expandable", "expandable_segments:True", 16)):
     RUNS.append(dict(name=f"snap_{conf_name}", model=SNAP_MODEL, lengths=SNAP_LEN, steps=25,
-                     alloc_conf=conf, seed=7, cap_gib=fraction_gib, group="snapshot"))
+                     alloc_conf=conf, seed=7, cap_gib=fraction_gib, group="snapshot",
+                     record_from_start=True))
 # Two streams: gradients cloned on a side stream, record_stream on the main stream's tensors.
 RUNS.append(dict(name="snap_two_streams", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN,
-                 steps=10, alloc_conf="", seed=7, two_streams=True, group="snapshot"))
+                 steps=10, alloc_conf="", seed=7, two_streams=True, group="snapshot",
+                 record_from_start=True))
 # Frames (python stacks) on a short run, old pickle protocol: a reader test.
+RUNS.append(dict(name="snap_late_start", model=SNAP_MODEL, lengths=SNAP_LEN, steps=8,
+                 alloc_conf="", seed=7, group="snapshot", record_from_start=False))
+# A ring buffer that overflowed: the trace keeps only the last 30,000 entries.
+RUNS.append(dict(name="snap_ring_overflow", model=SNAP_MODEL, lengths=SNAP_LEN, steps=12,
+                 alloc_conf="", seed=7, group="snapshot", max_entries=30000))
 RUNS.append(dict(name="snap_frames_p2", model=dict(GPT_1024, layers=2, hidden=512, heads=8),
                  lengths={"uniform": [64, 256]}, steps=3, alloc_conf="", seed=3,
-                 frames=True, protocol=2, group="snapshot"))
+                 frames=True, protocol=2, group="snapshot", record_from_start=True))
 
 
 def draw_lengths(spec, steps, seed):
@@ -279,6 +286,19 @@ def child(run, out_dir):
             x = self.head_ln(F.gelu(self.head_fc(x)))
             return F.linear(x, self.wte.weight, self.head_bias)
 
+    frames = run.get("frames", False)
+
+    def start_recording():
+        torch.cuda.memory._record_memory_history(
+            enabled="all", context="all" if frames else None, stacks="python",
+            max_entries=run.get("max_entries", 4_000_000))
+
+    # Snapshot runs record from before the model exists (every block's alloc is in the
+    # trace); calibration runs start after the model is on the GPU (parameters then are
+    # blocks alive at the start of the trace).
+    if run.get("record_from_start"):
+        torch.cuda.init()
+        start_recording()
     model = {"gpt": Gpt, "llama": Llama, "bert": Bert}[m["family"]]().to(dev, param_dtype)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     n_params = sum(p.numel() for p in model.parameters())
@@ -290,9 +310,8 @@ def child(run, out_dir):
         torch.cuda.set_per_process_memory_fraction(fraction)
         limit = int(fraction * total)
     torch.cuda.synchronize()
-    frames = run.get("frames", False)
-    torch.cuda.memory._record_memory_history(
-        enabled="all", context="all" if frames else None, stacks="python", max_entries=4_000_000)
+    if not run.get("record_from_start"):
+        start_recording()
     side = torch.cuda.Stream() if run.get("two_streams") else None
     keys = ["allocation.all.allocated", "allocated_bytes.all.peak", "reserved_bytes.all.peak",
             "allocated_bytes.all.current", "reserved_bytes.all.current", "num_device_alloc",
@@ -373,7 +392,7 @@ def main():
     pending = list(runs)
     active = []
     status = {}
-    # Runs that cap memory go alone at the end: a fraction is per process, but the driver's
+    # Runs that cap memory go last: a fraction is per process, but the driver's
     # placement should not be shared with neighbours either.
     pending.sort(key=lambda r: r.get("cap_gib") is not None)
     while pending or active:
