@@ -7,8 +7,8 @@ Ground truth for two things: (1) replaying a user's PyTorch memory snapshot thro
 `caching` allocator (gpumembench replay --trace run.pickle.gz) must give what PyTorch recorded,
 and (2) the synthetic `transformer` workload (style: pytorch_eager) must allocate what these
 models allocate. The model code below is exactly what ran; every run is one child process
-(PYTORCH_CUDA_ALLOC_CONF must be set before torch is imported), up to --jobs at a time on one
-GPU (each run's memory is capped by its own fraction only when the run says so).
+(PYTORCH_CUDA_ALLOC_CONF must be set before torch is imported), one at a time by default
+(--jobs N: N at once on one GPU, only for runs far below the card's size).
 
 Per run NAME, in --out:
   NAME.pickle.gz   torch.cuda.memory._snapshot() of the whole loop (pickled; protocol per run)
@@ -374,7 +374,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="")
     ap.add_argument("--group", default="")
-    ap.add_argument("--jobs", type=int, default=4)
+    # Runs share the GPU's memory: concurrent runs can make each other's cudaMalloc fail
+    # (a retry, or an OOM that no replay can reproduce). Only runs that never come near the
+    # card's size may overlap (--jobs 5 was used for the calibration group, none retried).
+    ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--child", default="")
     a = ap.parse_args()
