@@ -1,4 +1,4 @@
-// Replay of a native allocation trace (CSV: action,id,bytes,stream; see DESIGN.md).
+// Replay of a recorded allocation trace (any format open_trace reads; docs/TRACES.md).
 #pragma once
 
 #include <memory>
@@ -6,23 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "workloads/trace_error.h"
+#include "workloads/trace_source.h"
 #include "workloads/workload.h"
 
 namespace gmb {
 
-// A malformed trace: names the file and line.
-struct TraceError : std::runtime_error {
-  TraceError(const std::string& file, std::uint64_t line, const std::string& message);
-  std::string file;
-  std::uint64_t line;
-};
 
 struct Trace {
   std::string path;
   std::vector<Op> ops;  // Alloc and Free only, source_line set
 };
 
-// Reads and validates a trace: header required, every free names a live id.
+// Reads a whole trace of any format (open_trace) into memory: for tests and small tools.
 Trace read_trace(const std::string& path);
 // Writes ops back in the native format (header included).
 void write_trace(const std::string& path, const std::vector<Op>& ops);

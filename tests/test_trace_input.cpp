@@ -1,0 +1,173 @@
+// Trace input: the format is detected from the content (plain or gzip), the byte layer streams,
+// and bad input is an error that names the file and the line or byte offset, never raw bytes.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <string>
+
+#include "test_helpers.h"
+#include "workloads/trace_source.h"
+
+namespace gmb {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_gpumembench;
+using testing::temp_dir;
+using testing::write_text;
+
+std::string gzip_of(const std::string& text) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, text.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+std::vector<Op> read_all(const std::string& path, TraceMeta* meta = nullptr) {
+  auto src = open_trace(path);
+  std::vector<Op> ops;
+  while (src->read(ops, 3) > 0) {
+  }
+  if (meta) *meta = src->meta();
+  return ops;
+}
+
+std::string error_of(const std::string& path) {
+  try {
+    read_all(path);
+  } catch (const TraceError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const std::string kNative = "# a comment\naction,id,bytes,stream\nalloc,0,100,0\nalloc,5,200,1\n\nfree,0,,0\nfree,5,,1\n";
+
+TEST(TraceInput, GzipAndPlainGiveTheSameOpsWhateverTheFileIsCalled) {
+  auto dir = temp_dir("trace_in");
+  write_text(dir / "plain.bin", kNative);
+  write_text(dir / "packed.csv", gzip_of(kNative));
+  TraceMeta plain_meta, gz_meta;
+  auto plain = read_all((dir / "plain.bin").string(), &plain_meta);
+  auto packed = read_all((dir / "packed.csv").string(), &gz_meta);
+  EXPECT_EQ(plain_meta.format, "native_csv");
+  EXPECT_EQ(gz_meta.format, "native_csv");
+  EXPECT_FALSE(plain_meta.gzip);
+  EXPECT_TRUE(gz_meta.gzip);
+  ASSERT_EQ(plain.size(), 4u);
+  ASSERT_EQ(packed.size(), 4u);
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i].kind, packed[i].kind);
+    EXPECT_EQ(plain[i].id, packed[i].id);
+    EXPECT_EQ(plain[i].bytes, packed[i].bytes);
+    EXPECT_EQ(plain[i].stream, packed[i].stream);
+    EXPECT_EQ(plain[i].source_line, packed[i].source_line);
+  }
+  EXPECT_EQ(plain[1].id, 5u);
+  EXPECT_EQ(plain[1].stream, 1);
+  EXPECT_EQ(plain[2].source_line, 6u);  // the blank line and the comment count
+  fs::remove_all(dir);
+}
+
+TEST(TraceInput, ConcatenatedGzipMembersReadAsOneContent) {
+  auto dir = temp_dir("trace_in");
+  write_text(dir / "t.gz", gzip_of("action,id,bytes\nalloc,1,10\n") + gzip_of("free,1,\n"));
+  auto ops = read_all((dir / "t.gz").string());
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[1].kind, Op::Kind::Free);
+  fs::remove_all(dir);
+}
+
+TEST(TraceInput, TruncatedAndCorruptGzipNameTheFileAndOffset) {
+  auto dir = temp_dir("trace_in");
+  std::string big = "action,id,bytes\n";
+  for (int i = 0; i < 20000; ++i) big += "alloc," + std::to_string(i) + ",4096\n";
+  const std::string gz = gzip_of(big);
+  write_text(dir / "cut.gz", gz.substr(0, gz.size() / 2));
+  std::string err = error_of((dir / "cut.gz").string());
+  EXPECT_NE(err.find("cut.gz: byte "), std::string::npos) << err;
+  EXPECT_NE(err.find("truncated gzip stream"), std::string::npos) << err;
+
+  std::string bad = gz;
+  for (std::size_t i = 40; i < 80; ++i) bad[i] = static_cast<char>(0xff);
+  write_text(dir / "bad.gz", bad);
+  err = error_of((dir / "bad.gz").string());
+  EXPECT_NE(err.find("bad.gz: byte "), std::string::npos) << err;
+  EXPECT_NE(err.find("corrupt gzip data"), std::string::npos) << err;
+  EXPECT_NE(err.find("compressed byte "), std::string::npos) << err;
+
+  write_text(dir / "tail.gz", gzip_of(kNative) + "junk");
+  err = error_of((dir / "tail.gz").string());
+  EXPECT_NE(err.find("not another gzip member"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+TEST(TraceInput, UnknownContentIsNamedWithTheRecognisedFormatsAndAnEscapedExcerpt) {
+  auto dir = temp_dir("trace_in");
+  write_text(dir / "pic.png", std::string("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x1b[31m", 21));
+  std::string err = error_of((dir / "pic.png").string());
+  EXPECT_NE(err.find("pic.png: byte 0: not a trace in a recognised format"), std::string::npos) << err;
+  EXPECT_NE(err.find("\\x89PNG\\r\\n\\x1a\\n\\x00"), std::string::npos) << err;
+  EXPECT_NE(err.find("\\x1b[31m"), std::string::npos) << err;
+  EXPECT_NE(err.find("native_csv"), std::string::npos) << err;
+  EXPECT_NE(err.find("pytorch_snapshot"), std::string::npos) << err;
+  for (char c : err) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "raw byte " << int(static_cast<unsigned char>(c));
+
+  write_text(dir / "notes.txt", "\n# header follows\nhello,world\n");
+  err = error_of((dir / "notes.txt").string());
+  EXPECT_NE(err.find("notes.txt:3: not a trace in a recognised format: the first line \"hello,world\""),
+            std::string::npos)
+      << err;
+  fs::remove_all(dir);
+}
+
+TEST(TraceInput, BinaryGarbageThroughTheCliExitsTwoWithTheOffsetAndNoRawBytes) {
+  auto dir = temp_dir("trace_in");
+  std::string junk;
+  for (int i = 0; i < 4096; ++i) junk += static_cast<char>((i * 37 + 11) & 0xff);
+  junk[0] = 0x07;  // not a pickle's first byte
+  write_text(dir / "junk.bin", junk);
+  auto r = run_gpumembench("replay --device sim --trace " + (dir / "junk.bin").string() + " --allocator caching");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("junk.bin: byte 0: not a trace in a recognised format"), std::string::npos) << r.out;
+  for (char c : r.out) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << "raw byte in: " << r.out;
+
+  write_text(dir / "junk.gz", gzip_of(junk));
+  r = run_gpumembench("replay --device sim --trace " + (dir / "junk.gz").string() + " --allocator caching");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("junk.gz: byte 0: not a trace in a recognised format: gzip-compressed binary"),
+            std::string::npos)
+      << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(TraceInput, ByteInputReadsExactlyAndNamesTheOffsetWhereTheContentEnds) {
+  auto dir = temp_dir("trace_in");
+  write_text(dir / "b.gz", gzip_of("abcdef"));
+  auto in = ByteInput::open((dir / "b.gz").string());
+  EXPECT_TRUE(in->gzip());
+  char buf[4];
+  in->read_exact(buf, 4, "a frame");
+  EXPECT_EQ(std::string(buf, 4), "abcd");
+  EXPECT_EQ(in->offset(), 4u);
+  EXPECT_EQ(in->read_u8("an opcode"), 'e');
+  try {
+    in->read_exact(buf, 4, "an 8-byte length");
+    FAIL() << "no error";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.byte_offset, 5u);
+    EXPECT_NE(std::string(e.what()).find("b.gz: byte 5: truncated"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("an 8-byte length"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gmb

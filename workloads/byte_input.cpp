@@ -1,0 +1,192 @@
+#include "workloads/byte_input.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+namespace gmb {
+
+TraceError::TraceError(const std::string& file_, std::uint64_t line_, const std::string& message)
+    : std::runtime_error(fmt::format("{}:{}: {}", file_, line_, message)), file(file_), line(line_) {}
+
+TraceError::TraceError(const std::string& file_, std::uint64_t offset, const std::string& message, bool)
+    : std::runtime_error(fmt::format("{}: byte {}: {}", file_, offset, message)), file(file_), byte_offset(offset) {}
+
+TraceError TraceError::at_byte(const std::string& file, std::uint64_t offset, const std::string& message) {
+  return TraceError(file, offset, message, true);
+}
+
+namespace {
+
+constexpr std::size_t kBlock = std::size_t(1) << 20;  // bytes read per refill
+
+class FileBytes final : public ByteInput {
+ public:
+  FileBytes(std::string path, std::FILE* f) : ByteInput(std::move(path)), f_(f) {}
+  ~FileBytes() override { std::fclose(f_); }
+  bool gzip() const override { return false; }
+
+ protected:
+  std::size_t produce(char* dst, std::size_t room) override {
+    std::size_t n = std::fread(dst, 1, room, f_);
+    if (n == 0 && std::ferror(f_)) throw TraceError(path(), 0, fmt::format("read error: {}", std::strerror(errno)));
+    return n;
+  }
+
+ private:
+  std::FILE* f_;
+};
+
+// gzip members one after another (as `cat a.gz b.gz` makes) inflate as one content.
+class GzipBytes final : public ByteInput {
+ public:
+  GzipBytes(std::string path, std::FILE* f) : ByteInput(std::move(path)), f_(f), in_(kBlock / 4) {
+    zs_ = z_stream{};
+    if (inflateInit2(&zs_, 15 + 16) != Z_OK) throw TraceError(this->path(), 0, "zlib could not start");
+  }
+  ~GzipBytes() override {
+    inflateEnd(&zs_);
+    std::fclose(f_);
+  }
+  bool gzip() const override { return true; }
+
+ protected:
+  std::size_t produce(char* dst, std::size_t room) override {
+    if (done_) return 0;
+    zs_.next_out = reinterpret_cast<Bytef*>(dst);
+    zs_.avail_out = static_cast<uInt>(room);
+    while (zs_.avail_out == room) {
+      if (zs_.avail_in == 0 && !fill_input()) {
+        if (!member_started_) {  // a clean end right after a member
+          done_ = true;
+          return 0;
+        }
+        fail_compressed("truncated gzip stream: the file ends inside the compressed data");
+      }
+      member_started_ = true;
+      const int rc = inflate(&zs_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        member_started_ = false;
+        // Another member may follow; anything else after the stream is damage.
+        if (zs_.avail_in == 0 && !fill_input()) {
+          done_ = true;
+          break;
+        }
+        if (zs_.next_in[0] != 0x1f) fail_compressed("bytes after the end of the gzip stream are not another gzip member");
+        out_before_member_ += zs_.total_out;
+        inflateReset(&zs_);
+        continue;
+      }
+      if (rc == Z_BUF_ERROR && zs_.avail_in == 0) continue;  // needs more input
+      if (rc != Z_OK)
+        fail_compressed(fmt::format("corrupt gzip data ({})", zs_.msg ? zs_.msg : "zlib error " + std::to_string(rc)));
+    }
+    return room - zs_.avail_out;
+  }
+
+ private:
+  bool fill_input() {
+    const std::size_t n = std::fread(in_.data(), 1, in_.size(), f_);
+    if (n == 0 && std::ferror(f_)) throw TraceError(path(), 0, fmt::format("read error: {}", std::strerror(errno)));
+    consumed_in_ += zs_.next_in ? static_cast<std::uint64_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())) : 0;
+    zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
+    zs_.avail_in = static_cast<uInt>(n);
+    return n > 0;
+  }
+  [[noreturn]] void fail_compressed(const std::string& what) {
+    const std::uint64_t at =
+        consumed_in_ + (zs_.next_in ? static_cast<std::uint64_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())) : 0);
+    throw TraceError::at_byte(path(), offset_of_output(),
+                              fmt::format("{} (compressed byte {})", what, at));
+  }
+  std::uint64_t offset_of_output() const { return out_before_member_ + zs_.total_out; }
+
+  std::FILE* f_;
+  std::vector<char> in_;
+  z_stream zs_;
+  std::uint64_t consumed_in_ = 0;  // compressed bytes before in_[0]
+  std::uint64_t out_before_member_ = 0;  // content bytes of the members before this one
+  bool member_started_ = false, done_ = false;
+};
+
+}  // namespace
+
+ByteInput::ByteInput(std::string path) : path_(std::move(path)), buf_(kBlock) {}
+
+std::unique_ptr<ByteInput> ByteInput::open(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw TraceError(path, 0, fmt::format("cannot open the trace file: {}", std::strerror(errno)));
+  unsigned char magic[2] = {0, 0};
+  const std::size_t n = std::fread(magic, 1, 2, f);
+  const bool gz = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  std::rewind(f);
+  if (gz) return std::make_unique<GzipBytes>(path, f);
+  return std::make_unique<FileBytes>(path, f);
+}
+
+bool ByteInput::refill() {
+  if (ended_) return false;
+  // Keep the unconsumed bytes at the front; grow when they fill half the buffer.
+  if (pos_ > 0) {
+    std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    base_ += pos_;
+    end_ -= pos_;
+    pos_ = 0;
+  }
+  if (buf_.size() - end_ < kBlock / 2) buf_.resize(buf_.size() * 2);
+  const std::size_t n = produce(buf_.data() + end_, buf_.size() - end_);
+  if (n == 0) {
+    ended_ = true;
+    return false;
+  }
+  end_ += n;
+  return true;
+}
+
+std::string_view ByteInput::peek(std::size_t n) {
+  while (end_ - pos_ < n && refill()) {
+  }
+  return buffered().substr(0, n);
+}
+
+void ByteInput::read_exact(void* dst, std::size_t n, std::string_view what) {
+  if (end_ - pos_ < n) peek(n);
+  if (end_ - pos_ < n)
+    fail(fmt::format("truncated: the content ends after {} more bytes (expected {}, {} bytes)", end_ - pos_, what, n));
+  std::memcpy(dst, buf_.data() + pos_, n);
+  pos_ += n;
+}
+
+std::uint8_t ByteInput::read_u8(std::string_view what) {
+  if (pos_ == end_ && !refill()) fail(fmt::format("truncated: the content ends here (expected {})", what));
+  return static_cast<std::uint8_t>(buf_[pos_++]);
+}
+
+void ByteInput::fail_at(std::uint64_t offset, const std::string& message) const {
+  throw TraceError::at_byte(path_, offset, message);
+}
+
+std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes) {
+  std::string out;
+  const std::size_t n = std::min(bytes.size(), max_bytes);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      default:
+        if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+        else out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (bytes.size() > max_bytes) out += "...";
+  return out;
+}
+
+}  // namespace gmb

@@ -1,0 +1,68 @@
+// The bytes of a trace file, read as a stream through one buffer: plain, or gzip-compressed
+// (detected from the magic bytes 1f 8b, never from the name) and inflated block by block with
+// zlib. A file of any length costs the same memory. Every trace reader reads through this layer:
+// the native CSV and RMM log readers (workloads/*_trace_source.cpp) scan its buffer line by
+// line; binary readers (the PyTorch snapshot pickle reader) use read_exact / read_u8 and fail()
+// so their errors name the byte offset the same way.
+//
+// Offsets are positions in the decompressed content (what a reader sees); a damaged gzip stream
+// is reported at its compressed offset as well.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "workloads/trace_error.h"
+
+namespace gmb {
+
+class ByteInput {
+ public:
+  // Opens the file; throws TraceError when it cannot be read or its gzip header is damaged.
+  static std::unique_ptr<ByteInput> open(const std::string& path);
+  virtual ~ByteInput() = default;
+
+  const std::string& path() const { return path_; }
+  virtual bool gzip() const = 0;
+
+  // The unconsumed bytes already buffered (no read).
+  std::string_view buffered() const { return {buf_.data() + pos_, end_ - pos_}; }
+  // Reads more after the buffered bytes (the buffer grows when they fill it). False at the end
+  // of the content. Invalidates views returned before.
+  bool refill();
+  // At least n unconsumed bytes unless the content ends first (then all that is left).
+  std::string_view peek(std::size_t n);
+  void consume(std::size_t n) { pos_ += n; }
+  // Offset of the first unconsumed byte.
+  std::uint64_t offset() const { return base_ + pos_; }
+  bool at_end() { return pos_ == end_ && !refill(); }
+
+  // For binary readers: exactly n bytes, or TraceError "truncated: ... at byte N (expected
+  // <what>)".
+  void read_exact(void* dst, std::size_t n, std::string_view what);
+  std::uint8_t read_u8(std::string_view what);
+  // TraceError at the current offset / at `offset`.
+  [[noreturn]] void fail(const std::string& message) const { fail_at(offset(), message); }
+  [[noreturn]] void fail_at(std::uint64_t offset, const std::string& message) const;
+
+ protected:
+  explicit ByteInput(std::string path);
+  // Appends up to `room` bytes of content at `dst`; 0 at the end. Throws TraceError.
+  virtual std::size_t produce(char* dst, std::size_t room) = 0;
+
+ private:
+  std::string path_;
+  std::vector<char> buf_;
+  std::size_t pos_ = 0, end_ = 0;  // unconsumed bytes: buf_[pos_, end_)
+  std::uint64_t base_ = 0;         // content offset of buf_[0]
+  bool ended_ = false;
+};
+
+// At most max_bytes of `bytes` as printable ASCII: other bytes as \xNN, \n \r \t \\ \" escaped,
+// "..." when cut. For error messages: never raw bytes to the terminal.
+std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes = 40);
+
+}  // namespace gmb

@@ -1,0 +1,137 @@
+// The native trace format: CSV with a header naming the columns action,id,bytes[,stream] in any
+// order; `#` comments and blank lines are skipped; `bytes` is empty on a free. Ids are the
+// file's own (any 64-bit value, reusable once freed).
+#include <fmt/format.h>
+
+#include "workloads/csv_lines.h"
+#include "workloads/live_id_set.h"
+#include "workloads/trace_source.h"
+
+namespace gmb {
+
+namespace {
+
+constexpr const char* kColumns[] = {"action", "id", "bytes", "stream"};
+
+class NativeCsvSource final : public TraceSource {
+ public:
+  explicit NativeCsvSource(std::unique_ptr<ByteInput> in) : in_(std::move(in)), lines_(*in_) {
+    meta_.format = "native_csv";
+    meta_.gzip = in_->gzip();
+    read_header();
+  }
+  const TraceMeta& meta() const override { return meta_; }
+
+  std::size_t read(std::vector<Op>& out, std::size_t max_ops) override {
+    std::size_t n = 0;
+    std::string_view line;
+    while (n < max_ops && lines_.next(line)) {
+      if (line.empty() || line[0] == '#') continue;
+      out.push_back(parse(line));
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw TraceError(in_->path(), lines_.line_number(), message);
+  }
+
+  void read_header() {
+    std::string_view line;
+    while (lines_.next(line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::vector<std::string_view> f(CsvLines::split(line, nullptr, 0));
+      CsvLines::split(line, f.data(), f.size());
+      for (int i = 0; i < static_cast<int>(f.size()); ++i) {
+        if (f[i] == "action") col_[0] = i;
+        else if (f[i] == "id") col_[1] = i;
+        else if (f[i] == "bytes") col_[2] = i;
+        else if (f[i] == "stream") col_[3] = i;
+        else
+          fail(fmt::format("unknown column '{}' in the header (valid: action, id, bytes, stream)",
+                           escaped_excerpt(f[i], 60)));
+      }
+      if (col_[0] < 0 || col_[1] < 0 || col_[2] < 0) fail("the header line must name the columns action,id,bytes[,stream]");
+      for (int c : col_) needed_ = std::max(needed_, c + 1);
+      // A row may stop before an empty last `stream` field.
+      min_fields_ = needed_ - (col_[3] == needed_ - 1 ? 1 : 0);
+      return;
+    }
+    fail("empty trace: the header line action,id,bytes,stream is required");
+  }
+
+  Op parse(std::string_view line) {
+    std::string_view f[kMaxFields];
+    const std::size_t count = CsvLines::split(line, f, kMaxFields);
+    if (count < static_cast<std::size_t>(min_fields_))
+      fail(fmt::format("expected {} fields, found {}: '{}'", needed_, count, escaped_excerpt(line, 200)));
+    if (needed_ > kMaxFields) return parse_wide(line);
+    return parse_fields(f, count);
+  }
+
+  // Headers that repeat a column can put the used columns beyond kMaxFields: split again.
+  Op parse_wide(std::string_view line) {
+    std::vector<std::string_view> f(static_cast<std::size_t>(needed_) + 1);
+    const std::size_t count = CsvLines::split(line, f.data(), f.size());
+    return parse_fields(f.data(), count);
+  }
+
+  Op parse_fields(const std::string_view* f, std::size_t count) {
+    Op op;
+    op.source_line = lines_.line_number();
+    const std::string_view action = f[col_[0]];
+    std::uint64_t id = 0;
+    if (!CsvLines::parse_u64(f[col_[1]], id))
+      fail(fmt::format("id '{}' is not a non-negative integer", escaped_excerpt(f[col_[1]], 60)));
+    op.id = id;
+    if (col_[3] >= 0 && static_cast<std::size_t>(col_[3]) < count && !f[col_[3]].empty()) {
+      std::uint64_t s = 0;
+      if (!CsvLines::parse_u64(f[col_[3]], s) || s > 1000000)
+        fail(fmt::format("stream '{}' is not a small non-negative integer", escaped_excerpt(f[col_[3]], 60)));
+      op.stream = static_cast<StreamId>(s);
+    }
+    if (action == "alloc") {
+      std::uint64_t bytes = 0;
+      if (!CsvLines::parse_u64(f[col_[2]], bytes))
+        fail(fmt::format("bytes '{}' is not a non-negative integer", escaped_excerpt(f[col_[2]], 60)));
+      if (!live_.insert(id)) fail(fmt::format("alloc of id {} which is already allocated", id));
+      op.kind = Op::Kind::Alloc;
+      op.bytes = bytes;
+    } else if (action == "free") {
+      if (!live_.erase(id)) fail(fmt::format("free of unknown id {} (never allocated, or already freed)", id));
+      op.kind = Op::Kind::Free;
+    } else {
+      fail(fmt::format("unknown action '{}' (valid: alloc, free)", escaped_excerpt(action, 60)));
+    }
+    return op;
+  }
+
+  static constexpr int kMaxFields = 8;
+  std::unique_ptr<ByteInput> in_;
+  CsvLines lines_;
+  TraceMeta meta_;
+  int col_[4] = {-1, -1, -1, -1};  // action, id, bytes, stream
+  int needed_ = 0, min_fields_ = 0;
+  LiveIdSet live_;
+};
+
+}  // namespace
+
+bool looks_like_native_csv(const TraceHead& head) {
+  if (head.first_line_number == 0) return true;  // nothing but comments: the reader says what is missing
+  if (!head.text) return false;
+  std::vector<std::string_view> f(CsvLines::split(head.first_line, nullptr, 0));
+  CsvLines::split(head.first_line, f.data(), f.size());
+  for (auto field : f)
+    for (const char* c : kColumns)
+      if (field == c) return true;
+  return false;
+}
+
+std::unique_ptr<TraceSource> make_native_csv_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions&) {
+  return std::make_unique<NativeCsvSource>(std::move(in));
+}
+
+}  // namespace gmb

@@ -1,0 +1,89 @@
+#include "workloads/trace_source.h"
+
+#include <fmt/format.h>
+
+namespace gmb {
+
+namespace {
+
+constexpr std::size_t kHeadBytes = std::size_t(64) << 10;
+
+// Pickle: protocol 2+ starts with PROTO (0x80); protocols 0 and 1 with MARK '(' or an empty
+// list / dict (']', '}').
+bool looks_like_pickle(const TraceHead& head) {
+  if (head.bytes.empty()) return false;
+  const auto c = static_cast<unsigned char>(head.bytes[0]);
+  return c == 0x80 || c == '(' || c == ']' || c == '}';
+}
+
+std::unique_ptr<TraceSource> snapshot_not_built(std::unique_ptr<ByteInput> in, const TraceOpenOptions&) {
+  in->fail_at(0, "this is a pickle, as PyTorch memory snapshots are, but this build has no PyTorch snapshot "
+                 "reader yet (supported: native CSV, RMM log)");
+}
+
+TraceHead make_head(std::string_view bytes) {
+  TraceHead h;
+  h.bytes = bytes;
+  std::size_t at = 0;
+  std::uint64_t line = 0;
+  while (at < bytes.size()) {
+    std::size_t nl = bytes.find('\n', at);
+    std::string_view l = bytes.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+    ++line;
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    if (!l.empty() && l[0] != '#') {
+      h.first_line = l;
+      h.first_line_number = line;
+      h.first_line_offset = at;
+      break;
+    }
+    if (nl == std::string_view::npos) break;
+    at = nl + 1;
+  }
+  for (char ch : h.first_line) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\t') || c >= 0x7f) h.text = false;
+  }
+  // Binary content may hold no newline (or a NUL) before the 64 KiB: not text either.
+  if (h.first_line_number && h.first_line.size() == bytes.size() - h.first_line_offset && bytes.size() == kHeadBytes)
+    h.text = false;
+  return h;
+}
+
+std::string recognised_formats() {
+  std::string s;
+  for (const auto& f : trace_formats()) s += fmt::format("{}{} ({})", s.empty() ? "" : "; ", f.name, f.description);
+  return s + "; plain or gzip-compressed";
+}
+
+[[noreturn]] void unknown_format(const ByteInput& in, const TraceHead& head) {
+  if (head.text)
+    throw TraceError(in.path(), head.first_line_number,
+                     fmt::format("not a trace in a recognised format: the first line \"{}\" is not the header of "
+                                 "one (recognised: {})",
+                                 escaped_excerpt(head.first_line, 80), recognised_formats()));
+  in.fail_at(0, fmt::format("not a trace in a recognised format: {}binary content that starts with \"{}\" "
+                            "(recognised: {})",
+                            in.gzip() ? "gzip-compressed " : "", escaped_excerpt(head.bytes, 32),
+                            recognised_formats()));
+}
+
+}  // namespace
+
+const std::vector<TraceFormat>& trace_formats() {
+  static const std::vector<TraceFormat> formats = {
+      {"pytorch_snapshot", "a pickled torch.cuda.memory._snapshot()", looks_like_pickle, snapshot_not_built},
+      {"native_csv", "CSV with the header action,id,bytes[,stream]", looks_like_native_csv, make_native_csv_source},
+  };
+  return formats;
+}
+
+std::unique_ptr<TraceSource> open_trace(const std::string& path, const TraceOpenOptions& options) {
+  std::unique_ptr<ByteInput> in = ByteInput::open(path);
+  const TraceHead head = make_head(in->peek(kHeadBytes));
+  for (const auto& f : trace_formats())
+    if (f.open && f.sniff(head)) return f.open(std::move(in), options);
+  unknown_format(*in, head);
+}
+
+}  // namespace gmb
