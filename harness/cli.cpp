@@ -19,6 +19,7 @@
 #include "harness/config.h"
 #include "harness/frontier.h"
 #include "harness/report.h"
+#include "harness/workload_need.h"
 #include "workloads/trace.h"
 
 namespace gmb {
@@ -200,14 +201,21 @@ int run_config(const std::string& config_path, const std::string& device_flag, c
   if (capacity_flag.empty() && config.capacities.size() > 1) report.capacity_sweep = capacities = config.capacities;
   std::size_t total = capacities.size() * config.workloads.size() * config.allocators.size();
   Progress progress(!quiet && isatty(STDERR_FILENO), total, config.run.repeat);
+  // Each workload's need, computed once for all its allocators and capacities.
+  std::vector<std::shared_ptr<const WorkloadNeed>> needs(config.workloads.size());
   std::size_t i = 0;
   for (Bytes cap : capacities) {
     DeviceSpec case_spec = spec;
     case_spec.capacity_bytes = cap;
     std::string at = report.capacity_sweep.empty() ? "" : " @ " + format_bytes(cap);
-    for (const auto& w : config.workloads) {
+    for (std::size_t wi = 0; wi < config.workloads.size(); ++wi) {
+      const auto& w = config.workloads[wi];
       for (const auto& a : config.allocators) {
-        CaseSpec cs{a.name, a.options, w.make};
+        if (!needs[wi]) {
+          auto workload = w.make();
+          needs[wi] = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, config.run.max_steps));
+        }
+        CaseSpec cs{a.name, a.options, w.make, needs[wi]};
         std::string label = allocator_label(a.name, a.options) + " x " + w.kind + at;
         progress.start_case(i, label);
         report.cases.push_back(

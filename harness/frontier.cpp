@@ -11,6 +11,7 @@
 #include "allocators/registry.h"
 #include "allocators/units.h"
 #include "harness/report.h"
+#include "harness/workload_need.h"
 #include "workloads/transformer.h"
 
 namespace gmb {
@@ -121,6 +122,17 @@ struct Searcher {
   const FrontierSpec& spec;
   DeviceChoice device;
   const FrontierProgress& progress;
+  // A capacity search runs the same workload again and again: its need is computed once.
+  std::map<const WorkloadSpec*, std::shared_ptr<const WorkloadNeed>> needs{};
+
+  std::shared_ptr<const WorkloadNeed> need_of(const WorkloadSpec& w) {
+    auto& n = needs[&w];
+    if (!n) {
+      auto workload = w.make();
+      n = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, config.run.max_steps));
+    }
+    return n;
+  }
 
   FrontierProbe probe(FrontierRow& row, const AllocatorSpec& a, const WorkloadSpec& w, Bytes capacity,
                       std::uint64_t value) {
@@ -130,6 +142,7 @@ struct Searcher {
     DeviceSpec ds{device, capacity};
     if (is_capacity(spec)) {
       ds.capacity_bytes = value;
+      cs.need = need_of(w);
     } else {
       std::string param = spec.param;
       const WorkloadSpec* wp = &w;

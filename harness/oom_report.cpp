@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "allocators/units.h"
+#include "harness/oom_diagnosis.h"
 #include "harness/report.h"
 
 namespace gmb {
@@ -65,7 +66,16 @@ json oom_record_json(const OomRecord& o) {
               {"largest_free_block_bytes", o.largest_free_block},
               {"capacity_bytes", o.capacity_bytes},
               {"retried_after_freeing_cache", o.retried_after_freeing_cache},
+              {"need_from_here_bytes", o.need_from_here_bytes},
+              {"fragmentation", o.fragmentation()},
               {"message", o.message}};
+}
+
+// CSV field: quoted, quotes doubled.
+std::string csv_quote(const std::string& s) {
+  std::string e = "\"";
+  for (char ch : s) e += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return e + "\"";
 }
 
 std::string xml_escape(const std::string& s) {
@@ -190,6 +200,12 @@ json oom_state_json(const CaseResult& c, const DeviceInfo& device, const std::st
   j["memory_modeled"] = c.memory_modeled;
   const RunMetrics& m = c.runs.front();
   j["oom"] = oom_record_json(*m.first_oom);
+  j["what_would_fix_it"] = oom_fix_text(c, *m.first_oom);
+  if (c.need)
+    j["need"] = {{"peak_requested_bytes", c.need->peak_requested_bytes},
+                 {"peak_requested_step", c.need->peak_requested_step},
+                 {"peak_requested_event", c.need->peak_requested_event},
+                 {"peak_rounded_bytes", c.need->peak_rounded_bytes}};
   j["ooms"] = m.ooms;
   j["ooms_by_kind"] = {{"fragmentation", m.fragmentation_ooms}, {"capacity", m.capacity_ooms}};
   BlockMapSummary s = summarize_block_map(c.oom_segments);
@@ -246,6 +262,7 @@ std::string block_map_svg(const CaseResult& c, const DeviceInfo& device) {
                      format_bytes(o.allocated_bytes), format_bytes(o.reserved_bytes), format_bytes(o.cached_bytes),
                      format_bytes(o.largest_free_block), o.retried_after_freeing_cache ? "tried" : "not tried"),
          12, text_w);
+  y = g.lines(kLeft, y, "What would fix it: " + oom_fix_text(c, o), 12, text_w, "bold");
   const Bytes dev_free = o.capacity_bytes > o.reserved_bytes ? o.capacity_bytes - o.reserved_bytes : 0;
   const Bytes unused = o.capacity_bytes > o.allocated_bytes ? o.capacity_bytes - o.allocated_bytes : 0;
   y = g.lines(kLeft, y,
@@ -377,12 +394,13 @@ std::string usage_csv(const CaseResult& c) {
 std::string oom_events_csv(const CaseResult& c) {
   std::string out =
       "index,step,event,kind,requested_bytes,allocated_bytes,reserved_bytes,cached_bytes,"
-      "largest_free_block_bytes,capacity_bytes,retried_after_freeing_cache\n";
+      "largest_free_block_bytes,capacity_bytes,retried_after_freeing_cache,need_from_here_bytes,message\n";
   for (std::size_t i = 0; i < c.oom_events.size(); ++i) {
     const auto& o = c.oom_events[i];
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", i, o.step, o.event, to_string(o.kind), o.requested_bytes,
-                       o.allocated_bytes, o.reserved_bytes, o.cached_bytes, o.largest_free_block, o.capacity_bytes,
-                       o.retried_after_freeing_cache ? 1 : 0);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", i, o.step, o.event, to_string(o.kind),
+                       o.requested_bytes, o.allocated_bytes, o.reserved_bytes, o.cached_bytes, o.largest_free_block,
+                       o.capacity_bytes, o.retried_after_freeing_cache ? 1 : 0, o.need_from_here_bytes,
+                       csv_quote(o.message));
   }
   return out;
 }
@@ -480,7 +498,9 @@ void write_oom_reports(const RunReport& report, const std::string& dir) {
     const CaseResult& c = report.cases[i];
     if (!has_oom_details(c)) continue;
     std::string stem = oom_file_stem(i, c);
-    write_file_atomically((oom / (stem + ".json")).string(), oom_state_json(c, report.device, stem).dump(2) + "\n");
+    json state = oom_state_json(c, report.device, stem);
+    state["what_would_fix_it"] = oom_diagnosis_text(report, i);  // with the settings that completed
+    write_file_atomically((oom / (stem + ".json")).string(), state.dump(2) + "\n");
     write_file_atomically((oom / (stem + ".svg")).string(), block_map_svg(c, report.device));
     write_file_atomically((oom / (stem + ".timeline.csv")).string(), usage_csv(c));
     write_file_atomically((oom / (stem + ".timeline.svg")).string(), usage_svg(c));

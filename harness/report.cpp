@@ -9,6 +9,7 @@
 
 #include "allocators/units.h"
 #include "harness/case_summary.h"
+#include "harness/oom_diagnosis.h"
 #include "harness/oom_report.h"
 #include "harness/runner.h"
 #include "harness/table_format.h"
@@ -31,7 +32,21 @@ json oom_json(const std::optional<OomRecord>& oom) {
               {"capacity_bytes", oom->capacity_bytes},
               {"retried_after_freeing_cache", oom->retried_after_freeing_cache},
               {"kind", to_string(oom->kind)},
+              {"need_from_here_bytes", oom->need_from_here_bytes},
+              {"fragmentation", oom->fragmentation()},
               {"message", oom->message}};
+}
+
+json need_json(const std::shared_ptr<const WorkloadNeed>& need) {
+  if (!need) return nullptr;
+  return json{{"peak_requested_bytes", need->peak_requested_bytes},
+              {"peak_requested_step", need->peak_requested_step},
+              {"peak_requested_event", need->peak_requested_event},
+              {"peak_rounded_bytes", need->peak_rounded_bytes},
+              {"peak_rounded_step", need->peak_rounded_step},
+              {"peak_rounded_event", need->peak_rounded_event},
+              {"steps", need->steps},
+              {"events", need->events}};
 }
 
 json spread_json(const Spread& s) { return json{{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
@@ -95,25 +110,30 @@ std::string capacity_left_note(const RunReport& r) {
   return out.empty() ? out : "\nCapacity left to the allocator after the ballast (cudaMemGetInfo): " + out + ".\n";
 }
 
-// One row per case with an OOM: every detail of the first, and the count by kind.
+// One row per case with an OOM: what would fix it first, then every detail of the first OOM and
+// the count by kind; then the allocator's own message for each (PyTorch's text for caching).
 std::string oom_details_table(const RunReport& r) {
-  std::string out;
+  std::string out, messages;
   for (std::size_t i = 0; i < r.cases.size(); ++i) {
     const CaseResult& c = r.cases[i];
     const RunMetrics* m = c.runs.empty() ? nullptr : &c.runs.front();
     if (!m || !m->first_oom) continue;
     if (out.empty())
-      out = "\n| case (first OOM) | kind | step | event | request | allocated | reserved | cached | largest free block "
-            "| capacity left | retried | OOMs: fragmentation / capacity | block map |\n"
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n";
+      out = "\n| case (first OOM) | kind | what would fix it | step | event | request | allocated | reserved | cached "
+            "| largest free block | fragmentation at the OOM | capacity left | retried | OOMs: fragmentation / capacity "
+            "| block map |\n"
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n";
     const OomRecord& o = *m->first_oom;
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n", c.label,
-                       to_string(o.kind), o.step, o.event, format_bytes(o.requested_bytes),
-                       format_bytes(o.allocated_bytes), format_bytes(o.reserved_bytes), format_bytes(o.cached_bytes),
-                       format_bytes(o.largest_free_block), format_bytes(o.capacity_bytes),
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f}% | {} | {} | {} / {} | {} |\n",
+                       markdown_escape(c.label), to_string(o.kind), markdown_escape(oom_diagnosis_text(r, i)), o.step,
+                       o.event, format_bytes(o.requested_bytes), format_bytes(o.allocated_bytes),
+                       format_bytes(o.reserved_bytes), format_bytes(o.cached_bytes), format_bytes(o.largest_free_block),
+                       100 * o.fragmentation(), format_bytes(o.capacity_bytes),
                        o.retried_after_freeing_cache ? "yes" : "no", m->fragmentation_ooms, m->capacity_ooms,
                        has_oom_details(c) ? "oom/" + oom_file_stem(i, c) + ".svg" : "");
+    if (!o.message.empty()) messages += fmt::format("- {}: {}\n", markdown_escape(c.label), markdown_escape(o.message));
   }
+  if (!messages.empty()) out += "\nThe allocator's own message at each first OOM:\n\n" + messages;
   return out;
 }
 
@@ -155,6 +175,7 @@ json to_json(const RunReport& r) {
   json cases = json::array();
   for (const auto& c : r.cases) {
     const RunMetrics* m = representative(c);
+    const std::size_t index = static_cast<std::size_t>(&c - r.cases.data());
     json j;
     j["label"] = c.label;
     j["workload"] = c.workload;
@@ -166,6 +187,7 @@ json to_json(const RunReport& r) {
     j["capacity_requested_bytes"] = c.capacity_requested_bytes;
     j["ballast_bytes"] = c.ballast_bytes;
     if (!c.error.empty()) j["error"] = c.error;
+    j["need"] = need_json(c.need);
     if (!m) {
       cases.push_back(j);
       continue;
@@ -173,6 +195,10 @@ json to_json(const RunReport& r) {
     j["peak_reserved_bytes"] = m->peak_reserved_bytes;
     j["peak_allocated_bytes"] = m->peak_allocated_bytes;
     j["fragmentation"] = m->fragmentation;
+    j["fragmentation_at_peak_reserved"] = {{"fragmentation", m->fragmentation},
+                                           {"reserved_bytes", m->peak_reserved_sampled_bytes},
+                                           {"allocated_bytes", m->allocated_at_peak_reserved_bytes}};
+    j["fragmentation_at_first_oom"] = m->first_oom ? json(m->first_oom->fragmentation()) : json(nullptr);
     j["memory_modeled"] = c.memory_modeled;
     j["throughput"] = {{"steps_per_s", spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median},
                        {"tokens_per_s", spread_of(c.runs, [](auto& x) { return x.tokens_per_s; }).median},
@@ -180,6 +206,15 @@ json to_json(const RunReport& r) {
                         spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median},
                        {"modeled", c.throughput_modeled}};
     j["oom"] = oom_json(m->first_oom);
+    if (!c.runs.empty() && c.runs.front().first_oom) {
+      // About the first run's first OOM (the one the OOM files show).
+      const SameCapacityCases same = same_capacity_cases(r, index);
+      j["oom_diagnosis"] = {{"kind", to_string(c.runs.front().first_oom->kind)},
+                            {"what_would_fix_it", oom_diagnosis_text(r, index)},
+                            {"same_capacity_settings", same.others},
+                            {"completed_at_same_capacity", same.completed},
+                            {"message", c.runs.front().first_oom->message}};
+    }
     j["ooms"] = m->ooms;
     j["steps_completed"] = m->steps_completed;
     j["events"] = m->events;
@@ -210,9 +245,13 @@ json to_json(const RunReport& r) {
     json steps = json::array();
     for (const auto& s : c.steps)
       steps.push_back({s.step, s.allocated_bytes, s.reserved_bytes, s.peak_allocated_bytes,
-                       s.peak_reserved_bytes, s.ooms});
+                       s.peak_reserved_bytes, s.ooms, s.step_peak_allocated_bytes, s.step_peak_reserved_bytes,
+                       s.need_bytes});
+    // allocated/reserved: at the step's end; peak_*: running peaks; step_peak_*: the most during
+    // the step; need_bytes: the workload's most live requested bytes during the step.
     j["step_series"] = {{"columns", {"step", "allocated_bytes", "reserved_bytes", "peak_allocated_bytes",
-                                     "peak_reserved_bytes", "ooms"}},
+                                     "peak_reserved_bytes", "ooms", "step_peak_allocated_bytes",
+                                     "step_peak_reserved_bytes", "need_bytes"}},
                         {"rows", steps}};
     json stats = json::object();
     for (const auto& [k, v] : c.memory_stats) stats[k] = v;
@@ -220,7 +259,7 @@ json to_json(const RunReport& r) {
     if (!c.oom_segments.empty()) j["oom_block_map"] = segments_json(c.oom_segments);
     j["ooms_by_kind"] = {{"fragmentation", m->fragmentation_ooms}, {"capacity", m->capacity_ooms}};
     if (has_oom_details(c)) {
-      std::string stem = "oom/" + oom_file_stem(static_cast<std::size_t>(&c - r.cases.data()), c);
+      std::string stem = "oom/" + oom_file_stem(index, c);
       j["oom_files"] = {{"state_json", stem + ".json"}, {"block_map_svg", stem + ".svg"},
                         {"usage_csv", stem + ".timeline.csv"}, {"usage_svg", stem + ".timeline.svg"},
                         {"ooms_csv", stem + ".ooms.csv"}};
@@ -319,21 +358,26 @@ std::string csv_table(const RunReport& r) {
       "peak_reserved_bytes_min,peak_reserved_bytes_max,fragmentation_min,fragmentation_max,tokens_per_s_min,"
       "tokens_per_s_max,error,"
       "oom_allocated_bytes,oom_reserved_bytes,oom_cached_bytes,oom_largest_free_block_bytes,oom_capacity_bytes,"
-      "oom_retried,fragmentation_ooms,capacity_ooms,capacity_requested_bytes,ballast_bytes\n";
+      "oom_retried,fragmentation_ooms,capacity_ooms,capacity_requested_bytes,ballast_bytes,"
+      "need_peak_requested_bytes,need_peak_rounded_bytes,need_peak_step,need_peak_event,"
+      "allocated_at_peak_reserved_bytes,fragmentation_at_first_oom,oom_need_from_here_bytes,oom_what_would_fix_it,"
+      "oom_message\n";
   const auto columns = static_cast<std::size_t>(std::count(out.begin(), out.end(), ',')) + 1;
   auto q = [](const std::string& s) {
     std::string e = "\"";
     for (char ch : s) e += ch == '"' ? std::string("\"\"") : std::string(1, ch);
     return e + "\"";
   };
+  constexpr std::size_t kAfterError = 19;  // the columns after `error`
   for (const auto& c : r.cases) {
     const RunMetrics* m = representative(c);
+    const std::size_t index = static_cast<std::size_t>(&c - r.cases.data());
     if (!m) {
       // A case that could not run still has its row: what it was, and the error.
-      const std::size_t before_error = columns - 11;  // the error, then the OOM columns
+      const std::size_t before_error = columns - kAfterError - 1;
       out += fmt::format("{},{},{},{},{},{}{}{}{}\n", q(c.label), c.workload, c.allocator, to_string(r.device.kind),
                          q(r.device.name), c.capacity_bytes, std::string(before_error - 6 + 1, ','), q(c.error),
-                         std::string(10, ','));
+                         std::string(kAfterError, ','));
       continue;
     }
     Spread sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; });
@@ -355,7 +399,16 @@ std::string csv_table(const RunReport& r) {
     out += fmt::format("{:.0f},{:.0f},{:.6f},{:.6f},{:.6g},{:.6g},{},", s.peak_reserved.min, s.peak_reserved.max,
                        s.fragmentation.min, s.fragmentation.max, s.tokens_per_s.min, s.tokens_per_s.max,
                        c.error.empty() ? "" : q(c.error));
-    out += oom_csv_cells(c, *m) + "\n";
+    out += oom_csv_cells(c, *m) + ",";
+    // The need, the fragmentation figures and the first run's first OOM in words.
+    const std::optional<OomRecord>& first = c.runs.front().first_oom;
+    out += c.need ? fmt::format("{},{},{},{},", c.need->peak_requested_bytes, c.need->peak_rounded_bytes,
+                                c.need->peak_requested_step, c.need->peak_requested_event)
+                  : std::string(",,,,");
+    out += fmt::format("{},{},{},{},{}\n", m->allocated_at_peak_reserved_bytes,
+                       m->first_oom ? fmt::format("{:.6f}", m->first_oom->fragmentation()) : std::string(),
+                       first ? std::to_string(first->need_from_here_bytes) : std::string(),
+                       first ? q(oom_diagnosis_text(r, index)) : std::string(), first ? q(first->message) : std::string());
   }
   return out;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +15,27 @@ namespace gmb {
 enum class OomKind { Fragmentation, Capacity };
 const char* to_string(OomKind kind);
 
+// What the workload itself needs, from its own events (they do not depend on the allocator):
+// the live bytes it asks for at each point of the run as if no OOM happened, over the steps the
+// run makes (--steps). An allocator that never fragments (perfect packing of the live requested
+// bytes) needs exactly peak_requested_bytes; PyTorch's caching allocator at least
+// peak_rounded_bytes (every request rounded up to a multiple of 512 bytes, at least 512).
+// Events are numbered as the runner numbers them in a run without an OOM: allocations and
+// frees, from 0.
+struct WorkloadNeed {
+  Bytes peak_requested_bytes = 0;
+  std::uint64_t peak_requested_step = 0, peak_requested_event = 0;
+  Bytes peak_rounded_bytes = 0;
+  std::uint64_t peak_rounded_step = 0, peak_rounded_event = 0;
+  std::uint64_t steps = 0, events = 0;
+  std::vector<Bytes> step_peak_requested_bytes;  // [s]: the most live requested bytes during step s
+  std::vector<Bytes> requested_from_step_bytes;  // [s]: the most at any point of steps s, s+1, ...
+  // The most live requested bytes from step `step` to the end (0 past the last step).
+  Bytes requested_from(std::uint64_t step) const {
+    return step < requested_from_step_bytes.size() ? requested_from_step_bytes[step] : 0;
+  }
+};
+
 struct OomRecord {
   std::uint64_t step = 0;
   std::uint64_t event = 0;  // 0-based index of the op within the run
@@ -24,12 +46,24 @@ struct OomRecord {
   Bytes largest_free_block = 0;
   Bytes capacity_bytes = 0;
   bool retried_after_freeing_cache = false;
+  // The workload's most live requested bytes from this OOM's step to the end of the run (as if
+  // no OOM happened): what the classification compares with the capacity.
+  Bytes need_from_here_bytes = 0;
   OomKind kind = OomKind::Capacity;
-  std::string message;
+  std::string message;  // the allocator's own message (PyTorch's text for caching)
+  // 1 - allocated / reserved at the OOM: the share of the reserved memory not in use.
+  double fragmentation() const {
+    return reserved_bytes > allocated_bytes ? 1.0 - double(allocated_bytes) / double(reserved_bytes) : 0.0;
+  }
 };
 
-// Fragmentation when the capacity minus the bytes in use would have held the request.
-OomKind classify_oom(Bytes capacity, Bytes allocated, Bytes requested);
+// Judged against the workload's need, not the failed request: capacity when an allocator that
+// never fragments (perfect packing of the live requested bytes) would also fail at this
+// capacity, at this step or later in the run (the need from here on exceeds the capacity);
+// fragmentation when it would not. An OOM's own step counts whole: before the first OOM every
+// earlier event of the step was served, so its need there was at most the bytes allocated,
+// within the capacity.
+OomKind classify_oom(const WorkloadNeed& need, std::uint64_t step, Bytes capacity);
 
 struct TimelineRow {
   std::uint64_t event;
@@ -57,12 +91,20 @@ struct StepSample {
   Bytes peak_allocated_bytes;  // running peaks
   Bytes peak_reserved_bytes;
   std::uint64_t ooms;  // OOMs so far
+  Bytes step_peak_allocated_bytes;  // the most during this step (after each allocator call)
+  Bytes step_peak_reserved_bytes;
+  Bytes need_bytes;  // the workload's most live requested bytes during this step (WorkloadNeed)
 };
 
 struct RunMetrics {
   Bytes peak_reserved_bytes = 0;
   Bytes peak_allocated_bytes = 0;
-  double fragmentation = 0;  // 1 - peak_allocated / peak_reserved
+  // Fragmentation at peak reserved: 1 - A / R, R the most bytes reserved after any allocator
+  // call and A the most bytes allocated while R was reserved (the two peaks of a run usually
+  // come at different moments, so their ratio says little).
+  double fragmentation = 0;
+  Bytes peak_reserved_sampled_bytes = 0;       // R
+  Bytes allocated_at_peak_reserved_bytes = 0;  // A
   std::uint64_t steps_completed = 0;
   std::uint64_t events = 0;
   std::uint64_t allocs = 0, frees = 0, cache_hits = 0;
@@ -95,6 +137,7 @@ struct CaseResult {
   std::string allocator;
   std::string allocator_label;
   AllocatorOptions options;
+  std::shared_ptr<const WorkloadNeed> need;  // the workload's need (every case that ran)
   Bytes capacity_bytes = 0;            // left to the allocator (cuda: measured after the ballast)
   Bytes capacity_requested_bytes = 0;  // as configured (0: the whole device)
   Bytes ballast_bytes = 0;             // cuda: taken up front to leave capacity_bytes

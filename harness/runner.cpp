@@ -10,14 +10,14 @@
 #include "harness/buffer_table.h"
 #include "harness/step_ops_ahead.h"
 #include "harness/tick_clock.h"
+#include "harness/workload_need.h"
 
 namespace gmb {
 
 const char* to_string(OomKind kind) { return kind == OomKind::Fragmentation ? "fragmentation" : "capacity"; }
 
-OomKind classify_oom(Bytes capacity, Bytes allocated, Bytes requested) {
-  return capacity >= allocated && capacity - allocated >= requested ? OomKind::Fragmentation
-                                                                    : OomKind::Capacity;
+OomKind classify_oom(const WorkloadNeed& need, std::uint64_t step, Bytes capacity) {
+  return need.requested_from(step) > capacity ? OomKind::Capacity : OomKind::Fragmentation;
 }
 
 const char* to_string(OnOom policy) {
@@ -49,6 +49,7 @@ struct CaseRun {
   Device& device;
   Allocator& allocator;
   Workload& workload;
+  const WorkloadNeed& need;
   CaseResult& result;  // timeline / steps / block map are filled on the first run only
   bool first_run;
 
@@ -58,6 +59,20 @@ struct CaseRun {
   TickClock::Ticks alloc_ticks = 0, compute_ticks = 0, generation_ticks = 0;
   double compute_modeled = 0;
   double real_tokens = 0, padded_tokens = 0;
+
+  // Bytes in use after each allocator call: the run's peak reserved R with the most bytes
+  // allocated while R was reserved (fragmentation at peak reserved), and this step's peaks.
+  Bytes peak_reserved = 0, allocated_at_peak_reserved = 0;
+  Bytes step_peak_allocated = 0, step_peak_reserved = 0;
+  void track(const MemoryInUse& u) {
+    if (u.reserved_bytes >= peak_reserved) {
+      allocated_at_peak_reserved =
+          u.reserved_bytes > peak_reserved ? u.allocated_bytes : std::max(allocated_at_peak_reserved, u.allocated_bytes);
+      peak_reserved = u.reserved_bytes;
+    }
+    step_peak_allocated = std::max(step_peak_allocated, u.allocated_bytes);
+    step_peak_reserved = std::max(step_peak_reserved, u.reserved_bytes);
+  }
 
   void record_timeline(std::uint64_t event, char action, const Op& op, bool oom) {
     if (!first_run || !settings.timeline) return;
@@ -81,7 +96,9 @@ struct CaseRun {
     r.largest_free_block = d.largest_free_block;
     r.capacity_bytes = device.info().capacity_bytes;
     r.retried_after_freeing_cache = d.retried_after_freeing_cache;
-    r.kind = classify_oom(r.capacity_bytes, s.allocated_bytes, op.bytes);
+    r.need_from_here_bytes = need.requested_from(step);
+    r.kind = classify_oom(need, step, r.capacity_bytes);
+    track({s.allocated_bytes, s.reserved_bytes});  // a failed call may have emptied the cache
     r.message = d.message;
     ++(r.kind == OomKind::Fragmentation ? m.fragmentation_ooms : m.capacity_ooms);
     const bool details = first_run && settings.oom_block_map;
@@ -100,11 +117,12 @@ struct CaseRun {
   // read, as much as a cached allocation, so reading it around every call would make the
   // harness a large part of what is measured. The pointers a run frees are looked up before
   // its clock starts; the pointers it gets are stored after the clock stops. The bytes in use
-  // after each call (the usage picture at an OOM) are read inside the run: a few ns a call.
+  // after each call (the peaks, and the usage picture at an OOM) are read inside the run: a
+  // few ns a call.
   struct PendingOp {
     const Op* op;
     DevPtr ptr;         // free: looked up before (0: its allocation had failed); alloc: the result
-    MemoryInUse after;  // bytes in use after the call (when sampled)
+    MemoryInUse after;  // bytes in use after the call
     bool skipped;       // an alloc skipped after an OOM (on_oom: skip_step): no event
   };
   static constexpr std::size_t kMaxRun = 64;
@@ -153,7 +171,8 @@ struct CaseRun {
         } else if (p.ptr) {
           allocator.deallocate(p.ptr);
         }
-        if (sample) p.after = allocator.in_use();
+        p.after = allocator.in_use();
+        track(p.after);
       }
       alloc_ticks += TickClock::now() - t;
       for (std::size_t q = first; q < k; ++q) {
@@ -224,6 +243,11 @@ struct CaseRun {
       const StepOpsAhead::Step& made = maker->get(step);
       generation_ticks += TickClock::now() - g;
       ctx.step = step;
+      {
+        const MemoryInUse u = allocator.in_use();  // what the step starts with counts for it
+        step_peak_allocated = u.allocated_bytes;
+        step_peak_reserved = u.reserved_bytes;
+      }
       bool skipping = false, step_ok = true;
       const Op* ops = made.ops.data();
       const std::size_t n_ops = made.ops.size();
@@ -253,7 +277,9 @@ struct CaseRun {
       if (first_run) {
         AllocatorStats s = allocator.stats();
         result.steps.push_back({step, s.allocated_bytes, s.reserved_bytes, s.peak_allocated_bytes,
-                                s.peak_reserved_bytes, m.ooms});
+                                s.peak_reserved_bytes, m.ooms, step_peak_allocated, step_peak_reserved,
+                                step < need.step_peak_requested_bytes.size() ? need.step_peak_requested_bytes[step]
+                                                                             : 0});
       }
       if (progress) progress(repeat_index, step + 1, steps);
     }
@@ -272,9 +298,9 @@ struct CaseRun {
     AllocatorStats s = allocator.stats();
     m.peak_reserved_bytes = s.peak_reserved_bytes;
     m.peak_allocated_bytes = s.peak_allocated_bytes;
-    m.fragmentation = s.peak_reserved_bytes
-                          ? 1.0 - double(s.peak_allocated_bytes) / double(s.peak_reserved_bytes)
-                          : 0.0;
+    m.peak_reserved_sampled_bytes = peak_reserved;
+    m.allocated_at_peak_reserved_bytes = allocated_at_peak_reserved;
+    m.fragmentation = peak_reserved ? 1.0 - double(allocated_at_peak_reserved) / double(peak_reserved) : 0.0;
     m.allocs = s.allocs;
     m.frees = s.frees;
     m.cache_hits = s.cache_hits;
@@ -305,6 +331,11 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
   result.allocator = spec.allocator;
   result.options = spec.options;
   result.allocator_label = allocator_label(spec.allocator, spec.options);
+  result.need = spec.need;
+  if (!result.need) {  // one pass over a workload of its own, apart from the timed runs
+    auto workload = spec.make_workload();
+    result.need = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, settings.max_steps));
+  }
   for (std::uint64_t r = 0; r < std::max<std::uint64_t>(settings.repeat, 1); ++r) {
     try {
       auto device = make_device(device_spec);
@@ -320,7 +351,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
         result.throughput_modeled = device->simulated();
         result.memory_modeled = device->simulated() && spec.allocator != "caching";
       }
-      CaseRun run{settings, *device, *allocator, *workload, result, r == 0};
+      CaseRun run{settings, *device, *allocator, *workload, *result.need, result, r == 0};
       run.run(progress, r);
       result.runs.push_back(run.m);
     } catch (const DeviceError& e) {

@@ -30,6 +30,9 @@ struct CaseSpec {
   std::string allocator;
   AllocatorOptions options;
   std::function<std::unique_ptr<Workload>()> make_workload;
+  // The workload's need over the steps the run makes (compute_workload_need with the run's
+  // max_steps), shared by the cases that run the same workload; null: run_case computes it.
+  std::shared_ptr<const WorkloadNeed> need = nullptr;
 };
 
 struct RunSettings {

@@ -3,12 +3,16 @@
 
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace gmb::testing {
 
@@ -52,4 +56,39 @@ inline CommandResult run_gpumembench(const std::string& args) {
 
 inline std::string source_path(const std::string& rel) { return std::string(GMB_SOURCE_DIR) + "/" + rel; }
 
+// CSV rows as column name -> field (quoted fields unquoted), keyed by label.
+inline std::map<std::string, std::map<std::string, std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char ch = text[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
+      else if (ch == '"') quoted = false;
+      else field += ch;
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      row.push_back(field), field.clear();
+    } else if (ch == '\n') {
+      row.push_back(field), field.clear();
+      rows.push_back(row), row.clear();
+    } else {
+      field += ch;
+    }
+  }
+  std::map<std::string, std::map<std::string, std::string>> out;
+  if (rows.empty()) return out;
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    EXPECT_EQ(rows[r].size(), rows[0].size()) << "row " << r << " has a different number of fields";
+    std::map<std::string, std::string> m;
+    for (std::size_t c = 0; c < rows[0].size() && c < rows[r].size(); ++c) m[rows[0][c]] = rows[r][c];
+    out[m["label"]] = m;
+  }
+  return out;
+}
+
+// The line of `text` that starts with `prefix`.
 }  // namespace gmb::testing

@@ -10,7 +10,9 @@
 #include "harness/oom_report.h"
 #include "harness/report.h"
 #include "harness/runner.h"
+#include "harness/workload_need.h"
 #include "test_helpers.h"
+#include "workloads/trace.h"
 
 using namespace gmb::testing;
 using gmb::MiB;
@@ -66,14 +68,75 @@ CommandResult* FragmentationOomConfig::result_ = nullptr;
 
 }  // namespace
 
-TEST(OomClassification, FragmentationWhenCapacityMinusAllocatedHoldsTheRequest) {
+// The old rule (fragmentation when the capacity minus the bytes allocated would hold the
+// failed request) judged one request, not the workload: a job that needs 60 GiB on a 37 GiB
+// card was labelled fragmentation at every OOM (issue 18). The rule now compares the capacity
+// with what the workload needs from the OOM's step on.
+TEST(OomClassification, CapacityWhenTheNeedFromThisStepOnExceedsTheCapacity) {
   using gmb::classify_oom;
   using gmb::OomKind;
-  EXPECT_EQ(classify_oom(1000, 700, 300), OomKind::Fragmentation);  // exactly fits: the memory exists
-  EXPECT_EQ(classify_oom(1000, 700, 301), OomKind::Capacity);
-  EXPECT_EQ(classify_oom(1000, 0, 1000), OomKind::Fragmentation);
-  EXPECT_EQ(classify_oom(1000, 1200, 1), OomKind::Capacity);  // more in use than the capacity
-  EXPECT_EQ(classify_oom(0, 0, 1), OomKind::Capacity);
+  gmb::WorkloadNeed need;
+  need.step_peak_requested_bytes = {600, 1200, 900, 300};
+  need.requested_from_step_bytes = {1200, 1200, 900, 300};
+  EXPECT_EQ(classify_oom(need, 0, 1000), OomKind::Capacity) << "step 1 needs 1200 > 1000: no packing helps";
+  EXPECT_EQ(classify_oom(need, 1, 1200), OomKind::Fragmentation) << "exactly fits";
+  EXPECT_EQ(classify_oom(need, 1, 1199), OomKind::Capacity);
+  EXPECT_EQ(classify_oom(need, 2, 1000), OomKind::Fragmentation) << "the 1200 was before: from step 2 on, 900";
+  EXPECT_EQ(classify_oom(need, 2, 899), OomKind::Capacity);
+  EXPECT_EQ(classify_oom(need, 3, 0), OomKind::Capacity);
+}
+
+namespace {
+gmb::Op alloc_op(gmb::BufferId id, gmb::Bytes bytes) { return {gmb::Op::Kind::Alloc, id, bytes, 0, 0}; }
+gmb::Op free_op(gmb::BufferId id) { return {gmb::Op::Kind::Free, id, 0, 0, 0}; }
+}  // namespace
+
+TEST(WorkloadNeed, PeakLiveRequestedAndRoundedBytesWithTheirStepAndEvent) {
+  EXPECT_EQ(gmb::torch_rounded_size(1), 512u);
+  EXPECT_EQ(gmb::torch_rounded_size(512), 512u);
+  EXPECT_EQ(gmb::torch_rounded_size(513), 1024u);
+  EXPECT_EQ(gmb::torch_rounded_size(3 * MiB + 1), 3 * MiB + 512) << "large blocks: 512-byte steps too";
+  gmb::Trace t;
+  // Event 0..2: 1000 + 600 live (1600 requested, 1024 + 1024 rounded) then 1000 freed; events
+  // 3..5: ten 100-byte buffers' rounding outweighs their bytes: 1000 requested, 5120 rounded.
+  t.ops = {alloc_op(1, 1000), alloc_op(2, 600), free_op(1)};
+  for (gmb::BufferId id = 10; id < 14; ++id) t.ops.push_back(alloc_op(id, 100));
+  auto w = gmb::make_trace_workload(t);
+  gmb::WorkloadNeed need = gmb::compute_workload_need(*w, 0);
+  EXPECT_EQ(need.peak_requested_bytes, 1600u);
+  EXPECT_EQ(need.peak_requested_event, 1u);
+  EXPECT_EQ(need.peak_rounded_bytes, 1024u + 4 * 512u);
+  EXPECT_EQ(need.peak_rounded_event, 6u);
+  EXPECT_EQ(need.events, 7u);
+  EXPECT_EQ(need.steps, 1u);
+}
+
+TEST(WorkloadNeed, CountsOnlyTheStepsTheRunMakes) {
+  // configs/fragmentation_oom.yaml's pattern, 3 steps: 8 x 200 MiB live at once, then 8 x 110 +
+  // 300 MiB; --steps 1 stops after the first.
+  class Steps final : public gmb::Workload {
+   public:
+    std::string kind() const override { return "steps"; }
+    std::string label() const override { return "steps"; }
+    std::uint64_t num_steps() const override { return 3; }
+    void step_ops(std::uint64_t step, std::vector<gmb::Op>& out, gmb::StepInfo&) override {
+      // Step s holds (s + 1) x 100 MiB at its peak, freed by its end.
+      for (gmb::BufferId i = 0; i <= step; ++i) out.push_back(alloc_op(i, 100 * MiB));
+      for (gmb::BufferId i = 0; i <= step; ++i) out.push_back(free_op(i));
+    }
+  };
+  Steps w;
+  gmb::WorkloadNeed all = gmb::compute_workload_need(w, 0);
+  EXPECT_EQ(all.peak_requested_bytes, 300 * MiB);
+  EXPECT_EQ(all.peak_requested_step, 2u);
+  EXPECT_EQ(all.peak_requested_event, 2u + 4u + 2u);
+  EXPECT_EQ(all.step_peak_requested_bytes, (std::vector<gmb::Bytes>{100 * MiB, 200 * MiB, 300 * MiB}));
+  EXPECT_EQ(all.requested_from(0), 300 * MiB);
+  EXPECT_EQ(all.requested_from(3), 0u);
+  gmb::WorkloadNeed two = gmb::compute_workload_need(w, 2);
+  EXPECT_EQ(two.peak_requested_bytes, 200 * MiB);
+  EXPECT_EQ(two.steps, 2u);
+  EXPECT_EQ(two.events, 6u);
 }
 
 TEST_F(FragmentationOomConfig, DefaultCachingHitsAFragmentationOomThatExpandableSegmentsAvoid) {
@@ -110,6 +173,52 @@ TEST_F(FragmentationOomConfig, DefaultCachingHitsAFragmentationOomThatExpandable
   ASSERT_TRUE(caching2);
   EXPECT_TRUE((*caching2)["oom"].is_null());
   EXPECT_EQ((*caching2)["peak_reserved_bytes"], 1900 * MiB);
+
+  // The workload needs 1600 MiB at its peak (eight 200 MiB tensors), less than 1.75 GiB: the
+  // OOM is fragmentation by the workload's need too, and says what fixed it.
+  EXPECT_EQ((*caching)["need"]["peak_requested_bytes"], 1600 * MiB);
+  EXPECT_EQ((*caching)["need"]["peak_rounded_bytes"], 1600 * MiB);
+  EXPECT_EQ((*caching)["need"]["peak_requested_step"], 0);
+  EXPECT_EQ((*caching)["need"]["peak_requested_event"], 7);
+  EXPECT_EQ(oom["need_from_here_bytes"], 1600 * MiB);
+  EXPECT_EQ((*caching)["oom_diagnosis"]["what_would_fix_it"],
+            "fits with a non-fragmenting allocator (needs 1.56 GiB); 720.0 MiB lost to fragmentation at the OOM; "
+            "completed at this capacity: caching[expandable_segments:True], cuda_malloc, cuda_mempool");
+  EXPECT_EQ((*caching)["oom_diagnosis"]["completed_at_same_capacity"].size(), 3u);
+  EXPECT_NE((*caching)["oom_diagnosis"]["message"].get<std::string>().find(
+                "CUDA out of memory. Tried to allocate 300.00 MiB. GPU 0 has a total capacity of 1.75 GiB of which "
+                "192.00 MiB is free."),
+            std::string::npos);
+}
+
+TEST_F(FragmentationOomConfig, FragmentationAtPeakReservedAndAtTheFirstOom) {
+  ASSERT_EQ(result_->status, 0) << result_->out;
+  json j = results();
+  // 1.75 GiB: reserved peaks at 1600 MiB with the eight 200 MiB tensors in it (nothing wasted
+  // then); at the OOM 880 MiB of the 1600 MiB reserved are allocated: 45% fragmentation.
+  const json& small = *find_case(j, "caching x hole_pattern", "@ 1.75 GiB");
+  EXPECT_DOUBLE_EQ(small["fragmentation"].get<double>(), 0.0);
+  EXPECT_EQ(small["fragmentation_at_peak_reserved"]["reserved_bytes"], 1600 * MiB);
+  EXPECT_EQ(small["fragmentation_at_peak_reserved"]["allocated_bytes"], 1600 * MiB);
+  EXPECT_NEAR(small["fragmentation_at_first_oom"].get<double>(), 1 - 880.0 / 1600.0, 1e-12);
+  // 2 GiB: reserved peaks at 1900 MiB (the 300 MiB segment added); the most allocated while
+  // 1900 MiB are reserved is the next step's 1600 MiB: 1 - 1600/1900 = 15.8%. No OOM.
+  const json& big = *find_case(j, "caching x hole_pattern", "@ 2.00 GiB");
+  EXPECT_EQ(big["fragmentation_at_peak_reserved"]["reserved_bytes"], 1900 * MiB);
+  EXPECT_EQ(big["fragmentation_at_peak_reserved"]["allocated_bytes"], 1600 * MiB);
+  EXPECT_NEAR(big["fragmentation"].get<double>(), 1 - 1600.0 / 1900.0, 1e-12);
+  EXPECT_TRUE(big["fragmentation_at_first_oom"].is_null());
+  // The step series: the most allocated during each step, not the 0 left at its end.
+  const json& s = big["step_series"];
+  std::vector<std::string> cols = s["columns"];
+  auto col = [&](const std::string& name) { return std::size_t(std::find(cols.begin(), cols.end(), name) - cols.begin()); };
+  ASSERT_EQ(s["rows"].size(), 3u);
+  for (const auto& row : s["rows"]) {
+    EXPECT_EQ(row[col("allocated_bytes")], 0) << "everything is freed by the step's end";
+    EXPECT_EQ(row[col("step_peak_allocated_bytes")], 1600 * MiB);
+    EXPECT_EQ(row[col("need_bytes")], 1600 * MiB);
+  }
+  EXPECT_EQ(s["rows"][0][col("step_peak_reserved_bytes")], 1900 * MiB);
 }
 
 TEST_F(FragmentationOomConfig, CapacitySweepLabelsEveryCaseAndReportsTheCapacityLeft) {
@@ -134,30 +243,29 @@ TEST_F(FragmentationOomConfig, CapacitySweepLabelsEveryCaseAndReportsTheCapacity
 
 TEST_F(FragmentationOomConfig, EveryOutputCarriesTheOomDetails) {
   ASSERT_EQ(result_->status, 0) << result_->out;
-  // Table: one row per case with an OOM, with every detail.
-  EXPECT_NE(result_->out.find("| fragmentation | 0 | 24 | 300.0 MiB | 880.0 MiB | 1.56 GiB | 720.0 MiB | 90.0 MiB | "
-                              "1.75 GiB | yes | 3 / 0 | oom/case00_caching.svg |"),
+  // Table: one row per case with an OOM, what would fix it first, then every detail.
+  EXPECT_NE(result_->out.find("| fragmentation | fits with a non-fragmenting allocator (needs 1.56 GiB); 720.0 MiB "
+                              "lost to fragmentation at the OOM; completed at this capacity: "
+                              "caching[expandable_segments:True], cuda_malloc, cuda_mempool | 0 | 24 | 300.0 MiB | "
+                              "880.0 MiB | 1.56 GiB | 720.0 MiB | 90.0 MiB | 45.0% | 1.75 GiB | yes | 3 / 0 | "
+                              "oom/case00_caching.svg |"),
             std::string::npos)
+      << result_->out;
+  // PyTorch's own message, under the table.
+  EXPECT_NE(result_->out.find("@ 1.75 GiB: CUDA out of memory. Tried to allocate 300.00 MiB."), std::string::npos)
       << result_->out;
   EXPECT_NE(result_->out.find("3 OOMs (3 fragmentation, 0 capacity)"), std::string::npos);
   // CSV: the details as columns.
-  auto csv = lines_of(read_text(out() / "results.csv"));
-  ASSERT_EQ(csv.size(), 9u);
-  // The OOM columns come last; labels (quoted, with commas) come first, so split from the end.
-  auto last_cells = [](const std::string& line, std::size_t n) {
-    std::vector<std::string> cells;
-    std::size_t end = line.size();
-    for (std::size_t i = 0; i < n; ++i) {
-      std::size_t comma = line.rfind(',', end - 1);
-      cells.insert(cells.begin(), line.substr(comma + 1, end - comma - 1));
-      end = comma;
-    }
-    return cells;
-  };
-  auto names = last_cells(csv[0], 10), values = last_cells(csv[1], 10);
+  auto rows = parse_csv(read_text(out() / "results.csv"));
+  ASSERT_EQ(rows.size(), 8u);
+  auto at = std::find_if(rows.begin(), rows.end(), [](auto& r) {
+    return r.first.rfind("caching x", 0) == 0 && r.first.find("@ 1.75 GiB") != std::string::npos;
+  });
+  ASSERT_NE(at, rows.end());
+  const auto& row = at->second;
   auto cell = [&](const std::string& name) {
-    auto it = std::find(names.begin(), names.end(), name);
-    return it == names.end() ? std::string("<no column " + name + ">") : values[std::size_t(it - names.begin())];
+    auto it = row.find(name);
+    return it == row.end() ? std::string("<no column " + name + ">") : it->second;
   };
   EXPECT_EQ(cell("oom_allocated_bytes"), std::to_string(880 * MiB));
   EXPECT_EQ(cell("oom_reserved_bytes"), std::to_string(1600 * MiB));
@@ -166,6 +274,12 @@ TEST_F(FragmentationOomConfig, EveryOutputCarriesTheOomDetails) {
   EXPECT_EQ(cell("oom_retried"), "1");
   EXPECT_EQ(cell("fragmentation_ooms"), "3");
   EXPECT_EQ(cell("capacity_ooms"), "0");
+  EXPECT_EQ(cell("need_peak_requested_bytes"), std::to_string(1600 * MiB));
+  EXPECT_EQ(cell("need_peak_rounded_bytes"), std::to_string(1600 * MiB));
+  EXPECT_EQ(cell("oom_need_from_here_bytes"), std::to_string(1600 * MiB));
+  EXPECT_EQ(cell("fragmentation_at_first_oom"), "0.450000");
+  EXPECT_EQ(cell("oom_what_would_fix_it").substr(0, 42), "fits with a non-fragmenting allocator (nee");
+  EXPECT_EQ(cell("oom_message").substr(0, 46), "CUDA out of memory. Tried to allocate 300.00 M");
 }
 
 TEST_F(FragmentationOomConfig, BlockMapAtTheFirstOomIsWrittenAsJsonAndSvg) {
@@ -192,6 +306,12 @@ TEST_F(FragmentationOomConfig, BlockMapAtTheFirstOomIsWrittenAsJsonAndSvg) {
   EXPECT_EQ(s["summary"]["capacity_minus_reserved_bytes"], 192 * MiB);
   EXPECT_EQ(s["summary"]["capacity_minus_allocated_bytes"], 912 * MiB);
   EXPECT_EQ(s["usage_first_event"], 0) << "a short run keeps the usage after every event";
+  EXPECT_EQ(s["need"]["peak_requested_bytes"], 1600 * MiB);
+  EXPECT_EQ(s["oom"]["need_from_here_bytes"], 1600 * MiB);
+  EXPECT_EQ(s["what_would_fix_it"].get<std::string>().substr(0, 38), "fits with a non-fragmenting allocator ");
+  EXPECT_NE(s["what_would_fix_it"].get<std::string>().find("completed at this capacity: caching[expandable"),
+            std::string::npos);
+  EXPECT_EQ(s["oom"]["message"].get<std::string>().substr(0, 19), "CUDA out of memory.");
   EXPECT_EQ(s["usage_window_events"], 131072);
 
   std::string svg = read_text(oom / "case00_caching.svg");

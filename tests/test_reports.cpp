@@ -22,41 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-// CSV rows as column name -> field (quoted fields unquoted), keyed by label.
-std::map<std::string, std::map<std::string, std::string>> parse_csv(const std::string& text) {
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> row;
-  std::string field;
-  bool quoted = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char ch = text[i];
-    if (quoted) {
-      if (ch == '"' && i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
-      else if (ch == '"') quoted = false;
-      else field += ch;
-    } else if (ch == '"') {
-      quoted = true;
-    } else if (ch == ',') {
-      row.push_back(field), field.clear();
-    } else if (ch == '\n') {
-      row.push_back(field), field.clear();
-      rows.push_back(row), row.clear();
-    } else {
-      field += ch;
-    }
-  }
-  std::map<std::string, std::map<std::string, std::string>> out;
-  if (rows.empty()) return out;
-  for (std::size_t r = 1; r < rows.size(); ++r) {
-    EXPECT_EQ(rows[r].size(), rows[0].size()) << "row " << r << " has a different number of fields";
-    std::map<std::string, std::string> m;
-    for (std::size_t c = 0; c < rows[0].size() && c < rows[r].size(); ++c) m[rows[0][c]] = rows[r][c];
-    out[m["label"]] = m;
-  }
-  return out;
-}
-
-// The line of `text` that starts with `prefix`.
 std::string line_starting(const std::string& text, const std::string& prefix) {
   std::size_t at = text.rfind("\n" + prefix) != std::string::npos ? text.find("\n" + prefix) + 1
                    : text.compare(0, prefix.size(), prefix) == 0 ? 0

@@ -1,0 +1,70 @@
+#include "harness/workload_need.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "harness/buffer_table.h"
+
+namespace gmb {
+
+Bytes torch_rounded_size(Bytes requested) {
+  constexpr Bytes kBlock = 512;
+  if (requested < kBlock) return kBlock;
+  return requested + (kBlock - requested % kBlock) % kBlock;
+}
+
+WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) {
+  WorkloadNeed need;
+  const std::uint64_t steps = max_steps ? std::min(max_steps, workload.num_steps()) : workload.num_steps();
+  need.steps = steps;
+  need.step_peak_requested_bytes.reserve(steps);
+  BufferTable live;  // id -> requested bytes
+  Bytes requested = 0, rounded = 0;
+  std::uint64_t event = 0;
+  std::vector<Op> ops;
+  for (std::uint64_t step = 0; step < steps; ++step) {
+    ops.clear();
+    StepInfo info;
+    workload.step_ops(step, ops, info);
+    Bytes step_peak = requested;  // what is live when the step starts counts for it
+    for (const Op& op : ops) {
+      if (op.kind == Op::Kind::Compute) continue;
+      if (op.kind == Op::Kind::Alloc) {
+        if (auto old = live.take(op.id)) {  // an id allocated again replaces its buffer
+          requested -= *old;
+          rounded -= torch_rounded_size(*old);
+        }
+        live.put(op.id, op.bytes);
+        requested += op.bytes;
+        rounded += torch_rounded_size(op.bytes);
+        if (requested > need.peak_requested_bytes) {
+          need.peak_requested_bytes = requested;
+          need.peak_requested_step = step;
+          need.peak_requested_event = event;
+        }
+        if (rounded > need.peak_rounded_bytes) {
+          need.peak_rounded_bytes = rounded;
+          need.peak_rounded_step = step;
+          need.peak_rounded_event = event;
+        }
+        step_peak = std::max(step_peak, requested);
+      } else if (auto bytes = live.take(op.id)) {
+        requested -= *bytes;
+        rounded -= torch_rounded_size(*bytes);
+      }
+      ++event;
+    }
+    need.step_peak_requested_bytes.push_back(step_peak);
+  }
+  workload.finish();
+  need.events = event;
+  need.requested_from_step_bytes.resize(steps);
+  Bytes from = 0;
+  for (std::uint64_t s = steps; s-- > 0;) {
+    from = std::max(from, need.step_peak_requested_bytes[s]);
+    need.requested_from_step_bytes[s] = from;
+  }
+  return need;
+}
+
+}  // namespace gmb
