@@ -301,10 +301,13 @@ int run_replay(const std::string& trace_path, const std::string& allocator, cons
 // Several results side by side. Without --output the chosen formats (default md) go to
 // stdout; with it, files go there and the Markdown table to stdout.
 int run_compare(const std::vector<std::string>& inputs, const std::string& output_flag,
-                const std::string& format_flag) {
+                const std::string& format_flag, const std::string& match_flag) {
   std::vector<CompareInput> loaded;
   for (const auto& path : inputs) loaded.push_back(load_compare_input(path));
-  Comparison c = compare_results(std::move(loaded));
+  const CompareMatch match = match_flag == "allocator" ? CompareMatch::Allocator
+                             : match_flag == "label"   ? CompareMatch::Label
+                                                       : CompareMatch::Auto;
+  Comparison c = compare_results(std::move(loaded), match);
   if (output_flag.empty()) {
     std::cout << compare_text(c, format_flag.empty() ? std::vector<std::string>{"md"} : parse_formats(format_flag));
     return 0;
@@ -360,12 +363,20 @@ int run_cli(int argc, char** argv) {
   replay->add_flag("--quiet,-q", quiet, "no notices on stderr");
 
   auto* compare = app.add_subcommand(
-      "compare", "put several results.json side by side (cases matched by label, ratios to the first)");
+      "compare",
+      "put several results.json side by side (cases matched by label or allocator, ratios to the first; fractions "
+      "as differences in percentage points)");
   std::vector<std::string> compare_inputs;
   compare->add_option("results", compare_inputs, "results.json files (or folders holding one), two or more")
       ->required();
   compare->add_option("--output", output, "write compare.{md,csv,json,tex} here (default: print to stdout)");
   compare->add_option("--format", format, "comma-separated formats: md, csv, json, latex (default md; with --output md,csv,json)");
+  std::string compare_match;
+  compare->add_option("--match", compare_match,
+                      "pair cases by 'label' (the same case on two devices or versions) or by 'allocator' "
+                      "setting (the same allocators on two workloads, e.g. dynamic vs fixed lengths); default: "
+                      "allocator when the inputs' workloads differ, else label")
+      ->check(CLI::IsMember(compare_match_names()));
 
   FrontierCliArgs frontier_args;
   auto* frontier = add_frontier_command(app, frontier_args);
@@ -378,7 +389,7 @@ int run_cli(int argc, char** argv) {
   }
   const std::string cmd = command_line(argc, argv);
   try {
-    if (compare->parsed()) return run_compare(compare_inputs, output, format);
+    if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match);
     if (frontier->parsed()) return run_frontier_command(frontier_args, cmd);
     if (replay->parsed())
       return run_replay(trace, allocator, alloc_conf, capacity, device, timeline, output, format, quiet, cmd);

@@ -40,25 +40,55 @@ bool bool_at(const json& j, const char* key) {
   return it != j.end() && it->is_boolean() && it->get<bool>();
 }
 
-// The label a case is matched by. A label that repeats inside one results.json (a capacity
-// sweep runs the same case at several capacities) gets the capacity, then a count.
-std::vector<std::string> case_keys(const CompareInput& in) {
+// The allocator setting of a case: its allocator_label, else the label before " x ".
+std::string allocator_key(const json& c) {
+  std::string a = string_at(c, "allocator_label");
+  if (!a.empty()) return a;
+  std::string l = string_at(c, "label");
+  return l.substr(0, l.find(" x "));
+}
+
+// The keys the cases of one input are matched by: the label, or the allocator setting. A key
+// that repeats inside one results.json (a capacity sweep runs the same case at several
+// capacities; allocator matching, several workloads) gets the capacity, then a count.
+std::vector<std::string> case_keys(const CompareInput& in, CompareMatch match) {
   std::vector<std::string> labels;
   std::map<std::string, int> seen;
-  for (const auto& c : in.results["cases"]) labels.push_back(string_at(c, "label"));
+  for (const auto& c : in.results["cases"])
+    labels.push_back(match == CompareMatch::Allocator ? allocator_key(c) : string_at(c, "label"));
   for (const auto& l : labels) ++seen[l];
   std::vector<std::string> keys;
   std::map<std::string, int> used;
   for (std::size_t i = 0; i < labels.size(); ++i) {
     std::string key = labels[i];
+    const json& c = in.results["cases"][i];
     if (seen[key] > 1) {
-      auto cap = number_at(in.results["cases"][i], "capacity_bytes");
-      if (cap) key += " @ " + format_bytes(static_cast<Bytes>(*cap));
+      // The capacity asked for: on a GPU the capacity left differs a little from case to case.
+      auto cap = number_at(c, "capacity_requested_bytes");
+      if (!cap || *cap == 0) cap = number_at(c, "capacity_bytes");
+      if (cap && (match == CompareMatch::Allocator || key.find(" @ ") == std::string::npos))
+        key += " @ " + format_bytes(static_cast<Bytes>(*cap));
     }
     if (int n = ++used[key]; n > 1) key += fmt::format(" #{}", n);
     keys.push_back(key);
   }
   return keys;
+}
+
+// The workloads an input ran (workload_label, else the label after " x "), in order, once each.
+std::vector<std::string> workloads_of(const CompareInput& in) {
+  std::vector<std::string> out;
+  for (const auto& c : in.results["cases"]) {
+    std::string w = string_at(c, "workload_label");
+    if (w.empty()) {
+      std::string l = string_at(c, "label");
+      auto x = l.find(" x ");
+      w = x == std::string::npos ? "" : l.substr(x + 3);
+      if (auto at = w.find(" @ "); at != std::string::npos) w = w.substr(0, at);
+    }
+    if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
+  }
+  return out;
 }
 
 CompareCell cell_of(const json& c) {
@@ -67,6 +97,7 @@ CompareCell cell_of(const json& c) {
   cell.error = string_at(c, "error");
   cell.peak_reserved_bytes = number_at(c, "peak_reserved_bytes").value_or(0);
   cell.fragmentation = number_at(c, "fragmentation").value_or(0);
+  cell.hit_rate = number_at(c, "hit_rate").value_or(0);
   if (c.contains("throughput")) {
     const json& t = c["throughput"];
     cell.steps_per_s = number_at(t, "steps_per_s").value_or(0);
@@ -97,6 +128,7 @@ struct Metric {
 std::vector<Metric> metrics_of(const Comparison& c) {
   std::vector<Metric> m = {{"peak_reserved_bytes", "Peak reserved", MetricKind::Bytes},
                            {"fragmentation", "Fragmentation", MetricKind::Fraction},
+                           {"hit_rate", "Hit rate", MetricKind::Fraction},
                            {"steps_per_s", "Steps/s", MetricKind::Rate}};
   if (c.any_tokens) m.push_back({"tokens_per_s", "Tokens/s", MetricKind::Rate});
   m.push_back({"oom", "OOM", MetricKind::Oom});
@@ -107,6 +139,7 @@ double value_of(const CompareCell& cell, const Metric& m) {
   std::string k = m.key;
   if (k == "peak_reserved_bytes") return cell.peak_reserved_bytes;
   if (k == "fragmentation") return cell.fragmentation;
+  if (k == "hit_rate") return cell.hit_rate;
   if (k == "steps_per_s") return cell.steps_per_s;
   if (k == "tokens_per_s") return cell.tokens_per_s;
   return 0;
@@ -121,11 +154,37 @@ bool modeled_of(const CompareCell& cell, const Metric& m) {
 bool usable(const CompareCell& cell) { return cell.present && cell.error.empty(); }
 
 // other / first; undefined where either is missing or the first is zero and the other not.
+// Fractions are compared by their difference instead (diff_pp_of): a ratio of two percentages
+// (0x from 23.5% to 0%, 3x from 1% to 3%) says little.
 std::optional<double> ratio_of(const CompareCell& first, const CompareCell& other, const Metric& m) {
-  if (m.kind == MetricKind::Oom || !usable(first) || !usable(other)) return std::nullopt;
+  if (m.kind == MetricKind::Oom || m.kind == MetricKind::Fraction || !usable(first) || !usable(other))
+    return std::nullopt;
   double a = value_of(first, m), b = value_of(other, m);
   if (a == 0) return b == 0 ? std::optional<double>(1.0) : std::nullopt;
   return b / a;
+}
+
+// other - first in percentage points, for fractions.
+std::optional<double> diff_pp_of(const CompareCell& first, const CompareCell& other, const Metric& m) {
+  if (m.kind != MetricKind::Fraction || !usable(first) || !usable(other)) return std::nullopt;
+  return 100 * (value_of(other, m) - value_of(first, m));
+}
+
+// "+2.4", "-0.3", never "-0.0".
+std::string signed_points(double pp) {
+  const std::string v = fmt::format("{:+.1f}", pp);
+  return v == "-0.0" ? "+0.0" : v;
+}
+std::string pp_text(double pp) { return signed_points(pp) + " pp"; }
+
+// The comparison column of a metric for input i: the ratio, or the difference in points.
+std::string versus_text(const CompareRow& row, std::size_t i, const Metric& m) {
+  if (m.kind == MetricKind::Fraction) {
+    auto d = diff_pp_of(row.cells[0], row.cells[i], m);
+    return d ? pp_text(*d) : "–";
+  }
+  auto r = ratio_of(row.cells[0], row.cells[i], m);
+  return r ? format_number(*r, 3) + "x" : "–";
 }
 
 std::string oom_text(const CompareCell& cell) {
@@ -153,6 +212,13 @@ bool any_modeled(const Comparison& c) {
 
 std::string ratio_header(const Comparison& c, std::size_t i) {
   return fmt::format("{}/{}", c.inputs[i].name, c.inputs[0].name);
+}
+std::string diff_header(const Comparison& c, std::size_t i) {
+  return fmt::format("{} − {}", c.inputs[i].name, c.inputs[0].name);
+}
+
+const char* match_words(CompareMatch m) {
+  return m == CompareMatch::Allocator ? "cases matched by allocator setting" : "cases matched by label";
 }
 
 }  // namespace
@@ -195,9 +261,20 @@ CompareInput load_compare_input(const std::string& path) {
   return in;
 }
 
-Comparison compare_results(std::vector<CompareInput> inputs) {
+const std::vector<std::string>& compare_match_names() {
+  static const std::vector<std::string> names = {"allocator", "label"};
+  return names;
+}
+
+Comparison compare_results(std::vector<CompareInput> inputs, CompareMatch match) {
   if (inputs.size() < 2)
     throw CompareError("compare needs at least two results.json files (or folders holding one)");
+  if (match == CompareMatch::Auto) {
+    const auto first = workloads_of(inputs[0]);
+    match = CompareMatch::Label;
+    for (std::size_t i = 1; i < inputs.size(); ++i)
+      if (workloads_of(inputs[i]) != first) match = CompareMatch::Allocator;
+  }
   // Unique names: a second "h200" becomes "h200#2".
   std::map<std::string, int> names;
   for (auto& in : inputs) ++names[in.name];
@@ -206,8 +283,9 @@ Comparison compare_results(std::vector<CompareInput> inputs) {
     if (names[in.name] > 1) in.name += fmt::format("#{}", ++used[in.name]);
 
   Comparison c;
+  c.match = match;
   std::vector<std::vector<std::string>> keys;
-  for (const auto& in : inputs) keys.push_back(case_keys(in));
+  for (const auto& in : inputs) keys.push_back(case_keys(in, match));
   std::vector<std::string> order;
   std::map<std::string, std::size_t> row_of;
   for (const auto& k : keys)
@@ -221,20 +299,25 @@ Comparison compare_results(std::vector<CompareInput> inputs) {
     bool shared = std::any_of(keys[i].begin(), keys[i].end(), [&](auto& k) { return first.count(k) > 0; });
     if (!shared)
       throw CompareError(fmt::format(
-          "{}: no case in common with {} (cases are matched by label; '{}' has '{}', '{}' has '{}')",
-          inputs[i].path, inputs[0].path, inputs[i].name, keys[i].empty() ? "no cases" : keys[i][0],
-          inputs[0].name, keys[0].empty() ? "no cases" : keys[0][0]));
+          "{}: no case in common with {} ({}; '{}' has '{}', '{}' has '{}'{})", inputs[i].path, inputs[0].path,
+          match_words(match), inputs[i].name, keys[i].empty() ? "no cases" : keys[i][0], inputs[0].name,
+          keys[0].empty() ? "no cases" : keys[0][0],
+          match == CompareMatch::Label ? "; --match allocator pairs cases by allocator setting" : ""));
   }
   c.rows.resize(order.size());
   for (std::size_t r = 0; r < order.size(); ++r) {
     c.rows[r].label = order[r];
     c.rows[r].cells.resize(inputs.size());
+    c.rows[r].workloads.resize(inputs.size());
   }
   for (std::size_t i = 0; i < inputs.size(); ++i)
     for (std::size_t k = 0; k < keys[i].size(); ++k) {
-      CompareCell cell = cell_of(inputs[i].results["cases"][k]);
+      const json& j = inputs[i].results["cases"][k];
+      CompareCell cell = cell_of(j);
       c.any_tokens = c.any_tokens || cell.tokens_per_s > 0;
-      c.rows[row_of[keys[i][k]]].cells[i] = cell;
+      CompareRow& row = c.rows[row_of[keys[i][k]]];
+      row.cells[i] = cell;
+      row.workloads[i] = string_at(j, "workload_label");
     }
   for (const auto& row : c.rows)
     if (std::all_of(row.cells.begin(), row.cells.end(), [](auto& x) { return x.present; })) ++c.common;
@@ -243,20 +326,26 @@ Comparison compare_results(std::vector<CompareInput> inputs) {
 }
 
 std::string compare_markdown(const Comparison& c) {
-  std::string out = fmt::format("gpumembench compare: {} inputs, {} of {} cases in every input\n\n", c.inputs.size(),
-                                c.common, c.rows.size());
-  out += "| input | results | device | capacity | runs per case | config | gpumembench |\n";
-  out += "|---|---|---|---:|---:|---|---|\n";
-  for (const auto& in : c.inputs)
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", markdown_escape(in.name), markdown_escape(in.path),
+  std::string out = fmt::format("gpumembench compare: {} inputs, {} of {} cases in every input ({})\n\n",
+                                c.inputs.size(), c.common, c.rows.size(), match_words(c.match));
+  const bool by_allocator = c.match == CompareMatch::Allocator;
+  out += std::string("| input | results | device | capacity | runs per case | config | gpumembench |") +
+         (by_allocator ? " workloads |" : "") + "\n";
+  out += std::string("|---|---|---|---:|---:|---|---|") + (by_allocator ? "---|" : "") + "\n";
+  for (const auto& in : c.inputs) {
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |", markdown_escape(in.name), markdown_escape(in.path),
                        markdown_escape(device_text(in)), format_bytes(in.capacity_bytes), in.repeat,
                        markdown_escape(in.config_name), markdown_escape(in.tool_version));
+    if (by_allocator) out += " " + markdown_escape(fmt::format("{}", fmt::join(workloads_of(in), "; "))) + " |";
+    out += "\n";
+  }
   for (const Metric& m : metrics_of(c)) {
     out += fmt::format("\n### {}\n\n| case |", m.title);
     for (const auto& in : c.inputs) out += fmt::format(" {} ({}) |", markdown_escape(in.name), markdown_escape(device_text(in)));
     for (std::size_t i = 1; i < c.inputs.size(); ++i)
-      out += fmt::format(" {} |", m.kind == MetricKind::Oom ? "same as " + markdown_escape(c.inputs[0].name)
-                                                            : markdown_escape(ratio_header(c, i)));
+      out += fmt::format(" {} |", m.kind == MetricKind::Oom        ? "same as " + markdown_escape(c.inputs[0].name)
+                                  : m.kind == MetricKind::Fraction ? markdown_escape(diff_header(c, i))
+                                                                   : markdown_escape(ratio_header(c, i)));
     out += "\n|---|";
     for (std::size_t i = 0; i < 2 * c.inputs.size() - 1; ++i) out += m.kind == MetricKind::Oom ? "---|" : "---:|";
     out += "\n";
@@ -278,16 +367,16 @@ std::string compare_markdown(const Comparison& c) {
           auto same = oom_same(row.cells[0], row.cells[i]);
           out += fmt::format(" {} |", !same ? "–" : *same ? "yes" : "no");
         } else {
-          auto r = ratio_of(row.cells[0], row.cells[i], m);
-          out += fmt::format(" {} |", r ? format_number(*r, 3) + "x" : "–");
+          out += " " + versus_text(row, i, m) + " |";
         }
       }
       out += "\n";
     }
   }
-  out += fmt::format("\nRatios: each input's value over {}'s; –: the case is missing there, failed, or the ratio is "
+  out += fmt::format("\nRatios: each input's value over {}'s; fractions (fragmentation, hit rate): each input's "
+                     "value minus {}'s, in percentage points (pp); –: the case is missing there, failed, or the ratio is "
                      "undefined (a zero in {}).\n",
-                     c.inputs[0].name, c.inputs[0].name);
+                     c.inputs[0].name, c.inputs[0].name, c.inputs[0].name);
   if (any_modeled(c))
     out += "(modeled): figure from the simulated device's model of the driver or of the step time, not a measurement.\n";
   return out;
@@ -296,10 +385,12 @@ std::string compare_markdown(const Comparison& c) {
 std::string compare_csv(const Comparison& c) {
   std::string out =
       "label,input,input_name,path,device_kind,device_name,present,error,runs,peak_reserved_bytes,"
-      "peak_reserved_ratio,fragmentation,fragmentation_ratio,steps_per_s,steps_per_s_ratio,tokens_per_s,"
-      "tokens_per_s_ratio,oom_kind,oom_step,ooms,oom_same_as_first,memory_modeled,throughput_modeled\n";
+      "peak_reserved_ratio,fragmentation,fragmentation_diff_pp,steps_per_s,steps_per_s_ratio,tokens_per_s,"
+      "tokens_per_s_ratio,oom_kind,oom_step,ooms,oom_same_as_first,memory_modeled,throughput_modeled,hit_rate,"
+      "hit_rate_diff_pp,workload\n";
   const Metric reserved{"peak_reserved_bytes", "", MetricKind::Bytes}, frag{"fragmentation", "", MetricKind::Fraction},
-      sps{"steps_per_s", "", MetricKind::Rate}, tps{"tokens_per_s", "", MetricKind::Rate};
+      sps{"steps_per_s", "", MetricKind::Rate}, tps{"tokens_per_s", "", MetricKind::Rate},
+      hits{"hit_rate", "", MetricKind::Fraction};
   auto ratio = [](std::optional<double> r) { return r ? fmt::format("{:.6g}", *r) : std::string(); };
   for (const auto& row : c.rows)
     for (std::size_t i = 0; i < row.cells.size(); ++i) {
@@ -309,17 +400,18 @@ std::string compare_csv(const Comparison& c) {
                          csv_quote(in.device_kind), csv_quote(in.device_name), cell.present ? 1 : 0,
                          csv_quote(cell.error));
       if (!usable(cell)) {
-        out += std::string(14, ',') + "\n";
+        out += std::string(17, ',') + csv_quote(row.workloads[i]) + "\n";
         continue;
       }
       auto same = oom_same(row.cells[0], cell);
-      out += fmt::format("{},{:.0f},{},{:.6f},{},{:.6g},{},{:.6g},{},{},{},{},{},{},{}\n", cell.runs,
+      out += fmt::format("{},{:.0f},{},{:.6f},{},{:.6g},{},{:.6g},{},{},{},{},{},{},{},{:.6f},{},{}\n", cell.runs,
                          cell.peak_reserved_bytes, ratio(ratio_of(row.cells[0], cell, reserved)), cell.fragmentation,
-                         ratio(ratio_of(row.cells[0], cell, frag)), cell.steps_per_s,
+                         ratio(diff_pp_of(row.cells[0], cell, frag)), cell.steps_per_s,
                          ratio(ratio_of(row.cells[0], cell, sps)), cell.tokens_per_s,
                          ratio(ratio_of(row.cells[0], cell, tps)), cell.has_oom ? cell.oom_kind : "",
                          cell.has_oom ? std::to_string(cell.oom_step) : "", cell.ooms,
-                         same ? (*same ? "1" : "0") : "", cell.memory_modeled ? 1 : 0, cell.throughput_modeled ? 1 : 0);
+                         same ? (*same ? "1" : "0") : "", cell.memory_modeled ? 1 : 0, cell.throughput_modeled ? 1 : 0,
+                         cell.hit_rate, ratio(diff_pp_of(row.cells[0], cell, hits)), csv_quote(row.workloads[i]));
     }
   return out;
 }
@@ -352,19 +444,27 @@ json compare_json(const Comparison& c) {
       j["runs"] = cell.runs;
       j["peak_reserved_bytes"] = static_cast<Bytes>(cell.peak_reserved_bytes);
       j["fragmentation"] = cell.fragmentation;
+      j["hit_rate"] = cell.hit_rate;
+      if (!row.workloads[i].empty()) j["workload"] = row.workloads[i];
       j["steps_per_s"] = cell.steps_per_s;
       j["tokens_per_s"] = cell.tokens_per_s;
       j["oom"] = cell.has_oom ? json{{"kind", cell.oom_kind}, {"step", cell.oom_step}} : json(nullptr);
       j["ooms"] = cell.ooms;
       j["memory_modeled"] = cell.memory_modeled;
       j["throughput_modeled"] = cell.throughput_modeled;
-      json ratios = json::object();
+      json ratios = json::object(), diffs = json::object();
       for (const Metric& m : metrics) {
         if (m.kind == MetricKind::Oom) continue;
-        auto r = ratio_of(row.cells[0], cell, m);
-        ratios[m.key] = r ? json(*r) : json(nullptr);
+        if (m.kind == MetricKind::Fraction) {
+          auto d = diff_pp_of(row.cells[0], cell, m);
+          diffs[m.key] = d ? json(*d) : json(nullptr);
+        } else {
+          auto r = ratio_of(row.cells[0], cell, m);
+          ratios[m.key] = r ? json(*r) : json(nullptr);
+        }
       }
       j["ratio_to_first"] = ratios;
+      j["difference_to_first_pp"] = diffs;
       auto same = oom_same(row.cells[0], cell);
       j["oom_same_as_first"] = same ? json(*same) : json(nullptr);
       per.push_back(j);
@@ -373,6 +473,7 @@ json compare_json(const Comparison& c) {
   }
   return json{{"tool", {{"name", "gpumembench"}, {"version", GMB_VERSION}}},
               {"kind", "compare"},
+              {"match", c.match == CompareMatch::Allocator ? "allocator" : "label"},
               {"inputs", inputs},
               {"common_cases", c.common},
               {"cases", cases}};
@@ -390,7 +491,9 @@ std::string compare_latex(const Comparison& c) {
 
   std::string out = fmt::format("% gpumembench {} compare:", GMB_VERSION);
   for (const auto& in : c.inputs) out += " " + in.path;
-  out += "\n% Needs \\usepackage{booktabs}. Ratios: each input over the first.\n";
+  out += fmt::format("\n% Needs \\usepackage{{booktabs}}. Ratios: each input over the first; fractions: each input "
+                     "minus the first, in percentage points. {}.\n",
+                     match_words(c.match));
   out += "\\begin{tabular}{l" + std::string(columns - 1, 'r') + "}\n\\toprule\nCase";
   for (const auto& in : c.inputs) out += " & " + latex_escape(in.name);
   for (std::size_t i = 1; i < n; ++i) out += " & " + latex_escape(ratio_header(c, i));
@@ -401,7 +504,7 @@ std::string compare_latex(const Comparison& c) {
     first_group = false;
     std::string title = m.title;
     if (m.kind == MetricKind::Bytes) title += fmt::format(" ({})", unit.name);
-    if (m.kind == MetricKind::Fraction) title += " (\\%)";
+    if (m.kind == MetricKind::Fraction) title += " (\\%; difference columns: percentage points)";
     if (m.kind == MetricKind::Oom) title += " (kind at step; ratio columns: same as the first)";
     out += fmt::format("\\multicolumn{{{}}}{{l}}{{\\emph{{{}}}}} \\\\\n", columns, title);
     for (const auto& row : c.rows) {
@@ -411,7 +514,7 @@ std::string compare_latex(const Comparison& c) {
         if (!cell.present) v = "--";
         else if (!cell.error.empty()) v = "error";
         else if (m.kind == MetricKind::Bytes) v = format_in(cell.peak_reserved_bytes, unit);
-        else if (m.kind == MetricKind::Fraction) v = fmt::format("{:.1f}", 100 * cell.fragmentation);
+        else if (m.kind == MetricKind::Fraction) v = fmt::format("{:.1f}", 100 * value_of(cell, m));
         else if (m.kind == MetricKind::Rate) v = format_number(value_of(cell, m));
         else v = latex_escape(oom_text(cell));
         if (usable(cell) && modeled_of(cell, m)) v += dagger;
@@ -421,6 +524,9 @@ std::string compare_latex(const Comparison& c) {
         if (m.kind == MetricKind::Oom) {
           auto same = oom_same(row.cells[0], row.cells[i]);
           out += std::string(" & ") + (!same ? "--" : *same ? "yes" : "no");
+        } else if (m.kind == MetricKind::Fraction) {
+          auto d = diff_pp_of(row.cells[0], row.cells[i], m);
+          out += " & " + (d ? signed_points(*d) : std::string("--"));
         } else {
           auto r = ratio_of(row.cells[0], row.cells[i], m);
           out += " & " + (r ? format_number(*r, 3) : std::string("--"));

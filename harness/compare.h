@@ -1,6 +1,7 @@
 // `gpumembench compare A/results.json B/results.json ...`: several results side by side (two
-// GPUs, two versions, two settings), cases matched by label, each metric per input and its
-// ratio to the first input.
+// GPUs, two versions, two settings, two workloads), cases matched by label or by allocator,
+// each metric per input and its ratio to the first input (fractions: the difference in
+// percentage points).
 #pragma once
 
 #include <cstdint>
@@ -30,12 +31,20 @@ struct CompareInput {
   nlohmann::json results;
 };
 
+// How cases of different inputs are paired: by the whole label (the same case on two devices or
+// versions), or by the allocator setting alone (the same allocators on two workloads, e.g.
+// dynamic against fixed sequence lengths). Auto: by allocator when the inputs' workloads
+// differ, else by label.
+enum class CompareMatch { Auto, Label, Allocator };
+const std::vector<std::string>& compare_match_names();  // "allocator", "label"
+
 // One case of one input.
 struct CompareCell {
   bool present = false;  // the input has a case with this label
   std::string error;     // the case could not run there
   double peak_reserved_bytes = 0;
   double fragmentation = 0;
+  double hit_rate = 0;
   double steps_per_s = 0;
   double tokens_per_s = 0;
   bool memory_modeled = false;
@@ -48,8 +57,9 @@ struct CompareCell {
 };
 
 struct CompareRow {
-  std::string label;
-  std::vector<CompareCell> cells;  // one per input
+  std::string label;                 // the key the cells were matched by
+  std::vector<CompareCell> cells;    // one per input
+  std::vector<std::string> workloads;  // per input: the case's workload (allocator matching)
 };
 
 struct Comparison {
@@ -57,14 +67,15 @@ struct Comparison {
   std::vector<CompareRow> rows;  // the first input's cases in its order, then the others'
   std::size_t common = 0;        // cases present in every input
   bool any_tokens = false;       // some input measured tokens/s
+  CompareMatch match = CompareMatch::Label;  // how the cases were paired (never Auto)
 };
 
 // Reads one input: a results.json, or a folder holding one. Throws CompareError naming it.
 CompareInput load_compare_input(const std::string& path);
 
-// Matches the cases of the inputs by label. Throws CompareError when there are fewer than two
-// inputs or an input shares no case with the first.
-Comparison compare_results(std::vector<CompareInput> inputs);
+// Matches the cases of the inputs (CompareMatch). Throws CompareError when there are fewer than
+// two inputs or an input shares no case with the first.
+Comparison compare_results(std::vector<CompareInput> inputs, CompareMatch match = CompareMatch::Auto);
 
 std::string compare_markdown(const Comparison& c);
 std::string compare_csv(const Comparison& c);

@@ -91,7 +91,13 @@ TEST(Compare, MarkdownShowsEachInputWithItsDeviceAndTheRatioToTheFirst) {
   EXPECT_EQ(md_row(r.out, "Peak reserved", "caching x hole"), "| caching x hole | 850.0 MiB | 650.0 MiB | 0.765x |");
   EXPECT_EQ(md_row(r.out, "Peak reserved", "cuda_malloc x hole"),
             "| cuda_malloc x hole | 650.0 MiB | 650.0 MiB (modeled) | 1.00x |");
-  EXPECT_EQ(md_row(r.out, "Fragmentation", "caching x hole"), "| caching x hole | 23.5% | 0.0% | 0x |");
+  // Fractions: the difference in percentage points, not a ratio (0x said nothing).
+  EXPECT_NE(r.out.find("| case | h200 (cuda: NVIDIA H200) | sim (sim: simulated H200-like GPU) | sim − h200 |"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(md_row(r.out, "Fragmentation", "caching x hole"), "| caching x hole | 23.5% | 0.0% | -23.5 pp |");
+  EXPECT_EQ(md_row(r.out, "Fragmentation", "cuda_malloc x hole"),
+            "| cuda_malloc x hole | 0.0% | 0.0% (modeled) | +0.0 pp |");
+  EXPECT_NE(r.out.find("(cases matched by label)"), std::string::npos) << r.out;
   EXPECT_EQ(md_row(r.out, "Steps/s", "caching x hole"), "| caching x hole | 100.0 | 200.0 (modeled) | 2.00x |");
   EXPECT_EQ(md_row(r.out, "Steps/s", "cuda_malloc x hole"), "| cuda_malloc x hole | 50.00 | 25.00 (modeled) | 0.500x |");
   EXPECT_EQ(md_row(r.out, "OOM", "caching x hole"), "| caching x hole | none | fragmentation at step 2 (3 OOMs) | no |");
@@ -116,17 +122,18 @@ TEST(Compare, CsvJsonAndLatexCarryTheSameNumbers) {
   std::string csv = read_text(out / "compare.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "label,input,input_name,path,device_kind,device_name,present,error,runs,peak_reserved_bytes,"
-            "peak_reserved_ratio,fragmentation,fragmentation_ratio,steps_per_s,steps_per_s_ratio,tokens_per_s,"
-            "tokens_per_s_ratio,oom_kind,oom_step,ooms,oom_same_as_first,memory_modeled,throughput_modeled");
+            "peak_reserved_ratio,fragmentation,fragmentation_diff_pp,steps_per_s,steps_per_s_ratio,tokens_per_s,"
+            "tokens_per_s_ratio,oom_kind,oom_step,ooms,oom_same_as_first,memory_modeled,throughput_modeled,hit_rate,"
+            "hit_rate_diff_pp,workload");
   EXPECT_NE(csv.find("\"caching x hole\",1,\"sim\",\"" + in.b.string() +
-                     "\",\"sim\",\"simulated H200-like GPU\",1,\"\",1,681574400,0.764706,0.000000,0,200,2,0,1,"
-                     "fragmentation,2,3,0,0,1\n"),
+                     "\",\"sim\",\"simulated H200-like GPU\",1,\"\",1,681574400,0.764706,0.000000,-23.5294,200,2,0,1,"
+                     "fragmentation,2,3,0,0,1,0.000000,0,\"\"\n"),
             std::string::npos) << csv;
   EXPECT_NE(csv.find("\"caching x hole\",0,\"h200\",\"" + in.a.string() +
-                     "\",\"cuda\",\"NVIDIA H200\",1,\"\",3,891289600,1,0.235294,1,100,1,0,1,,,0,1,0,0\n"),
+                     "\",\"cuda\",\"NVIDIA H200\",1,\"\",3,891289600,1,0.235294,0,100,1,0,1,,,0,1,0,0,0.000000,0,\"\"\n"),
             std::string::npos) << csv;
   EXPECT_NE(csv.find("\"only in h200\",1,\"sim\",\"" + in.b.string() + "\",\"sim\",\"simulated H200-like GPU\",0,\"\","
-                     ",,,,,,,,,,,,,,\n"),
+                     ",,,,,,,,,,,,,,,,,\"\"\n"),
             std::string::npos) << csv;
 
   auto j = json::parse(read_text(out / "compare.json"));
@@ -135,6 +142,9 @@ TEST(Compare, CsvJsonAndLatexCarryTheSameNumbers) {
   EXPECT_EQ(j["common_cases"], 2);
   ASSERT_EQ(j["cases"][0]["label"], "caching x hole");
   EXPECT_NEAR(j["cases"][0]["inputs"][1]["ratio_to_first"]["peak_reserved_bytes"].get<double>(), 650.0 / 850.0, 1e-9);
+  EXPECT_NEAR(j["cases"][0]["inputs"][1]["difference_to_first_pp"]["fragmentation"].get<double>(), -23.5294, 1e-9);
+  EXPECT_FALSE(j["cases"][0]["inputs"][1]["ratio_to_first"].contains("fragmentation")) << "fractions: no ratio";
+  EXPECT_EQ(j["match"], "label");
   EXPECT_EQ(j["cases"][0]["inputs"][1]["oom"]["kind"], "fragmentation");
   EXPECT_EQ(j["cases"][0]["inputs"][1]["oom_same_as_first"], false);
   EXPECT_TRUE(j["cases"][2]["inputs"][1].is_null()) << "only in h200: absent from sim";
@@ -213,6 +223,41 @@ workloads:
   EXPECT_EQ(md_row(r.out, "Peak reserved", "caching x hole_pattern[100/200/300 MiB, free #1, probe 250 MiB]"),
             "| caching x hole_pattern[100/200/300 MiB, free #1, probe 250 MiB] | 850.0 MiB | 650.0 MiB | 0.765x |")
       << r.out;
+  fs::remove_all(dir);
+}
+
+// Two workloads (the README's dynamic/ against fixed/): the labels differ, so the cases are
+// paired by allocator setting, by default; --match label says why nothing pairs.
+TEST(Compare, TwoWorkloadsArePairedByAllocatorEndToEnd) {
+  auto dir = temp_dir("compare_workloads");
+  for (const char* probe : {"250MiB", "150MiB"}) {
+    write_text(dir / "holes.yaml", std::string("name: holes\nallocators: [cuda_malloc, caching]\nworkloads:\n"
+                                               "  - hole_pattern: {sizes: [100MiB, 200MiB, 300MiB], free: [1], probe: ") +
+                                       probe + "}\n");
+    auto r = run_gpumembench("--device sim --quiet --capacity 4GiB --config " + (dir / "holes.yaml").string() +
+                             " --output " + (dir / probe).string() + " --format json");
+    ASSERT_EQ(r.status, 0) << r.out;
+  }
+  const std::string a = (dir / "250MiB").string(), b = (dir / "150MiB").string();
+  auto r = run_gpumembench("compare " + a + " " + b);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("2 inputs, 2 of 2 cases in every input (cases matched by allocator setting)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| hole_pattern[100/200/300 MiB, free #1, probe 150 MiB] |"), std::string::npos)
+      << "each input's workload in the inputs table\n" << r.out;
+  // 250 MiB takes a fourth segment (850 MiB reserved, 23.5% unused at that peak); 150 MiB fits
+  // in the freed 200 MiB block (600 MiB reserved, all in use at that peak).
+  EXPECT_EQ(md_row(r.out, "Peak reserved", "caching"), "| caching | 850.0 MiB | 600.0 MiB | 0.706x |") << r.out;
+  EXPECT_EQ(md_row(r.out, "Fragmentation", "caching"), "| caching | 23.5% | 0.0% | -23.5 pp |") << r.out;
+  EXPECT_EQ(md_row(r.out, "Hit rate", "caching"), "| caching | 0.0% | 25.0% | +25.0 pp |") << r.out;
+
+  r = run_gpumembench("compare --match label " + a + " " + b);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("no case in common"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--match allocator pairs cases by allocator setting"), std::string::npos) << r.out;
+  r = run_gpumembench("compare --match workload " + a + " " + b);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("allocator"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 
