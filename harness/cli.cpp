@@ -142,35 +142,16 @@ std::string command_line(int argc, char** argv) {
   return s;
 }
 
-// --allocator: run only the config's allocators named (every setting of that allocator) or
-// labelled (one setting, as the tables print it) by one of `flags`.
-void keep_allocators(Config& config, const std::vector<std::string>& flags) {
-  if (flags.empty()) return;
-  std::vector<std::string> labels;
-  for (const auto& a : config.allocators) labels.push_back(allocator_label(a.name, a.options));
-  auto matches = [&](std::size_t i, const std::string& flag) {
-    return flag == config.allocators[i].name || flag == labels[i];
-  };
-  for (const auto& f : flags) {
-    bool known = false;
-    for (std::size_t i = 0; i < labels.size(); ++i) known = known || matches(i, f);
-    if (!known)
-      throw UsageError(fmt::format("--allocator: '{}' is not an allocator of {} (valid: {})", f, config.path,
-                                   fmt::join(labels, ", ")));
-  }
-  std::vector<AllocatorSpec> kept;
-  for (std::size_t i = 0; i < labels.size(); ++i)
-    if (std::any_of(flags.begin(), flags.end(), [&](const std::string& f) { return matches(i, f); }))
-      kept.push_back(config.allocators[i]);
-  config.allocators = std::move(kept);
-}
-
 int run_config(const std::string& config_path, const std::string& device_flag, const std::string& capacity_flag,
                const std::string& output_flag, const std::string& format_flag, bool quiet,
                const std::string& cmd, std::uint64_t steps_flag, const std::vector<std::string>& allocator_flags) {
   Config config = load_config(config_path);  // throws ConfigError: nothing has run
   if (steps_flag) config.run.max_steps = steps_flag;
-  keep_allocators(config, allocator_flags);
+  try {
+    select_allocators(config, allocator_flags);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
   std::vector<std::string> formats = {"md", "csv", "json"};
   if (!config.formats.empty()) formats = config.formats;
   if (!format_flag.empty()) formats = parse_formats(format_flag);
@@ -216,11 +197,16 @@ int run_config(const std::string& config_path, const std::string& device_flag, c
           needs[wi] = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, config.run.max_steps));
         }
         CaseSpec cs{a.name, a.options, w.make, needs[wi]};
-        std::string label = allocator_label(a.name, a.options) + " x " + w.kind + at;
+        std::string label = a.display_label() + " x " + w.kind + at;
         progress.start_case(i, label);
         report.cases.push_back(
             run_case(cs, case_spec, config.run, [&](auto r, auto s, auto n) { progress.step(r, s, n); }));
-        report.cases.back().label += at;
+        CaseResult& done = report.cases.back();
+        if (!a.label.empty()) {  // the config's `label:` names the setting in every table
+          done.label = a.label + done.label.substr(std::min(done.label.size(), done.allocator_label.size()));
+          done.allocator_label = a.label;
+        }
+        done.label += at;
         progress.end_case();
         ++i;
       }
@@ -319,53 +305,100 @@ int run_compare(const std::vector<std::string>& inputs, const std::string& outpu
   return 0;
 }
 
+// Every subcommand in one place: the no-argument message and `gpumembench help` list them all.
+const char* kSynopsis =
+    "  gpumembench --config FILE [--device auto|sim|cuda] [--capacity SIZE] [--steps N] [--allocator NAME]...\n"
+    "              [--output DIR] [--format md,csv,json,latex] [--quiet]     run a config's workloads x allocators\n"
+    "  gpumembench replay --trace FILE --allocator NAME [--alloc-conf STR] [--capacity SIZE] [--device ...]\n"
+    "              [--timeline FILE] [--output DIR] [--format ...]           one allocation trace, one allocator\n"
+    "  gpumembench frontier --config FILE [--param capacity|batch|seq_len] [--lo V] [--hi V] [--resolution V]\n"
+    "              [--steps N] [--allocator NAME]... [--device ...] [--capacity SIZE] [--output DIR]\n"
+    "                                                    smallest capacity (largest batch/seq_len) without an OOM\n"
+    "  gpumembench compare RESULTS RESULTS... [--match label|allocator] [--output DIR] [--format ...]\n"
+    "                                                    runs side by side\n"
+    "  gpumembench help [replay|frontier|compare]        this help, or a subcommand's\n"
+    "  gpumembench --version\n";
+
+const char* kRunExamples =
+    "\nExamples:\n"
+    "  gpumembench --config configs/hole_pattern.yaml                 # cuda if a GPU is visible, else sim\n"
+    "  gpumembench --config configs/dynamic_seq.yaml --device sim --steps 50 --allocator caching\n"
+    "  gpumembench --config configs/fragmentation_oom.yaml --format md,latex --output out/frag\n"
+    "\nSubcommands: replay, frontier, compare, help (gpumembench help SUBCOMMAND).\n"
+    "Exit status: 0 every case ran (an OOM is a result, in the tables); 2 bad usage, config or trace\n"
+    "(nothing runs, nothing is written); 1 a case could not run, or an internal error.\n";
+
 }  // namespace
 
 int run_cli(int argc, char** argv) {
-  CLI::App app{"gpumembench: GPU memory allocator benchmark (workloads x allocators, real or simulated GPU)",
+  CLI::App app{"gpumembench: how GPU memory allocators use memory, where they run out (fragmentation or "
+               "capacity) and how fast they are: workloads x allocators, on a real or a simulated GPU",
                "gpumembench"};
   app.set_version_flag("--version", std::string("gpumembench ") + GMB_VERSION);
+  app.footer(kRunExamples);
   std::string config, device, output, format, capacity;
   bool quiet = false;
-  app.add_option("--config", config, "YAML config naming workloads and allocators")->check(CLI::ExistingFile);
-  app.add_option("--device", device, "auto (default): cuda if a GPU is visible, else sim")
+  app.add_option("--config", config, "YAML config: its workloads x allocators are the cases (configs/ has examples)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--device", device,
+                 "auto (default): cuda if a GPU is visible, else sim; sim: a simulated GPU of the config's capacity "
+                 "(throughput and native allocators' memory modeled); cuda: the real GPU")
       ->check(CLI::IsMember({"auto", "sim", "cuda"}));
-  app.add_option("--output", output, "output directory (default results/<config name>-<UTC time>/)");
-  app.add_option("--format", format, "comma-separated formats: md, csv, json, latex (default md,csv,json)");
-  app.add_option("--capacity", capacity, "memory left to the allocator, e.g. 24GiB (sim: the device size)");
-  app.add_flag("--quiet,-q", quiet, "no progress or notices on stderr");
+  app.add_option("--output", output, "output folder (default results/<config name>-<UTC time>/)");
+  app.add_option("--format", format,
+                 "comma-separated: md, csv, json, latex (results.tex for a paper); default md,csv,json or the "
+                 "config's output.formats");
+  app.add_option("--capacity", capacity,
+                 "memory left to the allocator, e.g. 24GiB, 1.75GiB, 512MiB (sim: the device's size; cuda: a "
+                 "ballast takes the rest); replaces the config's capacity or capacity sweep");
+  app.add_flag("--quiet,-q", quiet, "no progress line or notices on stderr");
   std::vector<std::string> only_allocators;
   app.add_option("--allocator", only_allocators,
-                 "run only this allocator of the config: a name (every setting) or a label as the tables "
-                 "print it, e.g. 'caching[expandable_segments:True]'; repeat for more")
+                 "run only this allocator of the config: a name (every setting of it) or a row label as the "
+                 "tables print it, e.g. 'caching[expandable_segments:True]'; repeat for more")
       ->allow_extra_args(false);
   std::uint64_t steps = 0;
-  app.add_option("--steps", steps, "run at most N steps of each workload (a shorter run of a config)")
-      ->check(CLI::Validator(
-          [](const std::string& v) {
-            return v.empty() || v.find_first_not_of("0123456789") != std::string::npos ||
-                           v.find_first_not_of('0') == std::string::npos
-                       ? "'" + v + "' is not a step count (a whole number, 1 or more)"
-                       : std::string();
-          },
-          "N"));
+  auto step_count = CLI::Validator(
+      [](const std::string& v) {
+        return v.empty() || v.find_first_not_of("0123456789") != std::string::npos ||
+                       v.find_first_not_of('0') == std::string::npos
+                   ? "'" + v + "' is not a step count (a whole number, 1 or more)"
+                   : std::string();
+      },
+      "N");
+  app.add_option("--steps", steps, "run at most N steps of each workload (a shorter run of the same config)")
+      ->check(step_count);
 
-  auto* replay = app.add_subcommand("replay", "replay a native CSV allocation trace through one allocator");
+  auto* replay = app.add_subcommand("replay", "replay one allocation trace through one allocator");
+  replay->footer(
+      "\nExamples:\n"
+      "  gpumembench replay --trace configs/traces/fragmentation_oom/fragmentation_oom.csv --allocator caching "
+      "--capacity 1792MiB\n"
+      "  gpumembench replay --trace run.csv --allocator caching --alloc-conf expandable_segments:True "
+      "--capacity 40GiB --output out/replay\n"
+      "The trace is replayed with on_oom continue: every OOM is recorded and the replay goes on.\n");
   std::string trace, allocator, alloc_conf, timeline;
-  replay->add_option("--trace", trace, "trace CSV (action,id,bytes,stream)")->required()->check(CLI::ExistingFile);
+  replay->add_option("--trace", trace, "trace CSV: header action,id,bytes[,stream]; one alloc or free per line")
+      ->required()
+      ->check(CLI::ExistingFile);
   replay->add_option("--allocator", allocator, "allocator name: " + allocator_names())->required();
-  replay->add_option("--alloc-conf", alloc_conf, "PyTorch option string for the caching allocator");
-  replay->add_option("--capacity", capacity, "memory left to the allocator, e.g. 24GiB");
-  replay->add_option("--device", device, "auto, sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
-  replay->add_option("--timeline", timeline, "write the per-event timeline CSV here");
-  replay->add_option("--output", output, "also write results files into this directory");
-  replay->add_option("--format", format, "formats for --output");
+  replay->add_option("--alloc-conf", alloc_conf,
+                     "caching only: PyTorch's PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True");
+  replay->add_option("--capacity", capacity, "memory left to the allocator, e.g. 24GiB (default: the whole device)");
+  replay->add_option("--device", device, "auto (default), sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
+  replay->add_option("--timeline", timeline, "write allocated/reserved bytes after every event to this CSV");
+  replay->add_option("--output", output, "also write results files (and oom/ block maps) into this folder");
+  replay->add_option("--format", format, "formats written to --output: md, csv, json, latex (default md,csv,json)");
   replay->add_flag("--quiet,-q", quiet, "no notices on stderr");
 
   auto* compare = app.add_subcommand(
       "compare",
       "put several results.json side by side (cases matched by label or allocator, ratios to the first; fractions "
       "as differences in percentage points)");
+  compare->footer(
+      "\nExamples:\n"
+      "  gpumembench compare results/h200/dynamic_seq results/h200/fixed_seq     # matched by allocator\n"
+      "  gpumembench compare a/results.json b/results.json --format latex --output out/cmp\n");
   std::vector<std::string> compare_inputs;
   compare->add_option("results", compare_inputs, "results.json files (or folders holding one), two or more")
       ->required();
@@ -380,7 +413,34 @@ int run_cli(int argc, char** argv) {
 
   FrontierCliArgs frontier_args;
   auto* frontier = add_frontier_command(app, frontier_args);
+  frontier->add_option("--steps", frontier_args.steps,
+                       "run at most N steps of each workload in every probe (as for a run)")
+      ->check(step_count);
+  frontier->add_option("--allocator", frontier_args.allocators,
+                       "search only this allocator of the config (name or row label, as for a run); repeat for more")
+      ->allow_extra_args(false);
 
+  // `gpumembench help [SUBCOMMAND]` is answered before parsing: CLI11 would take "help replay"
+  // for the replay subcommand itself. It is registered so that --help lists it.
+  auto* help = app.add_subcommand("help", "this help, or a subcommand's: gpumembench help frontier");
+  help->allow_extras();
+  if (argc >= 2 && std::string(argv[1]) == "help") {
+    const std::string topic = argc >= 3 ? argv[2] : "";
+    if (!topic.empty() && topic != "replay" && topic != "frontier" && topic != "compare") {
+      std::cerr << "gpumembench help: '" << topic << "' is not a subcommand (valid: replay, frontier, compare)\n";
+      return 2;
+    }
+    std::cout << (topic.empty() ? app.help() : app.get_subcommand(topic)->help());
+    if (topic.empty()) std::cout << "\nUsage:\n" << kSynopsis;
+    return 0;
+  }
+
+  if (argc <= 1) {
+    std::cerr << "gpumembench: nothing to run. Usage:\n" << kSynopsis
+              << "Try: gpumembench --config configs/hole_pattern.yaml --device sim\n"
+                 "More: gpumembench help, gpumembench help SUBCOMMAND.\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -389,12 +449,16 @@ int run_cli(int argc, char** argv) {
   }
   const std::string cmd = command_line(argc, argv);
   try {
+    if (help->parsed()) {  // after other flags: gpumembench --quiet help
+      std::cout << app.help() << "\nUsage:\n" << kSynopsis;
+      return 0;
+    }
     if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match);
     if (frontier->parsed()) return run_frontier_command(frontier_args, cmd);
     if (replay->parsed())
       return run_replay(trace, allocator, alloc_conf, capacity, device, timeline, output, format, quiet, cmd);
     if (config.empty()) {
-      std::cerr << "gpumembench: --config FILE is required (or the replay subcommand); see --help\n";
+      std::cerr << "gpumembench: --config FILE is required to run a config. Usage:\n" << kSynopsis;
       return 2;
     }
     return run_config(config, device, capacity, output, format, quiet, cmd, steps, only_allocators);

@@ -1,5 +1,6 @@
 #include "harness/config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -13,6 +14,8 @@ const std::vector<std::string>& valid_formats() {
   static const std::vector<std::string> formats = {"md", "csv", "json", "latex"};
   return formats;
 }
+
+std::string AllocatorSpec::display_label() const { return label.empty() ? allocator_label(name, options) : label; }
 
 FrontierSpec parse_frontier_section(const YamlReader& y, const YAML::Node& n, const Config& c);
 
@@ -65,13 +68,22 @@ void parse_allocators(const YamlReader& y, const YAML::Node& n, Config& c) {
     const AllocatorEntry* entry = find_allocator(e.name);
     if (!entry)
       y.fail(e.name_mark, key, fmt::format("unknown allocator '{}' (valid: {})", e.name, allocator_names()));
-    AllocatorSpec spec{e.name, {}};
+    AllocatorSpec spec{e.name, {}, {}};
     if (e.params && !e.params.IsNull()) {
-      y.expect_map(e.params, key + "." + e.name, entry->option_keys.empty() ? std::vector<std::string>{} : entry->option_keys);
+      // `label` names the setting in the tables; every other key is the allocator's option.
+      std::vector<std::string> keys = entry->option_keys;
+      keys.push_back("label");
+      y.expect_map(e.params, key + "." + e.name, keys);
       for (auto it = e.params.begin(); it != e.params.end(); ++it) {
-        if (!it->second.IsScalar())
-          y.fail(it->second, key + "." + e.name + "." + it->first.Scalar(), "expected a single value");
-        spec.options[it->first.Scalar()] = it->second.Scalar();
+        const std::string k = it->first.Scalar();
+        if (!it->second.IsScalar()) y.fail(it->second, key + "." + e.name + "." + k, "expected a single value");
+        if (k == "label") {
+          spec.label = y.string(it->second, key + "." + e.name + ".label");
+          if (spec.label.empty() || spec.label.find_first_of("\n\r") != std::string::npos)
+            y.fail(it->second, key + "." + e.name + ".label", "must be a non-empty name on one line");
+          continue;
+        }
+        spec.options[k] = it->second.Scalar();
       }
     }
     try {
@@ -80,6 +92,14 @@ void parse_allocators(const YamlReader& y, const YAML::Node& n, Config& c) {
       YAML::Node at = e.params && e.params[err.key] ? e.params[err.key] : n[i];
       y.fail(at, key + "." + e.name + "." + err.key, fmt::format("{} (valid: {})", err.what(), err.valid));
     }
+    // Labels name the rows and select allocators (--allocator): two settings may not share one.
+    for (std::size_t j = 0; j < c.allocators.size(); ++j)
+      if (c.allocators[j].display_label() == spec.display_label()) {
+        YAML::Node at = e.params && e.params["label"] ? e.params["label"] : n[i];
+        y.fail(at, key + "." + e.name + (spec.label.empty() ? "" : ".label"),
+               fmt::format("'{}' already names allocators[{}] (give this one a different `label:`)",
+                           spec.display_label(), j));
+      }
     c.allocators.push_back(std::move(spec));
   }
 }
@@ -126,6 +146,27 @@ void parse_output(const YamlReader& y, const YAML::Node& n, Config& c) {
 }
 
 }  // namespace
+
+void select_allocators(Config& config, const std::vector<std::string>& flags) {
+  if (flags.empty()) return;
+  std::vector<std::string> labels;
+  for (const auto& a : config.allocators) labels.push_back(a.display_label());
+  auto matches = [&](std::size_t i, const std::string& flag) {
+    return flag == config.allocators[i].name || flag == labels[i];
+  };
+  for (const auto& f : flags) {
+    bool known = false;
+    for (std::size_t i = 0; i < labels.size(); ++i) known = known || matches(i, f);
+    if (!known)
+      throw std::invalid_argument(fmt::format("--allocator: '{}' is not an allocator of {} (valid: {})", f,
+                                              config.path, join(labels)));
+  }
+  std::vector<AllocatorSpec> kept;
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (std::any_of(flags.begin(), flags.end(), [&](const std::string& f) { return matches(i, f); }))
+      kept.push_back(config.allocators[i]);
+  config.allocators = std::move(kept);
+}
 
 Config load_config(const std::string& path) {
   YamlReader y(path);

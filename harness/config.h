@@ -15,6 +15,9 @@ namespace gmb {
 struct AllocatorSpec {
   std::string name;
   AllocatorOptions options;
+  std::string label;  // `label:` in the YAML: the tables' name for this setting; empty: allocator_label
+  // What the tables call it: the `label:` given, else "name[options]".
+  std::string display_label() const;
 };
 
 struct WorkloadSpec {
@@ -49,6 +52,11 @@ struct Config {
 // Throws ConfigError (file, line, column, key, valid choices) for anything wrong;
 // nothing is run on a bad config.
 Config load_config(const std::string& path);
+
+// --allocator (a run and `frontier`): keep only the config's allocators named (every setting of
+// that allocator) or labelled (one setting, as the tables print it) by one of `flags`; none
+// given keeps all. Throws std::invalid_argument naming a flag that matches none, with the labels.
+void select_allocators(Config& config, const std::vector<std::string>& flags);
 
 // The workload kinds a config can name, each with its YAML keys and parser.
 struct WorkloadKind {

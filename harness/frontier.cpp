@@ -175,7 +175,8 @@ struct Searcher {
 
   FrontierRow search(const AllocatorSpec& a, const WorkloadSpec& w, Bytes capacity) {
     FrontierRow row;
-    row.allocator_label = allocator_label(a.name, a.options);
+    row.allocator = a.name;
+    row.allocator_label = a.display_label();
     row.workload_label = w.make()->label();
     row.capacity_bytes = is_capacity(spec) ? 0 : capacity;
     const std::uint64_t res =
@@ -358,7 +359,7 @@ std::string frontier_markdown(const FrontierReport& r) {
   bool modeled = false;
   for (const auto& row : r.rows) {
     const FrontierProbe* at = row.frontier ? row.probe(*row.frontier) : nullptr;
-    const bool mm = sim && row.allocator_label.rfind("caching", 0) != 0;
+    const bool mm = sim && row.allocator != "caching";
     modeled = modeled || mm;
     std::string front = row.error.empty() ? (row.frontier ? value_text(r.spec.param, *row.frontier) : "none in range")
                                           : "error: " + row.error;

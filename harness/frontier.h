@@ -45,6 +45,7 @@ struct FrontierProbe {
 };
 
 struct FrontierRow {
+  std::string allocator;  // registry name (decides what is modeled on sim)
   std::string allocator_label, workload_label;
   Bytes capacity_bytes = 0;  // batch/seq_len: the capacity the search ran at (requested)
   std::optional<std::uint64_t> frontier;
@@ -79,6 +80,8 @@ void write_frontier_reports(const FrontierReport& r, const std::string& dir);
 // The `frontier` subcommand (harness/frontier_cli.cpp).
 struct FrontierCliArgs {
   std::string config, param, lo, hi, resolution, device, capacity, output;
+  std::uint64_t steps = 0;              // --steps: as for a run (0: the workloads' own)
+  std::vector<std::string> allocators;  // --allocator: as for a run (empty: all)
   bool quiet = false;
 };
 }  // namespace gmb

@@ -32,17 +32,31 @@ std::uint64_t parse_value(const std::string& flag, const std::string& text, cons
 CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& a) {
   auto* f = app.add_subcommand(
       "frontier", "OOM frontier: per allocator, the smallest capacity (or largest batch / seq_len) without an OOM");
+  f->footer(
+      "\nExamples:\n"
+      "  gpumembench frontier --config configs/fragmentation_oom.yaml --device sim\n"
+      "  gpumembench frontier --config configs/dynamic_seq.yaml --param batch --capacity 40GiB --steps 20 "
+      "--allocator caching\n"
+      "Writes frontier.{md,csv,json} (every probe, both neighbours of the frontier actually run).\n");
   f->add_option("--config", a.config, "YAML config (its `frontier:` section gives defaults)")
       ->required()
       ->check(CLI::ExistingFile);
-  f->add_option("--param", a.param, "capacity (default), batch or seq_len (batch/seq_len: transformer workloads)")
+  f->add_option("--param", a.param,
+                "what to search: capacity (default; the smallest that runs every step), batch or seq_len (the "
+                "largest that does; transformer workloads)")
       ->check(CLI::IsMember(frontier_params()));
-  f->add_option("--lo", a.lo, "lower end of the search (capacity: a size; default: the peak allocated bytes / 1)");
-  f->add_option("--hi", a.hi, "upper end (default: capacity doubles from the config's; batch/seq_len double until OOM)");
-  f->add_option("--resolution", a.resolution, "grid of the search (default 2MiB for capacity, 1 otherwise)");
-  f->add_option("--device", a.device, "auto, sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
-  f->add_option("--capacity", a.capacity, "batch/seq_len: the capacity to search at (default: the config's)");
-  f->add_option("--output", a.output, "output directory (default results/<config name>-frontier-<UTC time>/)");
+  f->add_option("--lo", a.lo,
+                "lower end of the search: a size for capacity (default: the peak allocated bytes of a passing "
+                "run, where no allocator can do with less), a count for batch/seq_len (default: 1)");
+  f->add_option("--hi", a.hi,
+                "upper end: a size for capacity (default: the config's capacity, doubled until a run passes), a "
+                "count for batch/seq_len (default: the config's value, doubled until a run fails)");
+  f->add_option("--resolution", a.resolution,
+                "grid of the search: the answer is exact to this step (default 2MiB for capacity, 1 for batch/seq_len)");
+  f->add_option("--device", a.device, "auto (default), sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
+  f->add_option("--capacity", a.capacity,
+                "batch/seq_len only: the capacity to search at, e.g. 40GiB (default: the config's)");
+  f->add_option("--output", a.output, "output folder (default results/<config name>-frontier-<UTC time>/)");
   f->add_flag("--quiet,-q", a.quiet, "no progress on stderr");
   return f;
 }
@@ -51,6 +65,8 @@ int run_frontier_command(const FrontierCliArgs& a, const std::string& command_li
   Config config = load_config(a.config);  // ConfigError: the caller reports it (exit 2)
   FrontierReport report;
   try {
+    if (a.steps) config.run.max_steps = a.steps;
+    select_allocators(config, a.allocators);  // std::invalid_argument: exit 2
     FrontierSpec spec = config.frontier.value_or(FrontierSpec{});
     if (!a.param.empty() && a.param != spec.param) spec = FrontierSpec{a.param};  // the YAML's range is in other units
     if (!a.lo.empty()) spec.lo = parse_value("--lo", a.lo, spec.param);

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -72,9 +73,54 @@ std::string with_spread(double value, const Spread& s, Show show) {
   std::string lo = show(s.min), hi = show(s.max);
   return lo == hi ? show(value) : fmt::format("{} [{}–{}]", show(value), lo, hi);
 }
-std::string bytes_text(double v) { return format_bytes(static_cast<Bytes>(v)); }
 std::string percent_text(double v) { return fmt::format("{:.1f}%", 100 * v); }
-std::string rate_text(double v) { return format_number(v); }
+
+// One format per column for the Markdown tables of a run: every byte figure in one unit (that
+// of the largest peak reserved), every rate column with one number of decimals.
+struct ColumnFormats {
+  ByteUnit unit{"MiB", double(MiB), 1};
+  NumberColumn steps, tokens, padded;
+  std::set<std::string> workloads_with_tokens;  // workloads that count tokens (transformer)
+  std::string bytes(double v) const { return format_in(v, unit) + " " + unit.name; }
+};
+
+ColumnFormats column_formats(const RunReport& r) {
+  ColumnFormats f;
+  double largest = 0;
+  std::vector<double> steps, tokens, padded;
+  for (const auto& c : r.cases) {
+    if (c.runs.empty()) continue;
+    const CaseSummary s = summarize(c);
+    largest = std::max(largest, s.peak_reserved.max);
+    for (const auto& st : c.steps) largest = std::max(largest, double(st.peak_reserved_bytes));
+    Spread p = spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; });
+    for (double v : {s.steps_per_s.median, s.steps_per_s.min, s.steps_per_s.max}) steps.push_back(v);
+    for (double v : {s.tokens_per_s.median, s.tokens_per_s.min, s.tokens_per_s.max}) tokens.push_back(v);
+    for (double v : {p.median, p.min, p.max}) padded.push_back(v);
+    if (s.tokens_per_s.max > 0 || p.max > 0) f.workloads_with_tokens.insert(c.workload_label);
+  }
+  f.unit = byte_unit_for(largest);
+  f.steps = number_column(steps);
+  f.tokens = number_column(tokens);
+  f.padded = number_column(padded);
+  return f;
+}
+
+// A case with an OOM in any run: its rates are those of the steps it ran, marked the same way
+// in every table (and in LaTeX), never left out and never shown as if comparable.
+bool had_oom(const CaseResult& c) {
+  return std::any_of(c.runs.begin(), c.runs.end(), [](const RunMetrics& m) { return m.ooms > 0; });
+}
+const char* kOomRateMark = " (OOM)";
+
+// A rate in the CSV: the raw figure, always in the same notation (six decimals at most, no
+// exponent, no trailing zeros), whether the case had an OOM or not (the oom_* columns say so).
+std::string csv_rate(double v) {
+  std::string s = fmt::format("{:.6f}", v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (s.back() == '.') s.pop_back();
+  return s == "-0" ? "0" : s;
+}
 
 std::string oom_cell(const RunMetrics& m) {
   if (!m.first_oom) return "none";
@@ -152,11 +198,9 @@ std::optional<double> harness_share(const CaseResult& c, const RunMetrics& m) {
   return m.harness_seconds / m.seconds;
 }
 
-std::string rate_cell(double v) { return v > 0 ? fmt::format("{:.4g}", v) : "–"; }
-
 // Running peaks at a quarter, half, three quarters and all of the first run's steps:
 // "peak reserved (fragmentation)", to show fragmentation growing (or not) over a run.
-std::string over_steps_row(const CaseResult& c) {
+std::string over_steps_row(const CaseResult& c, const ColumnFormats& f) {
   std::string row;
   const auto& st = c.steps;
   for (int q = 1; q <= 4; ++q) {
@@ -164,7 +208,7 @@ std::string over_steps_row(const CaseResult& c) {
     i = i ? i - 1 : 0;
     const StepSample& x = st[i];
     double frag = x.peak_reserved_bytes ? 1.0 - double(x.peak_allocated_bytes) / double(x.peak_reserved_bytes) : 0;
-    row += fmt::format(" {}: {} ({:.1f}%) |", x.step + 1, format_bytes(x.peak_reserved_bytes), 100 * frag);
+    row += fmt::format(" {}: {} ({:.1f}%) |", x.step + 1, f.bytes(double(x.peak_reserved_bytes)), 100 * frag);
   }
   return row;
 }
@@ -297,6 +341,21 @@ std::string markdown_table(const RunReport& r) {
   }
   out += fmt::format("{} on {} ({}, {}), {} run(s) per case\n\n", r.config_name, r.device.name,
                      to_string(r.device.kind), capacity, r.repeat);
+  const ColumnFormats f = column_formats(r);
+  auto bytes = [&](double v) { return f.bytes(v); };
+  bool oom_rates = false;
+  // A rate cell: the column's format; "–" where the workload counts no tokens; " (OOM)" after
+  // the rate of a case with an OOM.
+  auto rate = [&](const CaseResult& c, const NumberColumn& format, double v, const std::string& spread, bool tokens) {
+    if (tokens && !f.workloads_with_tokens.count(c.workload_label)) return std::string("–");
+    std::string text = spread.empty() ? format(v) : spread;
+    if (c.throughput_modeled) text += " (modeled)";
+    if (had_oom(c)) {
+      text += kOomRateMark;
+      oom_rates = true;
+    }
+    return text;
+  };
   out += "| case | peak reserved | peak allocated | fragmentation | device mallocs | device frees | hit rate | steps/s | OOM |\n";
   out += "|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& c : r.cases) {
@@ -306,16 +365,16 @@ std::string markdown_table(const RunReport& r) {
       continue;
     }
     std::string mm = c.memory_modeled ? " (modeled)" : "";
-    std::string tm = c.throughput_modeled ? " (modeled)" : "";
     modeled = modeled || c.memory_modeled || c.throughput_modeled;
     const CaseSummary s = summarize(c);
     // Fragmentation comes from the reserved figure, so it is modeled where that is.
-    out += fmt::format("| {} | {}{} | {} | {}{} | {} | {} | {:.1f}% | {}{} | {} |\n", markdown_escape(c.label),
-                       with_spread(double(m->peak_reserved_bytes), s.peak_reserved, bytes_text), mm,
-                       with_spread(double(m->peak_allocated_bytes), s.peak_allocated, bytes_text),
+    out += fmt::format("| {} | {}{} | {} | {}{} | {} | {} | {:.1f}% | {} | {} |\n", markdown_escape(c.label),
+                       with_spread(double(m->peak_reserved_bytes), s.peak_reserved, bytes), mm,
+                       with_spread(double(m->peak_allocated_bytes), s.peak_allocated, bytes),
                        with_spread(m->fragmentation, s.fragmentation, percent_text), mm, m->device_allocs,
-                       m->device_frees, 100 * m->hit_rate(), with_spread(s.steps_per_s.median, s.steps_per_s, rate_text),
-                       tm, markdown_escape(oom_cell(*m)));
+                       m->device_frees, 100 * m->hit_rate(),
+                       rate(c, f.steps, 0, with_spread(s.steps_per_s.median, s.steps_per_s, f.steps), false),
+                       markdown_escape(oom_cell(*m)));
   }
   // Where the time went, and tokens: real ones and with padding.
   out += "\n| case | steps/s | tokens/s real | tokens/s padded | in allocator calls | harness overhead |\n";
@@ -325,10 +384,10 @@ std::string markdown_table(const RunReport& r) {
     if (!m) continue;
     std::string tm = c.throughput_modeled ? " (modeled)" : "";
     auto hs = harness_share(c, *m);
-    out += fmt::format("| {} | {}{} | {} | {} | {:.2f}%{} | {} |\n", c.label,
-                       rate_cell(spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median), tm,
-                       rate_cell(spread_of(c.runs, [](auto& x) { return x.tokens_per_s; }).median),
-                       rate_cell(spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median),
+    out += fmt::format("| {} | {} | {} | {} | {:.2f}%{} | {} |\n", markdown_escape(c.label),
+                       rate(c, f.steps, spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median, "", false),
+                       rate(c, f.tokens, spread_of(c.runs, [](auto& x) { return x.tokens_per_s; }).median, "", true),
+                       rate(c, f.padded, spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median, "", true),
                        100 * alloc_share(c, *m), tm, hs ? fmt::format("{:.2f}%", 100 * *hs) : "–");
   }
   // Peak reserved and fragmentation as the steps go by (first run), where there are steps.
@@ -337,13 +396,16 @@ std::string markdown_table(const RunReport& r) {
     out += "\n| case | peak reserved (fragmentation) after step: 1/4 | 1/2 | 3/4 | all |\n";
     out += "|---|---:|---:|---:|---:|\n";
     for (const auto& c : r.cases)
-      if (c.steps.size() >= 4) out += fmt::format("| {} |{}\n", c.label, over_steps_row(c));
+      if (c.steps.size() >= 4) out += fmt::format("| {} |{}\n", markdown_escape(c.label), over_steps_row(c, f));
   }
   out += oom_details_table(r) + capacity_left_note(r);
   if (modeled)
     out += "\n(modeled): figure from the simulated device's model of the driver or of the step time, not a measurement.\n";
-  if (std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return c.runs.size() > 1; }))
+  if (oom_rates)
     out += std::string(modeled ? "" : "\n") +
+           "(OOM): the rate of the steps run by a case with an OOM (stopped or skipping steps); not comparable.\n";
+  if (std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return c.runs.size() > 1; }))
+    out += std::string(modeled || oom_rates ? "" : "\n") +
            "Several runs per case: memory figures from the run with the median peak reserved, rates the median "
            "over the runs; [min–max] where the runs differ.\n";
   return out;
@@ -382,22 +444,22 @@ std::string csv_table(const RunReport& r) {
     }
     Spread sps = spread_of(c.runs, [](auto& x) { return x.steps_per_s; });
     Spread tps = spread_of(c.runs, [](auto& x) { return x.tokens_per_s; });
-    out += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{:.6f},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},"
-                       "{:.6g},{:.6f},{},",
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},"
+                       "{},{:.6f},{},",
                        q(c.label), c.workload, c.allocator, to_string(r.device.kind), q(r.device.name),
                        c.capacity_bytes, m->peak_reserved_bytes, m->peak_allocated_bytes, m->fragmentation,
-                       m->device_allocs, m->device_frees, m->allocs, m->cache_hits, m->hit_rate(), sps.median,
-                       sps.min, sps.max, tps.median, c.runs.size(), c.throughput_modeled ? 1 : 0,
+                       m->device_allocs, m->device_frees, m->allocs, m->cache_hits, m->hit_rate(), csv_rate(sps.median),
+                       csv_rate(sps.min), csv_rate(sps.max), csv_rate(tps.median), c.runs.size(), c.throughput_modeled ? 1 : 0,
                        c.memory_modeled ? 1 : 0, m->first_oom ? to_string(m->first_oom->kind) : "",
                        m->first_oom ? std::to_string(m->first_oom->step) : "",
                        m->first_oom ? std::to_string(m->first_oom->event) : "",
                        m->first_oom ? std::to_string(m->first_oom->requested_bytes) : "", m->ooms,
-                       spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median,
+                       csv_rate(spread_of(c.runs, [](auto& x) { return x.padded_tokens_per_s; }).median),
                        alloc_share(c, *m),
                        harness_share(c, *m) ? fmt::format("{:.6f}", *harness_share(c, *m)) : std::string());
     const CaseSummary s = summarize(c);
-    out += fmt::format("{:.0f},{:.0f},{:.6f},{:.6f},{:.6g},{:.6g},{},", s.peak_reserved.min, s.peak_reserved.max,
-                       s.fragmentation.min, s.fragmentation.max, s.tokens_per_s.min, s.tokens_per_s.max,
+    out += fmt::format("{:.0f},{:.0f},{:.6f},{:.6f},{},{},{},", s.peak_reserved.min, s.peak_reserved.max,
+                       s.fragmentation.min, s.fragmentation.max, csv_rate(s.tokens_per_s.min), csv_rate(s.tokens_per_s.max),
                        c.error.empty() ? "" : q(c.error));
     out += oom_csv_cells(c, *m) + ",";
     // The need, the fragmentation figures and the first run's first OOM in words.

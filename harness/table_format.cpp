@@ -1,5 +1,7 @@
 #include "harness/table_format.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -52,6 +54,54 @@ std::string latex_escape(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string latex_label(std::string_view text) {
+  // Products first, on the raw text: " x " between words and " x" before a number ("pad x64").
+  std::string raw(text), marked;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    const bool product = raw[i] == 'x' && i > 0 && raw[i - 1] == ' ' && i + 1 < raw.size() &&
+                         (raw[i + 1] == ' ' || std::isdigit(static_cast<unsigned char>(raw[i + 1])));
+    marked += product ? '\x01' : raw[i];
+  }
+  std::string escaped = latex_escape(marked), out;
+  int depth = 0;  // inside [options]
+  for (std::size_t i = 0; i < escaped.size(); ++i) {
+    const char ch = escaped[i];
+    if (ch == '\x01') {
+      out += "$\\times$";
+      continue;
+    }
+    out += ch;
+    depth += ch == '[' ? 1 : ch == ']' && depth > 0 ? -1 : 0;
+    // A name stays whole ("cuda_malloc"); options break at _ too ("expandable_segments:True").
+    const bool option_underscore = depth > 0 && ch == '_' && i > 0 && escaped[i - 1] == '\\';
+    if (option_underscore || ch == ',' || ch == ':' || ch == '/' || ch == '=' || ch == '[') out += "\\allowbreak{}";
+  }
+  return out;
+}
+
+std::string NumberColumn::operator()(double value) const {
+  if (!std::isfinite(value)) return value > 0 ? "inf" : value < 0 ? "-inf" : "nan";
+  return fmt::format("{:.{}f}", value, decimals);
+}
+
+NumberColumn number_column(const std::vector<double>& values, int significant) {
+  double largest = 0, smallest = 0;
+  for (double v : values) {
+    if (!std::isfinite(v) || v == 0) continue;
+    const double a = std::fabs(v);
+    largest = std::max(largest, a);
+    smallest = smallest == 0 ? a : std::min(smallest, a);
+  }
+  if (largest == 0) return {0};
+  auto decimals_for = [](double a, int digits) {
+    return std::max(0, digits - 1 - static_cast<int>(std::floor(std::log10(a))));
+  };
+  // 9.9996 with 3 decimals prints "10.000": a rounding that gains a digit needs one fewer.
+  int d = decimals_for(largest, significant);
+  if (d > 0 && std::fabs(std::stod(fmt::format("{:.{}f}", largest, d))) >= std::pow(10.0, significant - d)) --d;
+  return {std::min(3, std::max(d, decimals_for(smallest, 2)))};
 }
 
 std::string format_number(double value, int significant) {

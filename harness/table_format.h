@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "allocators/device.h"
 
@@ -20,7 +21,21 @@ std::string latex_escape(std::string_view text);
 // read "185185" better than "1.852e+05"); values below 1e-3 keep three significant digits.
 std::string format_number(double value, int significant = 4);
 
-// The unit of a byte column in LaTeX: MiB below 10 GiB, GiB from there.
+// A LaTeX row or group label: latex_escape, then " x " (a product) as $\times$, and a break
+// allowed after , : / = [ (and _ inside [options]) so that a long allocator or workload label wraps in a narrow column.
+std::string latex_label(std::string_view text);
+
+// One fixed-point format for every value of a column, so that a column never mixes "599" with
+// "599.0" or an exponent with plain digits: as many decimals as the largest value needs for
+// `significant` significant digits, more (up to 3) where the smallest nonzero value would
+// otherwise show fewer than two.
+struct NumberColumn {
+  int decimals = 0;
+  std::string operator()(double value) const;
+};
+NumberColumn number_column(const std::vector<double>& values, int significant = 4);
+
+// The unit of a byte column: MiB below 10 GiB, GiB from there.
 struct ByteUnit {
   const char* name;
   double bytes;

@@ -3,7 +3,8 @@
 # The CUDA toolkit (nvcc) is expected to be installed already (it is on the CI and GPU machines).
 set -euo pipefail
 packages=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-          libgtest-dev libbenchmark-dev zlib1g-dev python3-matplotlib)
+          libgtest-dev libbenchmark-dev zlib1g-dev python3-matplotlib
+          texlive-latex-base texlive-latex-recommended)  # pdflatex and booktabs: the LaTeX test
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -137,9 +137,98 @@ TEST(Cli, HelpAndVersion) {
   EXPECT_EQ(h.status, 0);
   EXPECT_NE(h.out.find("--config"), std::string::npos);
   EXPECT_NE(h.out.find("replay"), std::string::npos);
+  EXPECT_NE(h.out.find("Examples:\n  gpumembench --config configs/hole_pattern.yaml"), std::string::npos) << h.out;
   auto v = run_gpumembench("--version");
   EXPECT_EQ(v.status, 0);
   EXPECT_NE(v.out.find("gpumembench 0."), std::string::npos) << v.out;
+}
+
+// Every subcommand, in every place a reader looks for them.
+const std::vector<std::string> kSubcommandLines = {"gpumembench --config FILE", "gpumembench replay --trace FILE",
+                                                   "gpumembench frontier --config FILE", "gpumembench compare RESULTS",
+                                                   "gpumembench help"};
+
+TEST(Cli, NoArgumentsListsEverySubcommandAndExitsTwo) {
+  auto r = run_gpumembench("");
+  EXPECT_EQ(r.status, 2) << r.out;
+  for (const auto& line : kSubcommandLines) EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  for (const auto& flag : {"--steps N", "--allocator NAME", "--output DIR", "--format", "--timeline FILE"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+}
+
+TEST(Cli, HelpSubcommandPrintsTheHelpOfEachSubcommandWithExamples) {
+  auto h = run_gpumembench("help");
+  EXPECT_EQ(h.status, 0) << h.out;
+  for (const auto& line : kSubcommandLines) EXPECT_NE(h.out.find(line), std::string::npos) << line << "\n" << h.out;
+  const std::vector<std::pair<std::string, std::string>> subs = {
+      {"replay", "gpumembench replay --trace configs/traces/fragmentation_oom/fragmentation_oom.csv"},
+      {"frontier", "gpumembench frontier --config configs/fragmentation_oom.yaml"},
+      {"compare", "gpumembench compare results/h200/dynamic_seq"}};
+  for (const auto& [sub, example] : subs) {
+    for (const std::string& args : {"help " + sub, sub + " --help"}) {
+      auto r = run_gpumembench(args);
+      EXPECT_EQ(r.status, 0) << args << "\n" << r.out;
+      EXPECT_NE(r.out.find("Examples:"), std::string::npos) << args << "\n" << r.out;
+      EXPECT_NE(r.out.find(example), std::string::npos) << args << "\n" << r.out;
+    }
+  }
+  // What each value means, not a formula to decode.
+  auto f = run_gpumembench("frontier --help");
+  EXPECT_NE(f.out.find("default: the peak allocated bytes of a passing run"), std::string::npos) << f.out;
+  EXPECT_EQ(f.out.find("bytes / 1"), std::string::npos) << f.out;
+  for (const auto& flag : {"--steps", "--allocator", "--param", "--lo", "--hi", "--resolution", "--capacity"})
+    EXPECT_NE(f.out.find(flag), std::string::npos) << flag << "\n" << f.out;
+  auto bad = run_gpumembench("help nosuch");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("nosuch"), std::string::npos) << bad.out;
+}
+
+TEST(Cli, FrontierTakesTheStepsAndAllocatorFlagsOfARun) {
+  auto dir = temp_dir("frontier_flags");
+  write_text(dir / "f.yaml",
+             "device: {capacity: 2GiB}\nallocators:\n  - cuda_malloc\n  - caching\n"
+             "  - caching: {alloc_conf: \"expandable_segments:True\", label: expandable}\n"
+             "workloads:\n  - hole_pattern: {sizes: [200MiB, 200MiB], free: [0], probe: 300MiB, repeat: 4}\n");
+  auto r = run_gpumembench("frontier --device sim --quiet --steps 2 --allocator expandable --allocator cuda_malloc "
+                           "--config " + (dir / "f.yaml").string() + " --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(read_text(dir / "out" / "frontier.json"));
+  std::vector<std::string> rows;
+  for (const auto& row : j["rows"]) rows.push_back(row["allocator"]);
+  EXPECT_EQ(rows, (std::vector<std::string>{"cuda_malloc", "expandable"})) << "the config's label names the row";
+  r = run_gpumembench("frontier --device sim --quiet --allocator nosuch --config " + (dir / "f.yaml").string() +
+                      " --output " + (dir / "bad").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("valid: cuda_malloc, caching, expandable"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "bad"));
+  r = run_gpumembench("frontier --device sim --quiet --steps 0 --config " + (dir / "f.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(Cli, AllocatorLabelFromTheConfigNamesTheRowsAndMustBeUnique) {
+  auto dir = temp_dir("labels");
+  write_text(dir / "l.yaml",
+             "allocators:\n  - caching\n  - caching: {alloc_conf: \"expandable_segments:True\", label: expandable}\n"
+             "workloads: [hole_pattern]\n");
+  auto r = run_gpumembench("--device sim --quiet --format json,md --config " + (dir / "l.yaml").string() +
+                           " --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(read_text(dir / "out" / "results.json"));
+  ASSERT_EQ(j["cases"].size(), 2u);
+  EXPECT_EQ(j["cases"][1]["allocator_label"], "expandable");
+  EXPECT_EQ(j["cases"][1]["options"]["alloc_conf"], "expandable_segments:True") << "label is not an option";
+  EXPECT_EQ(j["cases"][1]["label"].get<std::string>().rfind("expandable x hole_pattern[", 0), 0u) << j["cases"][1]["label"];
+  EXPECT_NE(r.out.find("| expandable x hole_pattern["), std::string::npos) << r.out;
+  expect_config_error("allocators:\n  - caching: {label: a}\n  - cuda_malloc: {label: a}\nworkloads: [hole_pattern]\n",
+                      {"bad.yaml:3:", "allocators[1].cuda_malloc.label", "'a' already names allocators[0]"});
+  expect_config_error("allocators:\n  - caching\n  - caching\nworkloads: [hole_pattern]\n",
+                      {"bad.yaml:3:", "allocators[1]", "'caching' already names allocators[0]"});
+  expect_config_error("allocators:\n  - caching: {label: \"\"}\nworkloads: [hole_pattern]\n",
+                      {"bad.yaml:2:", "allocators[0].caching.label", "non-empty"});
+  expect_config_error("allocators:\n  - caching: {lable: x}\nworkloads: [hole_pattern]\n",
+                      {"bad.yaml:2:", "lable", "label"});
+  fs::remove_all(dir);
 }
 
 TEST(Replay, WritesTheTimelineWithValuesAfterEachEvent) {

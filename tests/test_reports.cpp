@@ -88,24 +88,31 @@ TEST(Reports, LatexIsBooktabsWithUnitsBoldBestRunsAndModeledNote) {
   auto s = run_holes();
   ASSERT_EQ(s.result.status, 0) << s.result.out;
   std::string tex = read_text(s.out / "results.tex");
-  EXPECT_NE(tex.find("\\begin{tabular}{lrrrrl}\n\\toprule\n"
-                     "Case & Peak reserved (MiB) & Peak allocated (MiB) & Fragmentation (\\%) & Steps/s & OOM \\\\\n"
-                     "\\midrule\n"),
+  // As wide as the line; short row labels; the number columns under two header lines.
+  EXPECT_NE(tex.find("{\\setlength{\\tabcolsep}{4pt}%\n"
+                     "\\begin{tabularx}{\\linewidth}{@{}>{\\raggedright\\arraybackslash}Xrrrrl@{}}\n\\toprule\n"
+                     "  & \\multicolumn{2}{c}{Peak (MiB)} & Frag. & Steps & \\\\\n\\cmidrule(lr){2-3}\n"
+                     "Allocator & reserved & allocated & (\\%) & /s & First OOM \\\\\n\\midrule\n"),
             std::string::npos) << tex;
-  // cudaMalloc reserves the least and wastes nothing: bold, and marked modeled.
-  std::string malloc_row = line_starting(tex, "cuda\\_malloc x " + kHoleTex);
-  EXPECT_EQ(malloc_row.substr(0, malloc_row.find(" & ", malloc_row.find("\\textbf{0.0}"))),
-            "cuda\\_malloc x " + kHoleTex + " & \\textbf{650.0}$^\\dagger$ & 650.0 & \\textbf{0.0}$^\\dagger$")
+  // cudaMalloc's reserved bytes are modeled on sim, the caching allocator's computed: not ranked
+  // against each other, and with one computed figure alone there is no bold in those columns.
+  std::string malloc_row = line_starting(tex, "cuda\\_malloc & ");
+  EXPECT_EQ(malloc_row.substr(0, malloc_row.find(" & ", malloc_row.find("& 0.0$") + 1)),
+            "cuda\\_malloc & 650.0$^{\\dagger}$ & 650.0 & 0.0$^{\\dagger}$") << tex;
+  std::string caching_row = line_starting(tex, "caching & ");
+  EXPECT_EQ(caching_row.substr(0, caching_row.find(" & ", caching_row.find("23.5"))), "caching & 850.0 & 650.0 & 23.5")
       << tex;
-  std::string caching_row = line_starting(tex, "caching x " + kHoleTex);
-  EXPECT_EQ(caching_row.substr(0, caching_row.find(" & ", caching_row.find("23.5"))),
-            "caching x " + kHoleTex + " & 850.0 & 650.0 & 23.5") << tex;
-  EXPECT_NE(caching_row.find("$^\\dagger$ & none \\\\"), std::string::npos) << "sim steps/s are modeled: " << caching_row;
-  EXPECT_NE(tex.find("\\bottomrule\n"), std::string::npos);
-  EXPECT_NE(tex.find("{\\footnotesize simulated H200-like GPU (sim), capacity 4.00 GiB; 3 runs per case.}"),
+  EXPECT_NE(caching_row.find("$^{\\dagger}$ & none \\\\"), std::string::npos) << "sim steps/s are modeled: " << caching_row;
+  EXPECT_EQ(tex.find("x hole"), std::string::npos) << "the workload is said once, under the table\n" << tex;
+  EXPECT_NE(tex.find("\\bottomrule\n\\end{tabularx}}\n\\par\\smallskip\n{\\footnotesize\\raggedright\n"
+                     "Workload: hole\\_pattern[\\allowbreak{}100/\\allowbreak{}200/\\allowbreak{}300 MiB,\\allowbreak{} "
+                     "free \\#1,\\allowbreak{} probe 250 MiB].\n"
+                     "Device: simulated H200-like GPU (sim); capacity 4.00 GiB; 3 runs per case.\n"),
             std::string::npos) << tex;
-  EXPECT_NE(tex.find("{\\footnotesize $^\\dagger$ modeled (simulated device), not measured.}"), std::string::npos);
-  EXPECT_NE(tex.find("Bold: the best value per column among cases without an OOM."), std::string::npos);
+  EXPECT_NE(tex.find("\n$^\\dagger$ modeled (simulated device), not measured.\n"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("Bold: the best per column among cases without an OOM; modeled figures are not ranked against "
+                     "computed or measured ones."),
+            std::string::npos) << tex;
   EXPECT_EQ(tex.find("% $^\\dagger$"), std::string::npos) << "the modeled note must print, not hide in a comment";
   fs::remove_all(s.dir);
 }
@@ -183,12 +190,13 @@ gmb::RunReport synthetic_report() {
   r.device.capacity_bytes = 16 * gmb::GiB;
   r.repeat = 3;
   gmb::CaseResult a;
-  a.label = "caching[expandable_segments:True] x w_1 & 50% #1 {a} ~ ^ \\ $ | b";
+  a.label = "caching[expandable_segments:True] w_1 & 50% #1 {a} ~ ^ \\ $ | b x w";
+  a.allocator_label = "caching[expandable_segments:True] w_1 & 50% #1 {a} ~ ^ \\ $ | b";
   a.allocator = "caching";
   a.runs = {run(12, 9, 10), run(11, 9, 12), run(13, 9, 11)};
   gmb::CaseResult b;  // least memory, but it stopped at an OOM: not the best
   b.label = "cuda_malloc x w";
-  b.allocator = "cuda_malloc";
+  b.allocator = b.allocator_label = "cuda_malloc";
   b.runs = {run(9, 9, 5), run(9, 9, 5), run(9, 9, 5)};
   for (auto& m : b.runs) {
     m.ooms = 1;
@@ -198,13 +206,17 @@ gmb::RunReport synthetic_report() {
   }
   gmb::CaseResult c;
   c.label = "cuda_managed x w";
-  c.allocator = "cuda_managed";
+  c.allocator = c.allocator_label = "cuda_managed";
   c.runs = {run(14, 9, 20), run(14, 9, 20), run(14, 9, 20)};
   gmb::CaseResult d;
   d.label = "cuda_mempool x w";
-  d.allocator = "cuda_mempool";
+  d.allocator = d.allocator_label = "cuda_mempool";
   d.error = "cudaMalloc failed: out of memory";
   r.cases = {a, b, c, d};
+  for (auto& x : r.cases) {
+    x.workload_label = "w";
+    x.capacity_bytes = x.capacity_requested_bytes = 16 * gmb::GiB;
+  }
   return r;
 }
 
@@ -212,32 +224,77 @@ gmb::RunReport synthetic_report() {
 
 TEST(Reports, LatexShowsMedianSpreadAndBoldsOnlyCasesWithoutOom) {
   std::string tex = gmb::latex_table(synthetic_report());
-  EXPECT_NE(tex.find("Peak reserved (GiB)"), std::string::npos) << "10 GiB and more: GiB columns\n" << tex;
-  const std::string a = "caching[expandable\\_segments:True] x w\\_1 \\& 50\\% \\#1 \\{a\\} \\textasciitilde{} "
-                        "\\textasciicircum{} \\textbackslash{} \\$ \\textbar{} b";
-  // The run with the median reserved (12 GiB) stands for the case; brackets give min-max.
-  EXPECT_NE(tex.find(a + " & \\textbf{12.00} {\\scriptsize[11.00--13.00]} & 9.00 & \\textbf{25.0} "
-                         "{\\scriptsize[18.2--30.8]} & 11.00 {\\scriptsize[10.00--12.00]} & none \\\\\n"),
+  EXPECT_NE(tex.find("\\multicolumn{2}{c}{Peak (GiB)}"), std::string::npos) << "10 GiB and more: GiB columns\n" << tex;
+  const std::string a = "caching[\\allowbreak{}expandable\\_\\allowbreak{}segments:\\allowbreak{}True] w\\_1 \\& 50\\% "
+                        "\\#1 \\{a\\} \\textasciitilde{} \\textasciicircum{} \\textbackslash{} \\$ \\textbar{} b";
+  // The run with the median reserved (12 GiB) stands for the case; [min--max] under it.
+  EXPECT_NE(tex.find(a + " & \\begin{tabular}[t]{@{}r@{}}\\textbf{12.00}\\\\{\\scriptsize[11.00--13.00]}\\end{tabular} "
+                         "& 9.00 & \\begin{tabular}[t]{@{}r@{}}\\textbf{25.0}\\\\{\\scriptsize[18.2--30.8]}\\end{tabular} "
+                         "& \\begin{tabular}[t]{@{}r@{}}11.00\\\\{\\scriptsize[10.00--12.00]}\\end{tabular} & none \\\\\n"),
             std::string::npos) << tex;
-  EXPECT_NE(tex.find("cuda\\_malloc x w & 9.00 & 9.00 & 0.0 & 5.000 & capacity, step 3 \\\\\n"), std::string::npos)
+  // One format per column: 5.00 beside 20.00 and 11.00; the OOM case's rate marked, never bold.
+  EXPECT_NE(tex.find("\ncuda\\_malloc & 9.00 & 9.00 & 0.0 & 5.00$^{\\ddagger}$ & capacity, step 3 \\\\\n"), std::string::npos)
       << "an OOM case is never bold, though it reserved least\n" << tex;
-  EXPECT_NE(tex.find("cuda\\_managed x w & 14.00 & 9.00 & 35.7 & \\textbf{20.00} & none \\\\\n"), std::string::npos)
-      << tex;
-  EXPECT_NE(tex.find("cuda\\_mempool x w & \\multicolumn{5}{l}{error: cudaMalloc failed: out of memory} \\\\\n"),
+  EXPECT_NE(tex.find("\ncuda\\_managed & 14.00 & 9.00 & 35.7 & \\textbf{20.00} & none \\\\\n"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("\ncuda\\_mempool & -- & -- & -- & -- & error: cudaMalloc failed: out of memory \\\\\n"),
             std::string::npos) << tex;
-  EXPECT_NE(tex.find("NVIDIA H200 (cuda), capacity 16.00 GiB; 3 runs per case."), std::string::npos) << tex;
+  EXPECT_NE(tex.find("p{6.5em}@{}}"), std::string::npos) << "the OOM column wraps where there are OOMs\n" << tex;
+  EXPECT_NE(tex.find("Device: NVIDIA H200 (cuda); capacity 16.00 GiB; 3 runs per case."), std::string::npos) << tex;
   EXPECT_NE(tex.find("[min--max] where runs differ"), std::string::npos) << tex;
-  EXPECT_EQ(tex.find("dagger"), std::string::npos) << "nothing is modeled on cuda\n" << tex;
+  EXPECT_NE(tex.find("$^\\ddagger$ rate of the steps run by a case with an OOM; not comparable."), std::string::npos) << tex;
+  EXPECT_EQ(tex.find("{\\dagger"), std::string::npos) << "nothing is modeled on cuda\n" << tex;
+  EXPECT_EQ(tex.find("$^\\dagger$"), std::string::npos) << "nothing is modeled on cuda\n" << tex;
+  EXPECT_EQ(tex.find("not ranked"), std::string::npos) << tex;
 
   // Tokens/s, where a workload counts tokens: one more column, highest in bold.
   auto r = synthetic_report();
   for (auto& m : r.cases[0].runs) m.tokens_per_s = 1000;
   for (auto& m : r.cases[2].runs) m.tokens_per_s = 2000;
   tex = gmb::latex_table(r);
-  EXPECT_NE(tex.find("\\begin{tabular}{lrrrrrl}"), std::string::npos) << tex;
-  EXPECT_NE(tex.find("& Steps/s & Tokens/s & OOM \\\\"), std::string::npos) << tex;
-  EXPECT_NE(tex.find("cuda\\_managed x w & 14.00 & 9.00 & 35.7 & \\textbf{20.00} & \\textbf{2000} & none \\\\"),
+  EXPECT_NE(tex.find("Xrrrrr>{\\raggedright\\arraybackslash}p{6.5em}@{}}"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("& Frag. & Steps & Tokens & \\\\"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("\ncuda\\_managed & 14.00 & 9.00 & 35.7 & \\textbf{20.00} & \\textbf{2000} & none \\\\"),
             std::string::npos) << tex;
+  EXPECT_NE(tex.find("\ncuda\\_malloc & 9.00 & 9.00 & 0.0 & 5.00$^{\\ddagger}$ & 0$^{\\ddagger}$ & capacity"),
+            std::string::npos) << tex;
+}
+
+TEST(Reports, LatexCapacitySweepHasACapacityColumnAndRanksWithinEachCapacity) {
+  auto r = synthetic_report();
+  r.cases.pop_back();  // no error row
+  auto at_8 = r.cases;
+  for (auto& c : r.cases) c.capacity_bytes = c.capacity_requested_bytes = 16 * gmb::GiB;
+  for (auto& c : at_8) c.capacity_bytes = c.capacity_requested_bytes = 8 * gmb::GiB;
+  at_8[1].runs = {run(3, 2, 50)};  // the fastest, at another capacity: bold there only
+  at_8[2].runs = {run(4, 2, 40)};
+  at_8[0].runs = {run(5, 2, 30)};
+  r.cases.insert(r.cases.end(), at_8.begin(), at_8.end());
+  std::string tex = gmb::latex_table(r);
+  EXPECT_NE(tex.find(" & Cap. & \\multicolumn{2}{c}{Peak (GiB)}"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("\\cmidrule(lr){3-4}\nAllocator & (GiB) & reserved"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("\ncuda\\_managed & 16.00 & 14.00 & 9.00 & 35.7 & \\textbf{20.00} & none"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("\ncuda\\_malloc & 8.00 & \\textbf{3.00} & 2.00 & \\textbf{33.3} & \\textbf{50.00} & none"),
+            std::string::npos) << tex;
+  EXPECT_NE(tex.find("\ncuda\\_managed & 8.00 & 4.00 & 2.00 & 50.0 & 40.00 & none"), std::string::npos) << tex;
+  // The footer names no single capacity: half the rows are at another.
+  EXPECT_NE(tex.find("Device: NVIDIA H200 (cuda); capacity per row (8.00 GiB, 16.00 GiB); "), std::string::npos) << tex;
+  EXPECT_EQ(tex.find("; capacity 16.00 GiB"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("Bold: the best per column, workload and capacity among cases without an OOM."), std::string::npos)
+      << tex;
+}
+
+TEST(Reports, LatexGroupsRowsByWorkloadWhenWorkloadsDiffer) {
+  auto r = synthetic_report();
+  r.cases.pop_back();
+  r.cases[2].workload_label = "trace[run.csv]";
+  r.cases[2].allocator_label = "pad x64 test";
+  std::string tex = gmb::latex_table(r);
+  EXPECT_NE(tex.find("\\midrule\n\\multicolumn{6}{@{}>{\\raggedright\\arraybackslash}p{\\linewidth}@{}}{\\emph{w}} \\\\\n"),
+            std::string::npos) << tex;
+  EXPECT_NE(tex.find("\\midrule\n\\multicolumn{6}{@{}>{\\raggedright\\arraybackslash}p{\\linewidth}@{}}"
+                     "{\\emph{trace[\\allowbreak{}run.csv]}} \\\\\npad $\\times$64 test & "),
+            std::string::npos) << "products as $\\times$\n" << tex;
+  EXPECT_EQ(tex.find("Workload:"), std::string::npos) << tex;
 }
 
 TEST(Reports, MarkdownAndCsvShowTheMedianRunAndTheSpread) {
@@ -245,10 +302,16 @@ TEST(Reports, MarkdownAndCsvShowTheMedianRunAndTheSpread) {
   std::string md = gmb::markdown_table(r);
   std::string row = line_starting(md, "| caching[expandable_segments:True]");
   EXPECT_EQ(row.substr(0, row.find(" | 0 | ")),
-            "| caching[expandable_segments:True] x w_1 & 50% #1 {a} ~ ^ \\ $ \\| b | 12.00 GiB [11.00 GiB–13.00 GiB] | "
+            "| caching[expandable_segments:True] w_1 & 50% #1 {a} ~ ^ \\ $ \\| b x w | 12.00 GiB [11.00 GiB–13.00 GiB] | "
             "9.00 GiB | 25.0% [18.2%–30.8%]")
       << md;
   EXPECT_NE(row.find(" | 11.00 [10.00–12.00] | none |"), std::string::npos) << row;
+  // One format per column (5.00 beside 20.00), the OOM case's rate marked the same in both tables.
+  EXPECT_NE(md.find("| cuda_malloc x w | 9.00 GiB | 9.00 GiB | 0.0% | 0 | 0 | 0.0% | 5.00 (OOM) | capacity at step 3"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| cuda_malloc x w | 5.00 (OOM) | – | – |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| cuda_managed x w | 20.00 | – | – |"), std::string::npos) << md;
+  EXPECT_NE(md.find("(OOM): the rate of the steps run by a case with an OOM"), std::string::npos) << md;
   EXPECT_NE(md.find("| cuda_mempool x w | error: cudaMalloc failed: out of memory |"), std::string::npos) << md;
   EXPECT_NE(md.find("[min–max] where the runs differ"), std::string::npos) << md;
 
@@ -288,6 +351,20 @@ TEST(Reports, NumbersAndEscapes) {
   EXPECT_EQ(gmb::format_number(0), "0");
   EXPECT_EQ(gmb::format_number(0.000123), "0.000123");
   EXPECT_EQ(gmb::latex_escape("a_b 10% x–y"), "a\\_b 10\\% x--y");
+  // One format per column: decimals for four significant digits of the largest value, two of the smallest.
+  const gmb::NumberColumn steps = gmb::number_column({35.30, 4.577, 14.16});
+  EXPECT_EQ(steps(35.3), "35.30");
+  EXPECT_EQ(steps(4.577), "4.58");
+  EXPECT_EQ(gmb::number_column({34124, 4570})(4570), "4570");
+  EXPECT_EQ(gmb::number_column({22850.3, 6015})(22850.3), "22850") << "never an exponent";
+  EXPECT_EQ(gmb::number_column({599, 60})(599), "599.0");
+  EXPECT_EQ(gmb::number_column({599, 60})(60), "60.0") << "the same decimals for every value of the column";
+  EXPECT_EQ(gmb::number_column({185185, 0.5})(0.5), "0.50");
+  EXPECT_EQ(gmb::number_column({9.99996})(9.99996), "10.00");
+  EXPECT_EQ(gmb::number_column({0, 0})(0), "0");
+  EXPECT_EQ(gmb::latex_label("cuda_malloc x caching[expandable_segments:True], pad x64"),
+            "cuda\\_malloc $\\times$ caching[\\allowbreak{}expandable\\_\\allowbreak{}segments:\\allowbreak{}True],"
+            "\\allowbreak{} pad $\\times$64");
   EXPECT_EQ(gmb::markdown_escape("a|b\nc"), "a\\|b c");
   EXPECT_EQ(gmb::csv_quote("say \"hi\""), "\"say \"\"hi\"\"\"");
 }
