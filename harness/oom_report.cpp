@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -245,6 +246,106 @@ json oom_state_json(const CaseResult& c, const DeviceInfo& device, const std::st
   return j;
 }
 
+// The legend of the block map's colours, in one row at y; returns the y below it.
+double block_map_legend(Svg& g, double x, double y) {
+  auto legend = [&](const char* fill, const char* stroke, const std::string& what, const char* extra = "") {
+    g.rect(x, y, 16, 12, fill, "", stroke, extra);
+    g.text(x + 22, y + 10, what, 11);
+    x += 30 + text_width(what, 11);
+  };
+  legend(kUsed, "#ffffff", "allocated block");
+  legend(kHole, "#ffffff", "hole: free block inside a segment (cached)");
+  legend(kUnmapped, "#999999", "reserved address space, unmapped", R"(stroke-dasharray="4 3")");
+  legend(kDeviceFree, "#7fb77e", "device memory never reserved");
+  legend(kRequest, kRequest, "the request", R"(fill-opacity="0.25")");
+  return y + 30;
+}
+
+// Before the full map (hundreds of rows on a long run): the holes by size, against the request,
+// and the largest holes with what pins them. A hole goes back to the device only with its whole
+// segment, so the allocated blocks of its segment are what keep it reserved.
+double hole_summary(Svg& g, double left, double bar_x, double bar_w, double y, const std::vector<SegmentInfo>& segments,
+                    Bytes requested) {
+  struct Hole {
+    Bytes size;
+    std::size_t segment;
+  };
+  std::vector<Hole> holes;
+  for (std::size_t i = 0; i < segments.size(); ++i)
+    for (const auto& b : segments[i].blocks)
+      if (b.mapped && !b.allocated) holes.push_back({b.size, i});
+  if (holes.empty()) {
+    g.text(left, y + 12, "No holes: every reserved byte is allocated (or unmapped).", 12, "start", "#111111", "bold");
+    return y + 30;
+  }
+  // Histogram over powers of two: [<1 MiB], [1, 2) MiB, [2, 4) MiB, ...
+  std::vector<std::pair<std::size_t, Bytes>> buckets(1);  // (count, bytes)
+  auto bucket_of = [](Bytes b) {
+    std::size_t k = 0;
+    for (Bytes lim = MiB; b >= lim && k < 40; lim *= 2) ++k;
+    return k;
+  };
+  for (const auto& h : holes) {
+    std::size_t k = bucket_of(h.size);
+    if (buckets.size() <= k) buckets.resize(k + 1);
+    ++buckets[k].first;
+    buckets[k].second += h.size;
+  }
+  const std::size_t request_bucket = bucket_of(requested);
+  if (buckets.size() <= request_bucket) buckets.resize(request_bucket + 1);  // the request's row, empty
+  g.text(left, y + 12,
+         fmt::format("Holes by size: {} holes, {} in all; the request needs one of at least {}", holes.size(),
+                     format_bytes(std::accumulate(holes.begin(), holes.end(), Bytes{0},
+                                                  [](Bytes a, const Hole& h) { return a + h.size; })),
+                     format_bytes(requested)),
+         12, "start", "#111111", "bold");
+  y += 20;
+  std::size_t most = 1;
+  for (const auto& b : buckets) most = std::max(most, b.first);
+  constexpr double kBarH = 14;
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    if (!buckets[k].first && k + 1 < buckets.size() && k != request_bucket) continue;
+    const std::string range = k == 0 ? "below 1 MiB" : fmt::format("{} to {}", format_bytes(MiB << (k - 1)), format_bytes(MiB << k));
+    g.text(left, y + 11, range, 11);
+    const double w = bar_w * 0.6 * double(buckets[k].first) / double(most);
+    if (buckets[k].first) g.rect(bar_x, y, w, kBarH, kHole, "");
+    g.text(bar_x + w + 6, y + 11,
+           fmt::format("{} hole(s), {}{}", buckets[k].first, format_bytes(buckets[k].second),
+                       k == request_bucket ? "   <- the request's size" : ""),
+           11, "start", k == request_bucket ? kRequest : "#222222");
+    y += kBarH + 4;
+  }
+  // The largest holes, each with the allocated blocks of its segment.
+  std::vector<Hole> largest = holes;
+  std::sort(largest.begin(), largest.end(), [](const Hole& a, const Hole& b) { return a.size > b.size; });
+  largest.resize(std::min<std::size_t>(largest.size(), 5));
+  y += 10;
+  g.text(left, y + 12, "Largest holes and what pins them (the allocated blocks of the same segment):", 12, "start",
+         "#111111", "bold");
+  y += 20;
+  for (const auto& h : largest) {
+    const auto& seg = segments[h.segment];
+    std::size_t count = 0;
+    Bytes bytes = 0, biggest = 0;
+    for (const auto& b : seg.blocks)
+      if (b.mapped && b.allocated) ++count, bytes += b.size, biggest = std::max(biggest, b.size);
+    g.text(left, y + 11,
+           fmt::format("hole {} in segment #{} ({}): {}", format_bytes(h.size), h.segment + 1, format_bytes(seg.size),
+                       count == 1 ? fmt::format("pinned by 1 allocated block of {}", format_bytes(bytes))
+                       : count    ? fmt::format("pinned by {} allocated blocks, {} in all, the largest {}", count,
+                                                format_bytes(bytes), format_bytes(biggest))
+                                  : "nothing allocated there: the segment could be released"),
+           11);
+    y += 17;
+  }
+  if (holes.size() > largest.size()) {
+    g.text(left, y + 11, fmt::format("... and {} smaller or equal hole(s)", holes.size() - largest.size()), 11, "start",
+           "#555555");
+    y += 17;
+  }
+  return y + 24;
+}
+
 std::string block_map_svg(const CaseResult& c, const DeviceInfo& device) {
   constexpr double kWidth = 1120, kLeft = 16, kBarX = 250, kBarW = 850, kRowH = 22, kGap = 6;
   constexpr std::size_t kMaxRows = 160;
@@ -296,8 +397,11 @@ std::string block_map_svg(const CaseResult& c, const DeviceInfo& device) {
     w = double(o.requested_bytes) * scale;
     g.rect(kBarX, y, w, kRowH, kRequest, "request " + format_bytes(o.requested_bytes), kRequest, R"(fill-opacity="0.25")");
     g.label_in(kBarX, w, y + 15, format_bytes(o.requested_bytes), kRequest);
-    y += kRowH + 22;
+    y += kRowH + 14;
   }
+  y = block_map_legend(g, kLeft, y);
+
+  if (!c.oom_segments.empty()) y = hole_summary(g, kLeft, kBarX, kBarW, y, c.oom_segments, o.requested_bytes);
 
   if (c.oom_segments.empty()) {
     g.text(kLeft, y, "This allocator does not report its segments; only the totals above are known.", 12);
@@ -315,7 +419,7 @@ std::string block_map_svg(const CaseResult& c, const DeviceInfo& device) {
     const bool tails = s.unmapped_bytes > 0;  // keep a fifth of the width for unmapped tails
     const double scale = (tails ? 0.8 : 1.0) * kBarW / double(std::max<Bytes>(largest, 1));
     g.text(kLeft, y,
-           fmt::format("{} segment(s), {} reserved, one row each at a common scale ({} across {} the width)",
+           fmt::format("Full map: {} segment(s), {} reserved, one row each at a common scale ({} across {} the width)",
                        s.segments, format_bytes(s.segment_bytes), format_bytes(largest), tails ? "4/5 of" : "all"),
            12, "start", "#111111", "bold");
     y += 12;
@@ -361,19 +465,6 @@ std::string block_map_svg(const CaseResult& c, const DeviceInfo& device) {
     y += kRowH + 18;
   }
 
-  // Legend.
-  double x = kLeft;
-  auto legend = [&](const char* fill, const char* stroke, const std::string& what, const char* extra = "") {
-    g.rect(x, y, 16, 12, fill, "", stroke, extra);
-    g.text(x + 22, y + 10, what, 11);
-    x += 30 + text_width(what, 11);
-  };
-  legend(kUsed, "#ffffff", "allocated block");
-  legend(kHole, "#ffffff", "hole: free block inside a segment (cached)");
-  legend(kUnmapped, "#999999", "reserved address space, unmapped", R"(stroke-dasharray="4 3")");
-  legend(kDeviceFree, "#7fb77e", "device memory never reserved");
-  legend(kRequest, kRequest, "the request", R"(fill-opacity="0.25")");
-  y += 30;
   if (device.kind == DeviceKind::Sim) {
     g.text(kLeft, y, c.memory_modeled
                          ? "modeled: simulated device; this allocator's reserved memory comes from a model of the driver."

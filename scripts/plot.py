@@ -7,13 +7,18 @@ Reads RESULTS_DIR/results.json (and RESULTS_DIR/timelines/caseNN.csv where the r
 timelines, `run: {timeline: true}`), and RESULTS_DIR/frontier.json when `gpumembench frontier`
 wrote one there. Writes into --out (default RESULTS_DIR/plots):
 
-  memory_over_time     allocated vs reserved bytes per case (per event from the timeline,
-                       else per step from results.json's step_series); OOMs marked
+  memory_over_time     allocated vs reserved bytes per case: per event from the timeline, else
+                       each step's peak allocated and peak reserved from results.json's
+                       step_series (older results without per-step peaks: the values at the
+                       end of each step, said so in the legend); the capacity as a line, OOMs
+                       marked, one x-axis for all panels
   fragmentation        fragmentation over the steps: at the end of each step
                        (1 - allocated/reserved) and the running figure of the tables
                        (1 - peak allocated / peak reserved)
   throughput_vs_memory steps/s (tokens/s where measured) against peak reserved, one point per
-                       case, bars from the min-max over repeats; hollow points are modeled
+                       case, bars from the min-max over repeats; hollow points are modeled;
+                       cases with an OOM are red crosses (their rate is that of the steps they
+                       ran), a case with no rate sits on the axis, none is left out
   oom_frontier         the frontier per allocator (only with frontier.json)
 
 Needs matplotlib only. Exit status: 0 when the plots were written, 2 for bad input.
@@ -101,13 +106,47 @@ def step_rows(case):
     return [dict(zip(cols, row)) for row in s.get("rows") or []]
 
 
-def case_title(case, many_workloads):
+def capacity_varies(results):
+    return len({c.get("capacity_bytes") for c in results.get("cases", [])}) > 1
+
+
+def capacity_text(case):
+    b = case.get("capacity_bytes") or 0
+    return f"{b / GiB:.2f} GiB" if b >= GiB else f"{b / MiB:.0f} MiB"
+
+
+def case_name(case, results, many_workloads=False):
+    """The allocator (and its settings), with the workload and the capacity where they vary."""
     t = case.get("allocator_label") or case.get("allocator") or case.get("label", "?")
+    if many_workloads:
+        t += " x " + (case.get("workload_label") or case.get("workload", ""))
+    if capacity_varies(results):
+        t += f" @ {capacity_text(case)}"
+    return t
+
+
+def case_title(case, results, many_workloads):
+    t = case.get("allocator_label") or case.get("allocator") or case.get("label", "?")
+    if capacity_varies(results):
+        t += f" @ {capacity_text(case)}"
     if many_workloads:
         t += "\n" + (case.get("workload_label") or case.get("workload", ""))
     if case.get("memory_modeled"):
         t += " (reserved: modeled)"
     return t
+
+
+# Per-step peaks in results.json's step_series (the most allocated / reserved at any moment of
+# the step); older results have only the values at the step's end and the running peaks.
+STEP_PEAK_COLUMNS = (("step_peak_allocated_bytes", "step_peak_reserved_bytes"),)
+
+
+def step_peaks(steps):
+    """(allocated, reserved) per step: the step's peaks where recorded, else None."""
+    for a, r in STEP_PEAK_COLUMNS:
+        if steps and a in steps[0] and r in steps[0]:
+            return [s[a] for s in steps], [s[r] for s in steps]
+    return None
 
 
 def grid(n):
@@ -131,41 +170,67 @@ def plot_memory(results, results_dir, out_dir, formats, written):
     if not cases:
         return
     many_workloads = len({c.get("workload_label") for c in cases}) > 1
-    largest = max(c["peak_reserved_bytes"] for c in cases)
+    largest = max(max(c["peak_reserved_bytes"], c.get("capacity_bytes") or 0) for c in cases)
     unit, div = byte_unit(largest)
-    rows, cols = grid(len(cases))
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.4 * rows), squeeze=False)
     index = {id(c): i for i, c in enumerate(results["cases"])}
+    timelines = {id(c): os.path.join(results_dir, "timelines", f"case{index[id(c)]:02d}.csv") for c in cases}
+    per_event = all(os.path.exists(t) for t in timelines.values())
+    rows, cols = grid(len(cases))
+    # One x-axis for every panel (events or steps, never both), so panels line up.
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.4 * rows), squeeze=False, sharex=True, sharey=True)
+    end_of_step = False
     for ax, case in zip(axes.flat, cases):
-        tl = os.path.join(results_dir, "timelines", f"case{index[id(case)]:02d}.csv")
-        if os.path.exists(tl):
-            x, alloc, res, oom = read_timeline(tl)
-            ax.set_xlabel("event")
+        if per_event:
+            x, alloc, res, oom = read_timeline(timelines[id(case)])
+            labels = ("allocated", "reserved")
         else:
             steps = step_rows(case)
             x = [r["step"] + 1 for r in steps]
-            alloc = [r["allocated_bytes"] for r in steps]
-            res = [r["reserved_bytes"] for r in steps]
             prev = [0] + [r["ooms"] for r in steps[:-1]]
             oom = [r["ooms"] > p for r, p in zip(steps, prev)]
-            # Values at the end of a step miss the peaks inside it: the running peaks show them.
-            ax.plot(x, [r["peak_reserved_bytes"] / div for r in steps], ":", color="tab:orange", linewidth=1,
-                    label="peak reserved so far")
-            ax.plot(x, [r["peak_allocated_bytes"] / div for r in steps], ":", color="tab:blue", linewidth=1,
-                    label="peak allocated so far")
-            ax.set_xlabel("step (values at its end)")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            peaks = step_peaks(steps)
+            if peaks:
+                alloc, res = peaks
+                labels = ("peak allocated in the step", "peak reserved in the step")
+            else:
+                # Older results.json: only the values at the end of each step, which miss the
+                # peaks inside it; the running peaks show how high the step went.
+                alloc = [r["allocated_bytes"] for r in steps]
+                res = [r["reserved_bytes"] for r in steps]
+                labels = ("allocated at the step's end", "reserved at the step's end")
+                end_of_step = True
+                ax.plot(x, [r["peak_reserved_bytes"] / div for r in steps], ":", color="tab:orange", linewidth=1,
+                        label="peak reserved so far")
+                ax.plot(x, [r["peak_allocated_bytes"] / div for r in steps], ":", color="tab:blue", linewidth=1,
+                        label="peak allocated so far")
         style = {"marker": "o", "markersize": 3} if len(x) <= 50 else {}
-        ax.step(x, [v / div for v in res], where="post", label="reserved", color="tab:orange", **style)
-        ax.step(x, [v / div for v in alloc], where="post", label="allocated", color="tab:blue", **style)
+        # Reserved wide underneath, allocated narrow on top: where they are equal both stay visible.
+        ax.step(x, [v / div for v in res], where="post", label=labels[1], color="tab:orange", linewidth=3,
+                alpha=0.7, zorder=2, **style)
+        ax.step(x, [v / div for v in alloc], where="post", label=labels[0], color="tab:blue", linewidth=1.3,
+                zorder=3, **style)
+        cap = case.get("capacity_bytes") or 0
+        if cap:
+            ax.axhline(cap / div, color="black", linestyle="--", linewidth=1, label="capacity")
         ox = [xi for xi, o in zip(x, oom) if o]
         oy = [ri / div for ri, o in zip(res, oom) if o]
         if ox:
             ax.scatter(ox, oy, marker="x", color="red", zorder=5, label="OOM")
-        ax.set_title(case_title(case, many_workloads), fontsize=9)
-        ax.set_ylabel(unit)
-        ax.set_ylim(bottom=0)
+        ax.set_title(case_title(case, results, many_workloads), fontsize=9)
+        ax.set_ylim(bottom=0, top=largest / div * 1.08)
         ax.grid(alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(unit)
+    xlabel = "event" if per_event else "step"
+    for i, ax in enumerate(axes.flat):
+        if not per_event:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        # The x label under the lowest visible panel of each column.
+        col = i % cols
+        last_row = (len(cases) - 1 - col) // cols
+        if i // cols == last_row:
+            ax.set_xlabel(xlabel)
+            ax.xaxis.set_tick_params(labelbottom=True)
     for ax in list(axes.flat)[len(cases):]:
         ax.set_visible(False)
     # One legend for all panels, above them (a legend inside a panel hides its data).
@@ -173,10 +238,12 @@ def plot_memory(results, results_dir, out_dir, formats, written):
     for ax in list(axes.flat)[:len(cases)]:
         for h, l in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(l, h)
-    fig.legend(list(legend.values()), list(legend.keys()), loc="upper center", ncol=len(legend), fontsize=8,
+    fig.legend(list(legend.values()), list(legend.keys()), loc="upper center", ncol=min(len(legend), 4), fontsize=8,
                bbox_to_anchor=(0.5, 1.0), frameon=False)
-    fig.suptitle(f"{results.get('config', {}).get('name', '')}: allocated vs reserved on {device_text(results)}",
-                 fontsize=11, y=1.04)
+    what = "per event" if per_event else ("at the end of each step (this results.json has no per-step peaks)"
+                                          if end_of_step else "peaks per step")
+    fig.suptitle(f"{results.get('config', {}).get('name', '')}: allocated vs reserved on {device_text(results)}, "
+                 f"{what}", fontsize=11, y=1.04 + 0.02 * (len(legend) > 4))
     note = modeled_note(results)
     if note:
         fig.text(0.5, -0.01, note, ha="center", fontsize=8, style="italic")
@@ -197,8 +264,7 @@ def plot_fragmentation(results, out_dir, formats, written):
             now = [1 - r["allocated_bytes"] / r["reserved_bytes"] if r["reserved_bytes"] else 0 for r in steps]
             run = [1 - r["peak_allocated_bytes"] / r["peak_reserved_bytes"] if r["peak_reserved_bytes"] else 0
                    for r in steps]
-            label = (case.get("allocator_label") or case.get("allocator", "?")) + \
-                (" (modeled)" if case.get("memory_modeled") else "")
+            label = case_name(case, results) + (" (modeled)" if case.get("memory_modeled") else "")
             style = {"marker": "o", "markersize": 3} if len(x) <= 50 else {}
             ls = "--" if case.get("memory_modeled") else "-"
             ax_now.plot(x, [100 * v for v in now], ls, label=label, **style)
@@ -217,21 +283,40 @@ def plot_fragmentation(results, out_dir, formats, written):
     save(fig, out_dir, "fragmentation", formats, written)
 
 
+def had_oom(case):
+    return bool(case.get("ooms") or case.get("oom"))
+
+
 def plot_throughput(results, out_dir, formats, written):
     cases = [c for c in results["cases"] if "peak_reserved_bytes" in c and "throughput" in c]
     if not cases:
         return
-    use_tokens = all((c["throughput"].get("tokens_per_s") or 0) > 0 for c in cases)
+    # Tokens/s where every case that ran without an OOM counts tokens (a case stopped by an OOM
+    # at its first step has none, yet it is a transformer case all the same).
+    clean = [c for c in cases if not had_oom(c)] or cases
+    use_tokens = all((c["throughput"].get("tokens_per_s") or 0) > 0 for c in clean)
     key = "tokens_per_s" if use_tokens else "steps_per_s"
     unit, div = byte_unit(max(c["peak_reserved_bytes"] for c in cases))
     many_workloads = len({c.get("workload_label") for c in cases}) > 1
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    shown_modeled = shown_measured = False
+    ys_all = [c["throughput"].get(key) or 0 for c in cases]
+    positive = [v for v in ys_all if v > 0]
+    log = bool(positive) and max(positive) / min(positive) > 100
+    # A case without a rate (no step ran) still gets its point: on the axis's floor.
+    floor = (min(positive) / 3 if log else 0) if positive else 0
+    shown_modeled = shown_measured = shown_oom = False
     names_at = {}  # cases at the same point share one label
     for i, case in enumerate(cases):
         color = f"C{i % 10}"
         x = case["peak_reserved_bytes"] / div
         y = case["throughput"].get(key) or 0
+        oom = had_oom(case)
+        name = case_name(case, results, many_workloads)
+        if oom:
+            o = case.get("oom") or {}
+            name += f" (OOM at step {o.get('step', '?')}" + ("; no step ran)" if y <= 0 else ")")
+        if y <= 0:
+            y = floor
         spread = case.get("spread", {})
         xs = spread.get("peak_reserved_bytes", {})
         ys = spread.get(key, {})
@@ -239,20 +324,26 @@ def plot_throughput(results, out_dir, formats, written):
         xerr = [[max(0, x - xs.get("min", x * div) / div)], [max(0, xs.get("max", x * div) / div - x)]] \
             if xs and xs.get("max", 0) > xs.get("min", 0) else None
         yerr = [[max(0, y - ys.get("min", y))], [max(0, ys.get("max", y) - y)]] \
-            if ys and ys.get("max", 0) > ys.get("min", 0) else None
+            if ys and ys.get("max", 0) > ys.get("min", 0) and not oom else None
         modeled = case["throughput"].get("modeled") or case.get("memory_modeled")
-        ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", markersize=8, color=color, capsize=3,
-                    markerfacecolor="none" if modeled else color)
-        shown_modeled |= bool(modeled)
-        shown_measured |= not modeled
-        name = case.get("label", "?") if many_workloads else case.get("allocator_label") or case.get("label", "?")
+        if oom:
+            # The rate of the steps an OOMed case ran is not a rival to a completed run's.
+            ax.errorbar(x, y, xerr=xerr, fmt="X", markersize=10, color="red", capsize=3, clip_on=False, zorder=5)
+        else:
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", markersize=8, color=color, capsize=3,
+                        markerfacecolor="none" if modeled else color)
+        shown_oom |= oom
+        shown_modeled |= bool(modeled) and not oom
+        shown_measured |= not modeled and not oom
         names_at.setdefault((x, y), []).append(name)
     for (x, y), names in names_at.items():
-        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7)
-    ys_all = [c["throughput"].get(key) or 0 for c in cases]
-    positive = [v for v in ys_all if v > 0]
-    if positive and max(positive) / min(positive) > 100:
+        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7,
+                    color="red" if all("(OOM" in n for n in names) else "black")
+    if log:
         ax.set_yscale("log")
+        ax.set_ylim(bottom=floor / 1.5)
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_xlabel(f"peak reserved ({unit})")
     ax.set_ylabel("tokens/s" if use_tokens else "steps/s")
     handles = []
@@ -261,7 +352,10 @@ def plot_throughput(results, out_dir, formats, written):
     if shown_modeled:
         handles.append(plt.Line2D([], [], marker="o", linestyle="", color="gray", markerfacecolor="none",
                                   label="modeled (simulated device)"))
-    ax.legend(handles=handles, fontsize=8)
+    if shown_oom:
+        handles.append(plt.Line2D([], [], marker="X", linestyle="", color="red",
+                                  label="OOM: rate of the steps it ran, not comparable"))
+    ax.legend(handles=handles, fontsize=8, loc="lower right")
     runs = sorted({c.get("repeats", 1) for c in cases})
     ax.margins(x=0.25, y=0.15)
     if not many_workloads:

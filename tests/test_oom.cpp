@@ -322,6 +322,21 @@ TEST_F(FragmentationOomConfig, BlockMapAtTheFirstOomIsWrittenAsJsonAndSvg) {
   for (int i = 1; i <= 8; ++i) EXPECT_NE(svg.find(">#" + std::to_string(i) + " large segment 200.0 MiB<"), std::string::npos);
   EXPECT_EQ(svg.find(">#9 "), std::string::npos);
   EXPECT_NE(svg.find("largest hole 90.0 MiB &lt;"), std::string::npos);
+  // Legend at the top, then the summary (holes by size, the largest and what pins them), then the map.
+  const auto legend = svg.find(">allocated block</text>"), by_size = svg.find(">Holes by size: 8 holes, 720.0 MiB in all; "
+                                                                             "the request needs one of at least 300.0 MiB</text>");
+  const auto largest = svg.find(">hole 90.0 MiB in segment #1 (200.0 MiB): pinned by 1 allocated block of 110.0 MiB</text>");
+  const auto map = svg.find(">Full map: 8 segment(s)");
+  ASSERT_NE(legend, std::string::npos) << svg;
+  ASSERT_NE(by_size, std::string::npos) << svg;
+  ASSERT_NE(largest, std::string::npos) << svg;
+  ASSERT_NE(map, std::string::npos) << svg;
+  EXPECT_LT(legend, by_size);
+  EXPECT_LT(by_size, largest);
+  EXPECT_LT(largest, map);
+  EXPECT_NE(svg.find(">8 hole(s), 720.0 MiB</text>"), std::string::npos) << "all eight in the 64-128 MiB bar";
+  EXPECT_NE(svg.find(">0 hole(s), 0 B   &lt;- the request's size</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">... and 3 smaller or equal hole(s)</text>"), std::string::npos);
 
   // Usage up to the OOM: one row per event 0..24, values after the event.
   auto tl = lines_of(read_text(oom / "case00_caching.timeline.csv"));
