@@ -12,9 +12,9 @@ wrote one there. Writes into --out (default RESULTS_DIR/plots):
                        step_series (older results without per-step peaks: the values at the
                        end of each step, said so in the legend); the capacity as a line, OOMs
                        marked, one x-axis for all panels
-  fragmentation        fragmentation over the steps: at the end of each step
-                       (1 - allocated/reserved) and the running figure of the tables
-                       (1 - peak allocated / peak reserved)
+  fragmentation        fragmentation over the steps: in each step (1 - its peak allocated /
+                       its peak reserved; older results: at the step's end) and so far
+                       (1 - peak allocated / peak reserved since the start)
   throughput_vs_memory steps/s (tokens/s where measured) against peak reserved, one point per
                        case, bars from the min-max over repeats; hollow points are modeled;
                        cases with an OOM are red crosses (their rate is that of the steps they
@@ -261,7 +261,12 @@ def plot_fragmentation(results, out_dir, formats, written):
         for case in (c for c in cases if c.get("workload_label", c.get("workload", "")) == w):
             steps = step_rows(case)
             x = [r["step"] + 1 for r in steps]
-            now = [1 - r["allocated_bytes"] / r["reserved_bytes"] if r["reserved_bytes"] else 0 for r in steps]
+            peaks = step_peaks(steps)
+            if peaks:  # each step's own peaks
+                now = [1 - a / r if r else 0 for a, r in zip(*peaks)]
+            else:
+                now = [1 - r["allocated_bytes"] / r["reserved_bytes"] if r["reserved_bytes"] else 0 for r in steps]
+            per_step_peaks = bool(peaks)
             run = [1 - r["peak_allocated_bytes"] / r["peak_reserved_bytes"] if r["peak_reserved_bytes"] else 0
                    for r in steps]
             label = case_name(case, results) + (" (modeled)" if case.get("memory_modeled") else "")
@@ -269,8 +274,9 @@ def plot_fragmentation(results, out_dir, formats, written):
             ls = "--" if case.get("memory_modeled") else "-"
             ax_now.plot(x, [100 * v for v in now], ls, label=label, **style)
             ax_run.plot(x, [100 * v for v in run], ls, label=label, **style)
-        ax_now.set_title(f"{w}\nat the end of each step: 1 - allocated / reserved", fontsize=9)
-        ax_run.set_title(f"{w}\nrunning: 1 - peak allocated / peak reserved (the tables' figure)", fontsize=9)
+        ax_now.set_title(f"{w}\n" + ("each step: 1 - its peak allocated / its peak reserved" if per_step_peaks
+                                      else "at the end of each step: 1 - allocated / reserved"), fontsize=9)
+        ax_run.set_title(f"{w}\nso far: 1 - peak allocated / peak reserved since the start", fontsize=9)
         for ax in (ax_now, ax_run):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel("step")
@@ -336,9 +342,17 @@ def plot_throughput(results, out_dir, formats, written):
         shown_modeled |= bool(modeled) and not oom
         shown_measured |= not modeled and not oom
         names_at.setdefault((x, y), []).append(name)
-    for (x, y), names in names_at.items():
-        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7,
-                    color="red" if all("(OOM" in n for n in names) else "black")
+    # A label right of its point, above it; below it where an earlier label sits close by.
+    xs_all = [p[0] for p in names_at] or [0]
+    ys_pts = [p[1] for p in names_at] or [0]
+    dx = (max(xs_all) - min(xs_all)) * 0.12 or 1
+    dy = (max(ys_pts) - min(ys_pts)) * 0.06 or 1
+    placed = []
+    for (x, y), names in sorted(names_at.items()):
+        crowded = any(abs(x - px) < dx and abs(y - py) < dy and above for px, py, above in placed)
+        ax.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(6, -10 * len(names) - 4 if crowded else 4),
+                    fontsize=7, color="red" if all("(OOM" in n for n in names) else "black")
+        placed.append((x, y, not crowded))
     if log:
         ax.set_yscale("log")
         ax.set_ylim(bottom=floor / 1.5)
