@@ -36,6 +36,7 @@ try:
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
+    plt.rcParams["svg.fonttype"] = "none"  # SVG text stays text: searchable, editable
     from matplotlib.ticker import MaxNLocator
 except ImportError:  # pragma: no cover - told to the user, not tested
     sys.stderr.write("plot.py: matplotlib is missing (Debian: apt-get install python3-matplotlib; "

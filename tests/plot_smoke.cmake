@@ -43,4 +43,26 @@ foreach(name memory_over_time fragmentation throughput_vs_memory oom_frontier)
     endif()
   endforeach()
 endforeach()
-message(STATUS "plot_smoke: 8 plots written to ${WORK_DIR}/plots")
+
+# A capacity sweep with an OOM, plotted as SVG (text kept as text): what a reader must see.
+run_step("gpumembench sweep run" "${GMB_BINARY}" --device sim --quiet --config "${SOURCE_DIR}/configs/fragmentation_oom.yaml"
+         --output "${WORK_DIR}/sweep" --format json)
+run_step("scripts/plot.py (svg)" "${PYTHON}" "${SOURCE_DIR}/scripts/plot.py" "${WORK_DIR}/sweep" --out "${WORK_DIR}/sweep_plots"
+         --formats svg)
+function(expect_text file text why)
+  file(READ "${WORK_DIR}/sweep_plots/${file}" svg)
+  string(FIND "${svg}" "${text}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "plot_smoke: ${file} lacks '${text}' (${why})")
+  endif()
+endfunction()
+expect_text(memory_over_time.svg "caching @ 1.75 GiB" "a sweep's panels carry the capacity")
+expect_text(memory_over_time.svg "caching @ 2.00 GiB" "a sweep's panels carry the capacity")
+expect_text(memory_over_time.svg "peak reserved in the step" "per-step peaks, not step-end values")
+expect_text(memory_over_time.svg "peak allocated in the step" "per-step peaks, not step-end values")
+expect_text(memory_over_time.svg ">capacity<" "the capacity drawn as a line")
+expect_text(throughput_vs_memory.svg "caching @ 1.75 GiB (OOM at step 0; no step ran)"
+            "the OOMed case is marked, never dropped")
+expect_text(throughput_vs_memory.svg "OOM: rate of the steps it ran, not comparable" "the OOM mark explained")
+expect_text(fragmentation.svg "caching @ 2.00 GiB" "legend entries carry the capacity")
+message(STATUS "plot_smoke: 8 plots written to ${WORK_DIR}/plots; the sweep's SVG plots say what they must")
