@@ -13,8 +13,9 @@ wrote one there. Writes into --out (default RESULTS_DIR/plots):
                        end of each step, said so in the legend); the capacity as a line, OOMs
                        marked, one x-axis for all panels
   fragmentation        fragmentation over the steps: in each step (1 - its peak allocated /
-                       its peak reserved; older results: at the step's end) and so far
-                       (1 - peak allocated / peak reserved since the start)
+                       its peak reserved; older results: at the step's end) and so far (the
+                       tables' figure, 1 - allocated at the peak of reserved / that peak;
+                       older results: 1 - peak allocated / peak reserved since the start)
   throughput_vs_memory steps/s (tokens/s where measured) against peak reserved, one point per
                        case, bars from the min-max over repeats; hollow points are modeled;
                        cases with an OOM are red crosses (their rate is that of the steps they
@@ -268,8 +269,10 @@ def plot_fragmentation(results, out_dir, formats, written):
             else:
                 now = [1 - r["allocated_bytes"] / r["reserved_bytes"] if r["reserved_bytes"] else 0 for r in steps]
             per_step_peaks = bool(peaks)
-            run = [1 - r["peak_allocated_bytes"] / r["peak_reserved_bytes"] if r["peak_reserved_bytes"] else 0
-                   for r in steps]
+            # The tables' figure where recorded: at the moment of peak reserved so far.
+            at_peak = bool(steps) and "allocated_at_peak_reserved_bytes" in steps[0]
+            top = "allocated_at_peak_reserved_bytes" if at_peak else "peak_allocated_bytes"
+            run = [1 - r[top] / r["peak_reserved_bytes"] if r["peak_reserved_bytes"] else 0 for r in steps]
             label = case_name(case, results) + (" (modeled)" if case.get("memory_modeled") else "")
             style = {"marker": "o", "markersize": 3} if len(x) <= 50 else {}
             ls = "--" if case.get("memory_modeled") else "-"
@@ -277,7 +280,9 @@ def plot_fragmentation(results, out_dir, formats, written):
             ax_run.plot(x, [100 * v for v in run], ls, label=label, **style)
         ax_now.set_title(f"{w}\n" + ("each step: 1 - its peak allocated / its peak reserved" if per_step_peaks
                                       else "at the end of each step: 1 - allocated / reserved"), fontsize=9)
-        ax_run.set_title(f"{w}\nso far: 1 - peak allocated / peak reserved since the start", fontsize=9)
+        ax_run.set_title(f"{w}\n" + ("so far, at peak reserved (the tables' figure): 1 - allocated then / peak reserved"
+                                      if at_peak else "so far: 1 - peak allocated / peak reserved since the start"),
+                         fontsize=9)
         for ax in (ax_now, ax_run):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel("step")
