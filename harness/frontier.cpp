@@ -66,7 +66,8 @@ void add_transformer_frontier_params(WorkloadSpec& spec, const TransformerParams
   const SeqLenSpec& s = params.seq_len;
   std::uint64_t seq = s.dist == SeqDist::Fixed ? s.value : s.max;
   spec.params = {{"batch", params.batch}};
-  if (s.dist != SeqDist::Histogram) spec.params.emplace_back("seq_len", seq);
+  const bool fixed_list = s.dist == SeqDist::Histogram || s.dist == SeqDist::Sequence;
+  if (!fixed_list) spec.params.emplace_back("seq_len", seq);
   spec.make_with = [params](const std::string& param, std::uint64_t value) -> std::unique_ptr<Workload> {
     TransformerParams p = params;
     if (value == 0) throw std::invalid_argument(param + " must be at least 1");
@@ -76,6 +77,8 @@ void add_transformer_frontier_params(WorkloadSpec& spec, const TransformerParams
       // A fixed length is set; a bounded distribution gets this as its maximum.
       if (p.seq_len.dist == SeqDist::Histogram)
         throw std::invalid_argument("seq_len drawn from a histogram file cannot be varied");
+      if (p.seq_len.dist == SeqDist::Sequence)
+        throw std::invalid_argument("seq_len given as a sequence of lengths cannot be varied");
       if (p.seq_len.dist == SeqDist::Fixed) {
         p.seq_len.value = value;
       } else {

@@ -26,6 +26,7 @@ std::vector<std::string> seq_keys_for(SeqDist d) {
     case SeqDist::LogNormal: k = {"mu", "median", "sigma", "min", "max"}; break;
     case SeqDist::Zipf: k = {"exponent", "min", "max"}; break;
     case SeqDist::Histogram: k = {"file"}; break;
+    case SeqDist::Sequence: k = {"values"}; break;
   }
   k.insert(k.end(), kSeqCommonKeys.begin(), kSeqCommonKeys.end());
   return k;
@@ -45,7 +46,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
   if (!n["dist"]) y.fail(n, key + ".dist", fmt::format("missing (valid: {})", join(seq_dist_names())));
   std::string dist = y.choice(n["dist"], key + ".dist", seq_dist_names());
   for (SeqDist d : {SeqDist::Fixed, SeqDist::Uniform, SeqDist::Normal, SeqDist::LogNormal, SeqDist::Zipf,
-                    SeqDist::Histogram})
+                    SeqDist::Histogram, SeqDist::Sequence})
     if (dist == to_string(d)) s.dist = d;
   // Keys that do not belong to this distribution are errors that say which ones do.
   {
@@ -95,6 +96,17 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
         y.fail(n["file"], key + ".file", e.what());
       }
       s.histogram_path = path;
+      break;
+    }
+    case SeqDist::Sequence: {
+      need("values");
+      const YAML::Node v = n["values"];
+      if (!v.IsSequence() || v.size() == 0) y.fail(v, key + ".values", "expected a non-empty list of lengths");
+      if (v.size() > kMaxSequenceValues)
+        y.fail(v, key + ".values", fmt::format("at most {} lengths", kMaxSequenceValues));
+      s.values.reserve(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i)
+        s.values.push_back(y.count(v[i], fmt::format("{}.values[{}]", key, i), 1));
       break;
     }
     case SeqDist::Uniform: break;

@@ -37,7 +37,7 @@ TEST(TransformerConfig, BadValuesAreErrorsAtTheirLineWithTheValidChoices) {
   // Line 4 is the first key under `transformer:`.
   expect_error("      seq_len: {dist: gamma, max: 10}\n",
                {"bad.yaml:4:23", "workloads[0].transformer.seq_len.dist", "'gamma' is not a valid choice",
-                "fixed, uniform, normal, lognormal, zipf, histogram"});
+                "fixed, uniform, normal, lognormal, zipf, histogram, sequence"});
   expect_error("      hidden: 1000\n      heads: 16\n      seq_len: 128\n",
                {"bad.yaml:5:14", "transformer.heads", "heads (16) must divide hidden (1000)"});
   expect_error("      seq_len: {dist: uniform, min: 300, max: 200}\n",
@@ -61,6 +61,14 @@ TEST(TransformerConfig, BadValuesAreErrorsAtTheirLineWithTheValidChoices) {
   expect_error("      seq_len: {dist: histogram, file: h.csv}\n",
                {"bad.yaml:4:40", "seq_len.file", "h.csv:3: weight 'x' is not a number"}, "h.csv",
                "length,weight\n128,1\n256,x\n");
+  expect_error("      seq_len: {dist: sequence, values: [128, 0, 64]}\n",
+               {"bad.yaml:4:47", "seq_len.values[1]", "out of range"});
+  expect_error("      seq_len: {dist: sequence, values: [128, x]}\n",
+               {"bad.yaml:4:47", "seq_len.values[1]", "'x' is not a non-negative integer"});
+  expect_error("      seq_len: {dist: sequence, values: []}\n",
+               {"bad.yaml:4:41", "seq_len.values", "expected a non-empty list of lengths"});
+  expect_error("      seq_len: {dist: sequence, values: [128], max: 5}\n",
+               {"seq_len.max", "unknown key 'max' for dist sequence", "valid: values"});
   expect_error("      seq_len: {dist: histogram, file: nowhere.csv}\n",
                {"seq_len.file", "nowhere.csv: cannot open the histogram file"});
 }

@@ -218,3 +218,43 @@ TEST(SeqLen, ImpossibleSpecsAreRejectedNamingTheKey) {
   n.stddev = 0;
   EXPECT_EQ(key_of(n), "std");
 }
+
+TEST(SeqLen, SequenceReplaysItsLengthsStepByStepAndCycles) {
+  SeqLenSpec s;
+  s.dist = SeqDist::Sequence;
+  s.values = {300, 128, 1024};
+  SeqLenSampler sampler(s);
+  EXPECT_EQ(sampler.min_len(), 128u);
+  EXPECT_EQ(sampler.max_len(), 1024u);
+  const std::uint64_t expect[] = {300, 128, 1024, 300, 128, 1024, 300};
+  for (std::uint64_t step = 0; step < 7; ++step) {
+    BatchShape b = sampler.batch(step, 4);
+    EXPECT_EQ(b.seq_len, expect[step]) << step;
+    EXPECT_EQ(b.real_tokens, 4 * expect[step]);
+    EXPECT_EQ(b.padded_tokens, 4 * expect[step]);
+    EXPECT_EQ(b.sequences, 4u);
+  }
+  EXPECT_EQ(sampler.describe(), "sequence of 3 (128..1024)");
+  s.pad_to_multiple = 64;  // shaping still applies: 300 -> 320
+  EXPECT_EQ(SeqLenSampler(s).batch(0, 2).seq_len, 320u);
+  EXPECT_EQ(SeqLenSampler(s).batch(0, 2).real_tokens, 600u);
+}
+
+TEST(SeqLen, SequenceErrorsNameTheKey) {
+  auto key_of = [](SeqLenSpec s) {
+    try {
+      SeqLenSampler x(s);
+    } catch (const SeqLenError& e) {
+      return e.key + ": " + e.what();
+    }
+    return std::string("no error");
+  };
+  SeqLenSpec s;
+  s.dist = SeqDist::Sequence;
+  EXPECT_EQ(key_of(s), "values: dist sequence needs a non-empty list of lengths");
+  s.values = {5, 0};
+  EXPECT_EQ(key_of(s), "values: every length of a sequence must be at least 1");
+  s.values = {5};
+  s.pack = true;
+  EXPECT_EQ(key_of(s), "pack: pack draws sequences; dist sequence gives each step's length, so it cannot pack");
+}

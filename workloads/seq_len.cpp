@@ -10,7 +10,7 @@
 namespace gmb {
 
 const std::vector<std::string>& seq_dist_names() {
-  static const std::vector<std::string> names = {"fixed", "uniform", "normal", "lognormal", "zipf", "histogram"};
+  static const std::vector<std::string> names = {"fixed", "uniform", "normal", "lognormal", "zipf", "histogram", "sequence"};
   return names;
 }
 
@@ -22,6 +22,7 @@ const char* to_string(SeqDist dist) {
     case SeqDist::LogNormal: return "lognormal";
     case SeqDist::Zipf: return "zipf";
     case SeqDist::Histogram: return "histogram";
+    case SeqDist::Sequence: return "sequence";
   }
   return "?";
 }
@@ -152,6 +153,17 @@ SeqLenSampler::SeqLenSampler(SeqLenSpec s) : spec_(std::move(s)) {
       if (cdf_.empty()) throw SeqLenError("the histogram has no bin with a positive weight", "file");
       break;
     }
+    case SeqDist::Sequence:
+      if (spec_.values.empty()) throw SeqLenError("dist sequence needs a non-empty list of lengths", "values");
+      if (spec_.values.size() > kMaxSequenceValues)
+        throw SeqLenError(fmt::format("at most {} lengths in a sequence", kMaxSequenceValues), "values");
+      lo_ = UINT64_MAX, hi_ = 0;
+      for (auto v : spec_.values) {
+        if (v == 0) throw SeqLenError("every length of a sequence must be at least 1", "values");
+        lo_ = std::min(lo_, v);
+        hi_ = std::max(hi_, v);
+      }
+      break;
   }
   if (spec_.pad_to_multiple == 0) throw SeqLenError("pad_to_multiple must be at least 1", "pad_to_multiple");
   for (std::size_t i = 0; i < spec_.buckets.size(); ++i) {
@@ -161,6 +173,8 @@ SeqLenSampler::SeqLenSampler(SeqLenSpec s) : spec_(std::move(s)) {
                                     spec_.buckets[i - 1]),
                         "buckets");
   }
+  if (spec_.pack && spec_.dist == SeqDist::Sequence)
+    throw SeqLenError("pack draws sequences; dist sequence gives each step's length, so it cannot pack", "pack");
   if (spec_.pack) {
     if (spec_.pad_to_max || !spec_.buckets.empty() || spec_.pad_to_multiple > 1)
       throw SeqLenError("pack builds full rows; it cannot be combined with pad_to_max, pad_to_multiple or buckets",
@@ -190,6 +204,7 @@ std::uint64_t SeqLenSampler::sample(std::mt19937_64& rng) const {
       std::lognormal_distribution<double> d(spec_.mu, spec_.sigma);
       return truncated(rng, d, lo_, hi_);
     }
+    case SeqDist::Sequence: return spec_.values[std::uniform_int_distribution<std::size_t>(0, spec_.values.size() - 1)(rng)];
     case SeqDist::Zipf:
     case SeqDist::Histogram: {
       double u = std::uniform_real_distribution<double>(0, cdf_.back())(rng);
@@ -216,7 +231,12 @@ BatchShape SeqLenSampler::batch(std::uint64_t step, std::uint64_t rows) const {
   std::mt19937_64 rng(seq);
   BatchShape b;
   b.rows = rows;
-  if (spec_.pack) {
+  if (spec_.dist == SeqDist::Sequence) {
+    const std::uint64_t len = spec_.values[step % spec_.values.size()];
+    b.sequences = rows;
+    b.real_tokens = rows * len;
+    b.seq_len = shape_len(len);
+  } else if (spec_.pack) {
     // Greedy packing: sequences fill a row in the order drawn; one that does not fit starts
     // the next row; the one left over when the rows are full is dropped.
     b.seq_len = spec_.pack_length;
@@ -260,6 +280,9 @@ std::string SeqLenSampler::describe() const {
                                                                  : spec_.histogram_path.substr(slash + 1));
       break;
     }
+    case SeqDist::Sequence:
+      d = fmt::format("sequence of {} ({}..{})", spec_.values.size(), lo_, hi_);
+      break;
   }
   if (spec_.pack) return d + fmt::format(", packed {}", spec_.pack_length);
   if (spec_.pad_to_max) d += ", pad max";

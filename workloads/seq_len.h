@@ -17,8 +17,9 @@
 
 namespace gmb {
 
-enum class SeqDist { Fixed, Uniform, Normal, LogNormal, Zipf, Histogram };
-const std::vector<std::string>& seq_dist_names();  // fixed, uniform, normal, lognormal, zipf, histogram
+enum class SeqDist { Fixed, Uniform, Normal, LogNormal, Zipf, Histogram, Sequence };
+// fixed, uniform, normal, lognormal, zipf, histogram, sequence
+const std::vector<std::string>& seq_dist_names();
 const char* to_string(SeqDist dist);
 
 struct HistogramBin {
@@ -37,6 +38,9 @@ struct SeqLenSpec {
   double exponent = 1.0;        // zipf: P(min + r - 1) proportional to r^-exponent, r = 1..max-min+1
   std::vector<HistogramBin> histogram;
   std::string histogram_path;   // for labels
+  // sequence: step n's rows all have length values[n % size] (a recorded run replayed
+  // exactly); padding and buckets still apply, packing does not.
+  std::vector<std::uint64_t> values;
   std::uint64_t seed = 1;
 
   // Shaping a batch: the tensor length is the batch's longest, then rounded up to a multiple,
@@ -70,6 +74,9 @@ struct BatchShape {
   std::uint64_t padded_tokens = 0;  // rows * seq_len
   std::uint64_t sequences = 0;      // sequences in the batch (packing: more than rows)
 };
+
+// The longest list dist sequence takes (a million steps).
+constexpr std::size_t kMaxSequenceValues = 1'000'000;
 
 class SeqLenSampler {
  public:
