@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "workloads/transformer_compute.h"
+#include "workloads/transformer_eager.h"
 
 namespace gmb {
 
@@ -35,6 +36,31 @@ const char* to_string(Optimizer o) {
   return "?";
 }
 Bytes dtype_bytes(DType t) { return t == DType::FP32 ? 4 : 2; }
+const char* to_string(Style s) { return s == Style::PytorchEager ? "pytorch_eager" : "korthikanti"; }
+const char* to_string(Family f) {
+  switch (f) {
+    case Family::Gpt: return "gpt";
+    case Family::Llama: return "llama";
+    case Family::Bert: return "bert";
+  }
+  return "?";
+}
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::AutocastBf16: return "autocast_bf16";
+    case Precision::Bf16: return "bf16";
+    case Precision::Fp32: return "fp32";
+  }
+  return "?";
+}
+const char* to_string(Attention a) {
+  switch (a) {
+    case Attention::Explicit: return "explicit";
+    case Attention::SdpaFlash: return "sdpa_flash";
+    case Attention::SdpaMemEfficient: return "sdpa_mem_efficient";
+  }
+  return "?";
+}
 
 ActivationBytes korthikanti_layer_bytes(const TransformerParams& p, std::uint64_t s, std::uint64_t b) {
   const Bytes e = dtype_bytes(p.dtype), h = p.hidden, a = p.heads, f = p.ffn_mult;
@@ -68,12 +94,17 @@ enum Role { kWeight, kGrad, kMaster, kAdamM, kAdamV };
 constexpr BufferId kWorkspaceId = (1ull << 32) - 1;
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+std::uint64_t kv_heads_of(const TransformerParams& p) { return p.kv_heads ? p.kv_heads : p.heads; }
 constexpr std::size_t kTouchBuffersPerLaunch = tfgpu::kMaxTouchBuffers;
 
 }  // namespace
 
 std::uint64_t transformer_param_count(const TransformerParams& p) {
   std::uint64_t n = 0;
+  if (p.style == Style::PytorchEager) {
+    for (const auto& t : eager_params(p)) n += t.elems;
+    return n;
+  }
   for (auto x : param_elements(p)) n += x;
   return n;
 }
@@ -159,6 +190,22 @@ TransformerWorkload::TransformerWorkload(TransformerParams p) : p_(std::move(p))
   if (p_.hidden % p_.heads) throw std::invalid_argument("transformer: heads must divide hidden");
   if (p_.mode == TransformerMode::Inference && (!p_.generate || !p_.kv_block))
     throw std::invalid_argument("transformer: generate and kv_block must be positive");
+  if (p_.style == Style::PytorchEager) {
+    if (p_.mode != TransformerMode::Train || p_.recompute != Recompute::None)
+      throw std::invalid_argument("transformer: style pytorch_eager models training without recomputation");
+    if (p_.family == Family::Llama && (kv_heads_of(p_) > p_.heads || p_.heads % kv_heads_of(p_)))
+      throw std::invalid_argument("transformer: kv_heads must divide heads");
+    if ((p_.hidden / p_.heads) % 2) throw std::invalid_argument("transformer: the head size must be even");
+    if (p_.family == Family::Bert && SeqLenSampler(p_.seq_len).max_shape_len() > (p_.max_positions ? p_.max_positions : 512))
+      throw std::invalid_argument("transformer: bert's sequences are at most max_positions (512) long");
+    if (p_.family == Family::Gpt && p_.max_positions && SeqLenSampler(p_.seq_len).max_shape_len() > p_.max_positions)
+      throw std::invalid_argument("transformer: the longest sequence exceeds max_positions");
+    // The parameters' and optimizer states' sizes, looked up for every compute op.
+    const std::size_t np = eager_params(p_).size();
+    persistent_sizes_.assign(1 + 8 * np, 0);
+    for (BufferId id = 1; id < persistent_sizes_.size(); ++id) persistent_sizes_[id] = eager_persistent_bytes(p_, id);
+    return;
+  }
   param_elems_ = param_elements(p_);
   // Persistent buffers' sizes are known up front, so any step's ops can be made first.
   const Bytes e = dtype_bytes(p_.dtype);
@@ -174,6 +221,15 @@ TransformerWorkload::TransformerWorkload(TransformerParams p) : p_(std::move(p))
 TransformerWorkload::~TransformerWorkload() { finish(); }
 
 std::string TransformerWorkload::label() const {
+  if (p_.style == Style::PytorchEager) {
+    std::string extra;
+    if (p_.family == Family::Llama && kv_heads_of(p_) != p_.heads) extra += fmt::format(", kv {}", kv_heads_of(p_));
+    if (p_.dropout > 0) extra += fmt::format(", dropout {:g}", p_.dropout);
+    if (p_.optimizer != Optimizer::Foreach) extra += fmt::format(", adam {}", to_string(p_.optimizer));
+    return fmt::format("transformer[{} L{} h{} a{} b{} {} {}, {}{}]", p_.preset.empty() ? to_string(p_.family) : p_.preset,
+                       p_.layers, p_.hidden, p_.heads, p_.batch, to_string(p_.precision), to_string(p_.attention),
+                       sampler_.describe(), extra);
+  }
   std::string extra;
   if (p_.ffn_mult != 4) extra += fmt::format(", ffn x{}", p_.ffn_mult);
   if (p_.recompute != Recompute::None) extra += fmt::format(", recompute {}", to_string(p_.recompute));
@@ -187,6 +243,8 @@ std::string TransformerWorkload::label() const {
 }
 
 Bytes TransformerWorkload::buffer_bytes(BufferId id) const {
+  if (p_.style == Style::PytorchEager && id < (1ull << 32))
+    return id < persistent_sizes_.size() ? persistent_sizes_[id] : eager_persistent_bytes(p_, id);
   if (id == kWorkspaceId) return p_.cublas_workspace;
   if (id < persistent_sizes_.size()) return persistent_sizes_[id];
   const std::uint64_t step = (id >> 32) - 1;
@@ -205,7 +263,27 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
   st.names.reserve(out.capacity());
   Emit e{*this, st, out, dtype_bytes(p_.dtype)};
   const BatchShape shape = step < shapes_.size() ? shapes_[step] : sampler_.batch(step, p_.batch);
-  if (p_.mode == TransformerMode::Train) {
+  if (p_.style == Style::PytorchEager) {
+    // Compute: every tensor is written once when it is made (a memory-touch kernel); the
+    // GEMMs' FLOPs are not modeled in this style.
+    struct Sink final : EagerSink {
+      Emit& e;
+      explicit Sink(Emit& em) : e(em) {}
+      BufferId alloc(Bytes bytes, const char* name) override {
+        BufferId id = e.alloc(bytes, name);
+        e.touch(name, {id}, {});
+        return id;
+      }
+      void alloc_as(BufferId id, Bytes bytes, const char* name) override {
+        e.alloc_as(id, bytes, name);
+        e.touch(name, {id}, {});
+      }
+      void free(BufferId id, const char* name) override { e.free(id, name); }
+    } sink(e);
+    eager_train_step(p_, shape, step == 0, sink);
+    info.real_tokens = double(shape.real_tokens);
+    info.padded_tokens = double(shape.padded_tokens);
+  } else if (p_.mode == TransformerMode::Train) {
     train_step(e, shape, step == 0);
     info.real_tokens = double(shape.real_tokens);
     info.padded_tokens = double(shape.padded_tokens);

@@ -1,7 +1,12 @@
-// A decoder-only transformer, step by step: the allocations a PyTorch/Megatron-style training
-// step (or an inference request with a growing KV cache) makes, at the per-tensor sizes of
-// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
-// with the GEMMs and memory-touching kernels between them as Compute ops.
+// A transformer, step by step, in one of two styles:
+//  - pytorch_eager (the default): the allocations PyTorch 2.11's eager mode makes, op by op and
+//    tensor by tensor, for GPT-, Llama- and BERT-style models trained with autocast/bf16/fp32,
+//    explicit or scaled_dot_product_attention, and AdamW (transformer_eager.cpp; calibrated
+//    against recorded PyTorch runs in tests/data/torch_train/);
+//  - korthikanti: a Megatron-style decoder at the per-tensor sizes of Korthikanti et al. 2022,
+//    "Reducing Activation Recomputation in Large Transformer Models" (training with
+//    recomputation, or inference with a growing KV cache), with the GEMMs and memory-touching
+//    kernels between them as Compute ops.
 #pragma once
 
 #include <memory>
@@ -14,6 +19,11 @@
 namespace gmb {
 
 enum class DType { BF16, FP16, FP32 };
+enum class Style { PytorchEager, Korthikanti };
+// pytorch_eager: the model family, how it computes, and which attention it runs.
+enum class Family { Gpt, Llama, Bert };
+enum class Precision { AutocastBf16, Bf16, Fp32 };  // autocast: fp32 parameters, bf16 matmuls
+enum class Attention { Explicit, SdpaFlash, SdpaMemEfficient };
 enum class Recompute { None, Selective, Full };
 enum class TransformerMode { Train, Inference };
 // Adam as PyTorch runs it: foreach (the default on CUDA: one fp32 temporary per parameter, all
@@ -24,9 +34,23 @@ const char* to_string(DType t);
 const char* to_string(Recompute r);
 const char* to_string(TransformerMode m);
 const char* to_string(Optimizer o);
+const char* to_string(Style s);
+const char* to_string(Family f);
+const char* to_string(Precision p);
+const char* to_string(Attention a);
 Bytes dtype_bytes(DType t);
 
 struct TransformerParams {
+  Style style = Style::PytorchEager;
+  // pytorch_eager only (korthikanti uses dtype and is a GPT-style decoder).
+  Family family = Family::Gpt;
+  Precision precision = Precision::AutocastBf16;
+  Attention attention = Attention::Explicit;
+  double dropout = 0;              // p of every dropout (0: none runs, as F.dropout(p=0) allocates nothing)
+  std::uint64_t kv_heads = 0;      // llama: grouped-query attention (0: = heads)
+  std::uint64_t ffn = 0;           // MLP width (0: ffn_mult x hidden)
+  std::uint64_t max_positions = 0; // gpt: learned positions (0: the longest sequence); bert: 512
+  std::string preset;              // for labels
   std::uint64_t layers = 2;
   std::uint64_t hidden = 256;
   std::uint64_t heads = 4;
