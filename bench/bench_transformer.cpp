@@ -17,6 +17,7 @@ namespace {
 
 TransformerParams config_model(std::uint64_t layers, std::uint64_t steps) {
   TransformerParams p;
+  p.style = Style::Korthikanti;
   p.layers = layers;
   p.hidden = 1024;
   p.heads = 16;

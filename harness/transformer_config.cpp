@@ -138,11 +138,58 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
   return s;
 }
 
+// Keys that belong to one style only.
+const std::vector<std::string> kKorthikantiKeys = {"dtype", "recompute", "mode", "generate", "kv_block"};
+const std::vector<std::string> kEagerKeys = {"preset", "family", "precision", "attention", "dropout",
+                                             "kv_heads", "ffn", "max_positions"};
+
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> names = {"gpt2_small", "gpt2_medium", "llama", "bert_base", "bert_large"};
+  return names;
+}
+
+// Model families people train, as published (GPT-2: Radford et al. 2019; Llama-style: the
+// TinyLlama-1.1B shape; BERT: Devlin et al. 2019). Every value can be overridden.
+void apply_preset(const std::string& name, TransformerParams& p) {
+  p.preset = name;
+  p.precision = Precision::AutocastBf16;
+  p.dropout = 0;
+  p.kv_heads = 0;
+  p.ffn = 0;
+  p.ffn_mult = 4;
+  if (name == "gpt2_small" || name == "gpt2_medium") {
+    p.family = Family::Gpt;
+    p.attention = Attention::SdpaFlash;
+    p.vocab = 50257;
+    p.max_positions = 1024;
+    p.layers = name == "gpt2_small" ? 12 : 24;
+    p.hidden = name == "gpt2_small" ? 768 : 1024;
+    p.heads = name == "gpt2_small" ? 12 : 16;
+  } else if (name == "llama") {
+    p.family = Family::Llama;
+    p.precision = Precision::Bf16;
+    p.attention = Attention::SdpaFlash;
+    p.layers = 22, p.hidden = 2048, p.heads = 32, p.kv_heads = 4, p.ffn = 5632, p.vocab = 32000;
+  } else {  // bert_base, bert_large
+    p.family = Family::Bert;
+    p.attention = Attention::Explicit;
+    p.dropout = 0.1;
+    p.vocab = 30522;
+    p.max_positions = 512;
+    p.layers = name == "bert_base" ? 12 : 24;
+    p.hidden = name == "bert_base" ? 768 : 1024;
+    p.heads = name == "bert_base" ? 12 : 16;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> transformer_keys() {
-  return {"layers", "hidden", "heads", "ffn_mult", "vocab", "batch", "dtype", "steps", "seq_len",
-          "recompute", "mode", "generate", "kv_block", "optimizer", "seed", "cublas_workspace"};
+  std::vector<std::string> k = {"style", "layers", "hidden", "heads", "ffn_mult", "vocab", "batch", "steps",
+                                "seq_len", "optimizer", "seed", "cublas_workspace"};
+  k.insert(k.end(), kEagerKeys.begin(), kEagerKeys.end());
+  k.insert(k.end(), kKorthikantiKeys.begin(), kKorthikantiKeys.end());
+  return k;
 }
 
 WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n, const std::string& key,
@@ -151,6 +198,44 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
   auto cnt = [&](const char* k, std::uint64_t lo, std::uint64_t hi) {
     return y.count(n[k], key + "." + k, lo, hi);
   };
+  if (n["style"]) {
+    auto v = y.choice(n["style"], key + ".style", {"pytorch_eager", "korthikanti"});
+    p.style = v == "pytorch_eager" ? Style::PytorchEager : Style::Korthikanti;
+  }
+  const bool eager = p.style == Style::PytorchEager;
+  for (const auto& k : eager ? kKorthikantiKeys : kEagerKeys)
+    if (n[k])
+      y.fail(n[k], key + "." + k,
+             fmt::format("applies only with style: {}", eager ? "korthikanti" : "pytorch_eager (the default)"));
+  if (eager) {
+    if (n["preset"]) apply_preset(y.choice(n["preset"], key + ".preset", preset_names()), p);
+    if (n["family"]) {
+      auto v = y.choice(n["family"], key + ".family", {"gpt", "llama", "bert"});
+      p.family = v == "gpt" ? Family::Gpt : v == "llama" ? Family::Llama : Family::Bert;
+    }
+    if (n["precision"]) {
+      auto v = y.choice(n["precision"], key + ".precision", {"autocast_bf16", "bf16", "fp32"});
+      p.precision = v == "autocast_bf16" ? Precision::AutocastBf16 : v == "bf16" ? Precision::Bf16 : Precision::Fp32;
+    }
+    if (n["attention"]) {
+      auto v = y.choice(n["attention"], key + ".attention", {"explicit", "sdpa_flash", "sdpa_mem_efficient"});
+      p.attention = v == "explicit" ? Attention::Explicit
+                    : v == "sdpa_flash" ? Attention::SdpaFlash
+                                        : Attention::SdpaMemEfficient;
+    }
+    if (n["dropout"]) p.dropout = y.number(n["dropout"], key + ".dropout", 0, 0.999);
+    if (n["kv_heads"]) p.kv_heads = cnt("kv_heads", 1, 1 << 12);
+    if (n["ffn"]) p.ffn = cnt("ffn", 1, 1 << 20);
+    if (n["max_positions"]) p.max_positions = cnt("max_positions", 1, 1 << 20);
+    if (n["kv_heads"] && p.family != Family::Llama)
+      y.fail(n["kv_heads"], key + ".kv_heads", "applies only with family: llama (grouped-query attention)");
+    if (p.family == Family::Llama && p.attention == Attention::Explicit)
+      y.fail(n["attention"] ? n["attention"] : n, key + ".attention",
+             "family llama runs with sdpa_flash or sdpa_mem_efficient (explicit attention is not modeled for it)");
+    if (p.family == Family::Bert && p.attention != Attention::Explicit)
+      y.fail(n["attention"] ? n["attention"] : n, key + ".attention",
+             "family bert runs with explicit attention (its padding mask keeps sdpa off flash)");
+  }
   // Bounds keep every GEMM dimension within cuBLAS's 32-bit int and every size within 64 bits.
   if (n["layers"]) p.layers = cnt("layers", 1, 1024);
   if (n["hidden"]) p.hidden = cnt("hidden", 1, 1 << 17);
@@ -191,6 +276,12 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
   if (p.heads > p.hidden || p.hidden % p.heads)
     y.fail(n["heads"] ? n["heads"] : n, key + ".heads",
            fmt::format("heads ({}) must divide hidden ({})", p.heads, p.hidden));
+  if (eager && p.kv_heads && p.heads % p.kv_heads)
+    y.fail(n["kv_heads"] ? n["kv_heads"] : n, key + ".kv_heads",
+           fmt::format("kv_heads ({}) must divide heads ({})", p.kv_heads, p.heads));
+  if (eager && (p.hidden / p.heads) % 2)
+    y.fail(n["heads"] ? n["heads"] : n, key + ".heads",
+           fmt::format("the head size hidden / heads = {} must be even (rotary, flash)", p.hidden / p.heads));
   if (!n["seq_len"])
     y.fail(n, key + ".seq_len",
            fmt::format("missing: a length, or a map with dist ({})", join(seq_dist_names())));
@@ -203,6 +294,12 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
       double(tokens) * double(p.batch) * double(p.vocab) * 4 > 1e18)
     y.fail(n["seq_len"], key + ".seq_len",
            fmt::format("the longest batch ({} rows x {} tokens) is too large for one GEMM", p.batch, tokens));
+  if (eager) {
+    const std::uint64_t positions = p.max_positions ? p.max_positions : (p.family == Family::Bert ? 512 : s);
+    if (p.family != Family::Llama && s > positions)
+      y.fail(n["max_positions"] ? n["max_positions"] : n["seq_len"], key + ".seq_len",
+             fmt::format("the longest sequence ({} tokens) is longer than max_positions ({})", s, positions));
+  }
   try {
     TransformerWorkload check(p);
   } catch (const std::invalid_argument& e) {

@@ -28,6 +28,7 @@ float bf16_to_float(std::uint16_t h) {
 
 TransformerParams gpu_model() {
   TransformerParams p;
+  p.style = Style::Korthikanti;
   p.layers = 2;
   p.hidden = 512;
   p.heads = 8;
@@ -142,8 +143,10 @@ TEST(GpuTransformer, CublasSetupMemoryIsSmallNextToTheCapacity) {
 
 TEST(GpuTransformer, TrainingOnTheGpuAllocatesWhatTheSimSays) {
   REQUIRE_GPU();
-  for (const char* allocator : {"caching", "cuda_malloc"}) {
+  for (const char* allocator : {"caching", "cuda_malloc"})
+  for (Style style : {Style::Korthikanti, Style::PytorchEager}) {
     TransformerParams p = gpu_model();
+    p.style = style;
     CaseResult gpu = run(DeviceChoice::Cuda, allocator, p);
     CaseResult sim = run(DeviceChoice::Sim, allocator, p);
     ASSERT_EQ(gpu.runs.size(), 1u) << gpu.error;
@@ -193,6 +196,19 @@ TEST(GpuTransformer, EveryModeAndDtypeRunsOnTheGpu) {
   variants.push_back(inf);
   inf.kv_block = 4;
   variants.push_back(inf);
+  // pytorch_eager on the GPU: every tensor written once when made (memory-touch compute).
+  for (Family f : {Family::Gpt, Family::Llama, Family::Bert})
+    for (Precision pr : {Precision::AutocastBf16, Precision::Bf16, Precision::Fp32}) {
+      TransformerParams p = gpu_model();
+      p.style = Style::PytorchEager;
+      p.family = f;
+      p.precision = pr;
+      p.attention = f == Family::Bert ? Attention::Explicit : Attention::SdpaFlash;
+      p.kv_heads = f == Family::Llama ? 2 : 0;
+      p.dropout = f == Family::Bert ? 0.1 : 0;
+      p.steps = 2;
+      variants.push_back(p);
+    }
   for (const auto& p : variants) {
     CaseResult r = run(DeviceChoice::Cuda, "caching", p);
     ASSERT_EQ(r.runs.size(), 1u) << r.error;

@@ -15,6 +15,7 @@ constexpr BufferId kFirstStepLocalId = 1ull << 32;
 
 TransformerParams small(std::uint64_t layers = 2, Recompute r = Recompute::None, DType t = DType::BF16) {
   TransformerParams p;
+  p.style = Style::Korthikanti;
   p.layers = layers;
   p.hidden = 256;
   p.heads = 8;

@@ -51,12 +51,34 @@ TEST(TransformerConfig, BadValuesAreErrorsAtTheirLineWithTheValidChoices) {
                {"bad.yaml:4:52", "seq_len.buckets", "the largest bucket (512) cannot hold the longest sequence (1000)"});
   expect_error("      seq_len: {dist: normal, mean: 500, max: 1000}\n",
                {"bad.yaml:4:16", "seq_len.std", "dist normal needs std"});
-  expect_error("      dtype: int8\n      seq_len: 128\n", {"bad.yaml:4:14", "transformer.dtype", "bf16, fp16, fp32"});
-  expect_error("      recompute: some\n      seq_len: 128\n", {"transformer.recompute", "none, selective, full"});
-  expect_error("      generate: 10\n      seq_len: 128\n",
-               {"bad.yaml:4:17", "transformer.generate", "applies only with mode: inference"});
+  const std::string k = "      style: korthikanti\n";
+  expect_error(k + "      dtype: int8\n      seq_len: 128\n", {"bad.yaml:5:14", "transformer.dtype", "bf16, fp16, fp32"});
+  expect_error(k + "      recompute: some\n      seq_len: 128\n", {"transformer.recompute", "none, selective, full"});
+  expect_error(k + "      generate: 10\n      seq_len: 128\n",
+               {"bad.yaml:5:17", "transformer.generate", "applies only with mode: inference"});
   expect_error("      seq_len: 128\n      layerz: 3\n",
-               {"bad.yaml:5:7", "unknown key 'layerz'", "layers, hidden, heads, ffn_mult, vocab, batch, dtype"});
+               {"bad.yaml:5:7", "unknown key 'layerz'", "style, layers, hidden, heads, ffn_mult, vocab, batch"});
+  // pytorch_eager (the default) and korthikanti each have their own keys.
+  expect_error("      dtype: bf16\n      seq_len: 128\n",
+               {"bad.yaml:4:14", "transformer.dtype", "applies only with style: korthikanti"});
+  expect_error(k + "      precision: bf16\n      seq_len: 128\n",
+               {"bad.yaml:5:18", "transformer.precision", "applies only with style: pytorch_eager (the default)"});
+  expect_error("      style: eager\n      seq_len: 128\n", {"bad.yaml:4:14", "transformer.style", "pytorch_eager, korthikanti"});
+  expect_error("      preset: gpt3\n      seq_len: 128\n",
+               {"bad.yaml:4:15", "transformer.preset", "gpt2_small, gpt2_medium, llama, bert_base, bert_large"});
+  expect_error("      precision: fp16\n      seq_len: 128\n",
+               {"bad.yaml:4:18", "transformer.precision", "autocast_bf16, bf16, fp32"});
+  expect_error("      attention: flash\n      seq_len: 128\n",
+               {"bad.yaml:4:18", "transformer.attention", "explicit, sdpa_flash, sdpa_mem_efficient"});
+  expect_error("      preset: llama\n      kv_heads: 5\n      seq_len: 128\n",
+               {"bad.yaml:5:17", "transformer.kv_heads", "kv_heads (5) must divide heads (32)"});
+  expect_error("      kv_heads: 2\n      seq_len: 128\n",
+               {"bad.yaml:4:17", "transformer.kv_heads", "applies only with family: llama"});
+  expect_error("      preset: bert_base\n      seq_len: 1024\n",
+               {"bad.yaml:5:16", "transformer.seq_len", "the longest sequence (1024 tokens) is longer than max_positions (512)"});
+  expect_error("      preset: bert_base\n      attention: sdpa_flash\n      seq_len: 128\n",
+               {"bad.yaml:5:18", "transformer.attention", "family bert runs with explicit attention"});
+  expect_error("      dropout: 1.5\n      seq_len: 128\n", {"bad.yaml:4:16", "transformer.dropout", "out of range"});
   expect_error("      layers: 2\n", {"transformer.seq_len", "missing"});
   expect_error("      seq_len: {dist: histogram, file: h.csv}\n",
                {"bad.yaml:4:40", "seq_len.file", "h.csv:3: weight 'x' is not a number"}, "h.csv",
@@ -96,7 +118,7 @@ TEST(TransformerConfig, ShippedConfigsLoadWithTheSameModelAndAllAllocators) {
 TEST(TransformerConfig, DynamicVersusFixedOnSimReportsTokensAndTimeShares) {
   auto dir = temp_dir("tfrun");
   const std::string model =
-      "      layers: 2\n      hidden: 256\n      heads: 4\n      vocab: 1000\n      batch: 4\n      steps: 12\n";
+      "      style: korthikanti\n      layers: 2\n      hidden: 256\n      heads: 4\n      vocab: 1000\n      batch: 4\n      steps: 12\n";
   write_text(dir / "c.yaml", std::string("name: tf\ndevice: {capacity: 4GiB}\nallocators:\n  - caching\n"
                                          "  - cuda_malloc\nworkloads:\n  - transformer:\n") +
                                  model + "      seq_len: {dist: uniform, min: 16, max: 512, seed: 3}\n" +
