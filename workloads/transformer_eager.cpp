@@ -481,7 +481,11 @@ void EagerStep::embedding_back(BufferId& g, bool free_g, std::uint64_t n, std::u
   BufferId npart = A(8, "num_partial_segments");
   const std::uint64_t max_partial = n / 10 + max_seg;
   BufferId pso = A(max_partial * 8, "partial_segment_offset");
-  BufferId gps = A(max_partial * h * 4, "grad_weight_per_segment");
+  // The per-segment partial sums (fp32, one row each); with very few embedding rows (BERT's 2
+  // token types) PyTorch allocated an index-sized buffer instead. Recorded for 2 rows and for
+  // vocabularies (30522 and up); the threshold between them is an assumption.
+  BufferId gps = weights <= 64 ? A(max_partial * 8, "partial_segment_index")
+                               : A(max_partial * h * 4, "grad_weight_per_segment");
   F(gps);
   F(pso);
   F(npart);
