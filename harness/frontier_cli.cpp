@@ -46,8 +46,8 @@ CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& a) {
                 "largest that does; transformer workloads)")
       ->check(CLI::IsMember(frontier_params()));
   f->add_option("--lo", a.lo,
-                "lower end of the search: a size for capacity (default: the peak allocated bytes of a passing "
-                "run, where no allocator can do with less), a count for batch/seq_len (default: 1)");
+                "lower end of the search: a size for capacity (default: the peak allocated bytes of the run "
+                "that passes at --hi, rounded down to the grid), a count for batch/seq_len (default: 1)");
   f->add_option("--hi", a.hi,
                 "upper end: a size for capacity (default: the config's capacity, doubled until a run passes), a "
                 "count for batch/seq_len (default: the config's value, doubled until a run fails)");

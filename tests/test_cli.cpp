@@ -174,7 +174,7 @@ TEST(Cli, HelpSubcommandPrintsTheHelpOfEachSubcommandWithExamples) {
   }
   // What each value means, not a formula to decode.
   auto f = run_gpumembench("frontier --help");
-  EXPECT_NE(f.out.find("default: the peak allocated bytes of a passing run"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("default: the peak allocated bytes of the run that passes at --hi"), std::string::npos) << f.out;
   EXPECT_EQ(f.out.find("bytes / 1"), std::string::npos) << f.out;
   for (const auto& flag : {"--steps", "--allocator", "--param", "--lo", "--hi", "--resolution", "--capacity"})
     EXPECT_NE(f.out.find(flag), std::string::npos) << flag << "\n" << f.out;
