@@ -207,7 +207,10 @@ std::string over_steps_row(const CaseResult& c, const ColumnFormats& f) {
     std::size_t i = (st.size() * q + 3) / 4;
     i = i ? i - 1 : 0;
     const StepSample& x = st[i];
-    double frag = x.peak_reserved_bytes ? 1.0 - double(x.peak_allocated_bytes) / double(x.peak_reserved_bytes) : 0;
+    // Fragmentation at peak reserved so far, as in the main table.
+    double frag = x.peak_reserved_sampled_bytes ? 1.0 - double(x.allocated_at_peak_reserved_bytes) /
+                                                            double(x.peak_reserved_sampled_bytes)
+                                                : 0;
     row += fmt::format(" {}: {} ({:.1f}%) |", x.step + 1, f.bytes(double(x.peak_reserved_bytes)), 100 * frag);
   }
   return row;
@@ -290,12 +293,14 @@ json to_json(const RunReport& r) {
     for (const auto& s : c.steps)
       steps.push_back({s.step, s.allocated_bytes, s.reserved_bytes, s.peak_allocated_bytes,
                        s.peak_reserved_bytes, s.ooms, s.step_peak_allocated_bytes, s.step_peak_reserved_bytes,
-                       s.need_bytes});
+                       s.need_bytes, s.allocated_at_peak_reserved_bytes});
     // allocated/reserved: at the step's end; peak_*: running peaks; step_peak_*: the most during
-    // the step; need_bytes: the workload's most live requested bytes during the step.
+    // the step; need_bytes: the workload's most live requested bytes during the step;
+    // allocated_at_peak_reserved_bytes: with peak_reserved_bytes, fragmentation at peak reserved
+    // so far (1 - it / peak_reserved_bytes).
     j["step_series"] = {{"columns", {"step", "allocated_bytes", "reserved_bytes", "peak_allocated_bytes",
                                      "peak_reserved_bytes", "ooms", "step_peak_allocated_bytes",
-                                     "step_peak_reserved_bytes", "need_bytes"}},
+                                     "step_peak_reserved_bytes", "need_bytes", "allocated_at_peak_reserved_bytes"}},
                         {"rows", steps}};
     json stats = json::object();
     for (const auto& [k, v] : c.memory_stats) stats[k] = v;

@@ -94,6 +94,9 @@ struct StepSample {
   Bytes step_peak_allocated_bytes;  // the most during this step (after each allocator call)
   Bytes step_peak_reserved_bytes;
   Bytes need_bytes;  // the workload's most live requested bytes during this step (WorkloadNeed)
+  // Running fragmentation at peak reserved (RunMetrics::fragmentation so far): R and A.
+  Bytes peak_reserved_sampled_bytes;
+  Bytes allocated_at_peak_reserved_bytes;
 };
 
 struct RunMetrics {

@@ -279,7 +279,8 @@ struct CaseRun {
         result.steps.push_back({step, s.allocated_bytes, s.reserved_bytes, s.peak_allocated_bytes,
                                 s.peak_reserved_bytes, m.ooms, step_peak_allocated, step_peak_reserved,
                                 step < need.step_peak_requested_bytes.size() ? need.step_peak_requested_bytes[step]
-                                                                             : 0});
+                                                                             : 0,
+                                peak_reserved, allocated_at_peak_reserved});
       }
       if (progress) progress(repeat_index, step + 1, steps);
     }

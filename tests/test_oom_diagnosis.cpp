@@ -73,6 +73,11 @@ TEST(OomDiagnosis, DynamicSeqOomAtStep223StaysFragmentation) {
             "fits with a non-fragmenting allocator (needs 22.18 GiB); 2.32 GiB lost to fragmentation at the OOM; "
             "completed at this capacity: caching[expandable_segments:True], caching[max_split_size_mb:128]");
   EXPECT_NEAR(c["fragmentation_at_first_oom"].get<double>(), 0.0991, 0.0001);
+  // Fragmentation at peak reserved: 8.7% in the main table and at the end of the steps table
+  // (which stops at the OOM's step).
+  EXPECT_NEAR(c["fragmentation"].get<double>(), 0.0867, 0.0001);
+  EXPECT_NE(r.out.find("| 8.7% |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 224: 23.65 GiB (8.7%) |"), std::string::npos) << r.out;
   for (std::size_t i = 1; i < 3; ++i) EXPECT_TRUE(j["cases"][i]["oom"].is_null()) << j["cases"][i]["label"];
   fs::remove_all(dir);
 }
