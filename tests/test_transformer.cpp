@@ -6,6 +6,7 @@
 #include <set>
 
 #include "workloads/transformer.h"
+#include "workloads/transformer_eager.h"
 
 using namespace gmb;
 
@@ -333,4 +334,71 @@ TEST(Transformer, AdamTemporariesFollowPyTorchsImplementations) {
   EXPECT_EQ(optimizer_peak(Optimizer::SingleTensor), 4ull * 4 * 256 * 256);
   // fused: none.
   EXPECT_EQ(optimizer_peak(Optimizer::Fused), 0u);
+}
+
+// pytorch_eager's models have the published models' parameters: GPT-2 small 124,439,808 (tied
+// embedding, 1024 positions), TinyLlama-1.1B 1,100,048,384, BERT-base with its MLM head
+// (BertForMaskedLM) 109,514,298.
+TEST(TransformerEager, ParameterCountsAreThePublishedModels) {
+  TransformerParams g;
+  g.family = Family::Gpt, g.layers = 12, g.hidden = 768, g.heads = 12, g.vocab = 50257, g.max_positions = 1024;
+  EXPECT_EQ(transformer_param_count(g), 124439808u);
+  TransformerParams l;
+  l.family = Family::Llama, l.layers = 22, l.hidden = 2048, l.heads = 32, l.kv_heads = 4, l.ffn = 5632, l.vocab = 32000;
+  EXPECT_EQ(transformer_param_count(l), 1100048384u);
+  TransformerParams b;
+  b.family = Family::Bert, b.layers = 12, b.hidden = 768, b.heads = 12, b.vocab = 30522;
+  EXPECT_EQ(transformer_param_count(b), 109514298u);
+}
+
+// Every allocation of a step is freed in the step, except the first step's persistent state
+// (parameters, AdamW's states, the cuBLAS workspaces), for every family, precision, attention
+// and optimizer; and the reduction scratch follows PyTorch's configuration (recorded figures).
+TEST(TransformerEager, StepsFreeWhatTheyAllocateAndKeepOnlyTheState) {
+  for (Family f : {Family::Gpt, Family::Llama, Family::Bert})
+    for (Precision pr : {Precision::AutocastBf16, Precision::Bf16, Precision::Fp32})
+      for (Attention at : {Attention::Explicit, Attention::SdpaFlash, Attention::SdpaMemEfficient})
+        for (Optimizer o : {Optimizer::Foreach, Optimizer::Fused, Optimizer::SingleTensor}) {
+          if ((f == Family::Llama) == (at == Attention::Explicit) && f != Family::Gpt) continue;  // not modeled
+          TransformerParams p;
+          p.family = f, p.precision = pr, p.attention = at, p.optimizer = o;
+          p.layers = 2, p.hidden = 128, p.heads = 4, p.kv_heads = f == Family::Llama ? 2 : 0, p.vocab = 500;
+          p.batch = 3, p.dropout = f == Family::Bert ? 0.1 : 0;
+          p.seq_len.dist = SeqDist::Sequence;
+          p.seq_len.values = {64, 40, 1100 / 3};
+          p.max_positions = f == Family::Llama ? 0 : 512;
+          TransformerWorkload w(p);
+          std::map<BufferId, Bytes> live;
+          Bytes state = 0;
+          for (std::uint64_t step = 0; step < 3; ++step) {
+            std::vector<Op> ops;
+            StepInfo info;
+            w.step_ops(step, ops, info);
+            for (const Op& op : ops) {
+              if (op.kind == Op::Kind::Alloc) {
+                ASSERT_TRUE(live.emplace(op.id, op.bytes).second) << "allocated twice";
+                ASSERT_GT(op.bytes, 0u);
+              } else if (op.kind == Op::Kind::Free) {
+                ASSERT_EQ(live.erase(op.id), 1u) << w.label() << ": freed a buffer not held, step " << step;
+              }
+            }
+            Bytes held = 0;
+            for (auto& [id, bytes] : live) {
+              EXPECT_LT(id, 1ull << 32) << w.label() << ": a step's buffer outlives step " << step;
+              held += bytes;
+            }
+            if (step == 0) state = held;
+            EXPECT_EQ(held, state) << w.label();
+          }
+          const Bytes pe = pr == Precision::Bf16 ? 2 : 4;
+          const Bytes ws = (32ull << 20) * 2 + (f == Family::Llama ? 0 : 1ull << 20);
+          const Bytes extra = (f == Family::Llama ? 64 / 2 / 2 * pe : 0) + (o == Optimizer::Fused ? 4 * eager_params(p).size() : 0);
+          EXPECT_EQ(state, 3 * pe * transformer_param_count(p) + ws + extra) << w.label();
+        }
+  // Bias gradients of [8192 x out] (bf16 grads, recorded on the H200): staging and semaphores.
+  EXPECT_EQ(cuda_column_sum_scratch(8192, 1024), (std::pair<Bytes, Bytes>{67108864, 32}));
+  EXPECT_EQ(cuda_column_sum_scratch(8192, 4096), (std::pair<Bytes, Bytes>{138412032, 128}));
+  EXPECT_EQ(cuda_column_sum_scratch(8192, 3072), (std::pair<Bytes, Bytes>{138412032, 96}));
+  EXPECT_EQ(cuda_column_sum_scratch(5680, 512), (std::pair<Bytes, Bytes>{23330816, 16}));
+  EXPECT_EQ(cuda_column_sum_scratch(100, 1024), (std::pair<Bytes, Bytes>{0, 0})) << "few rows: one pass, no scratch";
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -113,6 +114,25 @@ TEST(TransformerConfig, ShippedConfigsLoadWithTheSameModelAndAllAllocators) {
   std::string ld = wd->label(), lf = wf->label();
   EXPECT_EQ(ld.substr(0, ld.find(',')), lf.substr(0, lf.find(','))) << ld << " vs " << lf;
   EXPECT_EQ(wd->num_steps(), wf->num_steps());
+}
+
+// The model-family configs: presets give the published shapes, and every allocator runs them.
+TEST(TransformerConfig, PresetConfigsLoadWithTheirModels) {
+  std::map<std::string, std::vector<std::string>> want = {
+      {"configs/gpt2.yaml",
+       {"transformer[gpt2_small L12 h768 a12 b8 autocast_bf16 sdpa_flash, uniform 128..1024]",
+        "transformer[gpt2_medium L24 h1024 a16 b4 autocast_bf16 sdpa_flash, uniform 128..1024]"}},
+      {"configs/llama.yaml",
+       {"transformer[llama L22 h2048 a32 b4 bf16 sdpa_flash, lognormal(6.64379,0.6) 256..2048, kv 4]"}},
+      {"configs/bert.yaml",
+       {"transformer[bert_base L12 h768 a12 b8 autocast_bf16 explicit, uniform 64..512, dropout 0.1]",
+        "transformer[bert_large L24 h1024 a16 b4 autocast_bf16 explicit, uniform 64..512, dropout 0.1]"}}};
+  for (const auto& [path, labels] : want) {
+    auto c = gmb::load_config(source_path(path));
+    ASSERT_EQ(c.workloads.size(), labels.size()) << path;
+    EXPECT_EQ(c.allocators.size(), 4u) << path;
+    for (std::size_t i = 0; i < labels.size(); ++i) EXPECT_EQ(c.workloads[i].make()->label(), labels[i]) << path;
+  }
 }
 
 TEST(TransformerConfig, DynamicVersusFixedOnSimReportsTokensAndTimeShares) {

@@ -196,6 +196,10 @@ TransformerWorkload::TransformerWorkload(TransformerParams p) : p_(std::move(p))
     if (p_.family == Family::Llama && (kv_heads_of(p_) > p_.heads || p_.heads % kv_heads_of(p_)))
       throw std::invalid_argument("transformer: kv_heads must divide heads");
     if ((p_.hidden / p_.heads) % 2) throw std::invalid_argument("transformer: the head size must be even");
+    if (p_.family == Family::Llama && p_.attention == Attention::Explicit)
+      throw std::invalid_argument("transformer: family llama runs with sdpa_flash or sdpa_mem_efficient");
+    if (p_.family == Family::Bert && p_.attention != Attention::Explicit)
+      throw std::invalid_argument("transformer: family bert runs with explicit attention");
     if (p_.family == Family::Bert && SeqLenSampler(p_.seq_len).max_shape_len() > (p_.max_positions ? p_.max_positions : 512))
       throw std::invalid_argument("transformer: bert's sequences are at most max_positions (512) long");
     if (p_.family == Family::Gpt && p_.max_positions && SeqLenSampler(p_.seq_len).max_shape_len() > p_.max_positions)

@@ -1091,6 +1091,7 @@ void EagerStep::llama() {
     F(y.lo.out);
     r2[l] = rms_norm(y.x_mid, lp(l, kL_N2));
     const BufferId y2 = r2[l].out;
+    if (cast_in) Fv(y1, "rms_out");  // `y` rebound; only its bf16 casts are saved
     y.lgate = linear(y2, cast_in, h, f, lp(l, kL_Gate), kNone);
     y.silu = A(T * f * me, "silu_out");
     y.lup = linear(y2, cast_in, h, f, lp(l, kL_Up), kNone);
@@ -1098,6 +1099,7 @@ void EagerStep::llama() {
     y.ldown = linear(y.prod, false, f, h, lp(l, kL_Down), kNone);
     y.out = A(T * h * xe, "residual_2");
     F(y.ldown.out);
+    if (cast_in) Fv(y2, "rms_out");
     if (xe != 4) {
       F(y.x_mid, "residual_1");  // a local of forward(): its fp32 copy is what is saved
       F(y.x, "layer_in");
@@ -1106,6 +1108,7 @@ void EagerStep::llama() {
   }
   Rms rf = rms_norm(x, norm_w);
   Lin head = linear(rf.out, ac && xe == 4, h, V, out_w, kNone);
+  if (head.in_cast) F(rf.out, "rms_out");  // a temporary; its bf16 cast is saved
   F(t);
   F(freqs);
   F(emb);
