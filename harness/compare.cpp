@@ -479,6 +479,8 @@ json compare_json(const Comparison& c) {
               {"cases", cases}};
 }
 
+// As results.tex: a tabularx as wide as the line (the case column wraps), group headings that
+// wrap, headers over two lines, one number format per column, the notes under the table.
 std::string compare_latex(const Comparison& c) {
   const std::size_t n = c.inputs.size();
   const std::size_t columns = 2 * n;  // case, n values, n - 1 ratios
@@ -488,15 +490,25 @@ std::string compare_latex(const Comparison& c) {
       if (usable(cell)) largest = std::max(largest, cell.peak_reserved_bytes);
   const ByteUnit unit = byte_unit_for(largest);
   const std::string dagger = "$^\\dagger$";
+  // A header cell over two lines where it is long ("fixed_seq/" over "dynamic_seq").
+  auto header = [](const std::string& text) {
+    const std::size_t slash = text.find('/');
+    if (slash == std::string::npos) return latex_escape(text);
+    return "\\begin{tabular}[b]{@{}r@{}}" + latex_escape(text.substr(0, slash + 1)) + "\\\\" +
+           latex_escape(text.substr(slash + 1)) + "\\end{tabular}";
+  };
 
   std::string out = fmt::format("% gpumembench {} compare:", GMB_VERSION);
   for (const auto& in : c.inputs) out += " " + in.path;
-  out += fmt::format("\n% Needs \\usepackage{{booktabs}}. Ratios: each input over the first; fractions: each input "
-                     "minus the first, in percentage points. {}.\n",
+  out += fmt::format("\n% Needs \\usepackage{{booktabs,tabularx}}; as wide as the line: \\input it in a table or "
+                     "table*.\n% Ratios: each input over the first; fractions: each input minus the first, in "
+                     "percentage points. {}.\n",
                      match_words(c.match));
-  out += "\\begin{tabular}{l" + std::string(columns - 1, 'r') + "}\n\\toprule\nCase";
-  for (const auto& in : c.inputs) out += " & " + latex_escape(in.name);
-  for (std::size_t i = 1; i < n; ++i) out += " & " + latex_escape(ratio_header(c, i));
+  out += "{\\setlength{\\tabcolsep}{4pt}%\n";
+  out += "\\begin{tabularx}{\\linewidth}{@{}>{\\raggedright\\arraybackslash}X" + std::string(columns - 1, 'r') +
+         "@{}}\n\\toprule\nCase";
+  for (const auto& in : c.inputs) out += " & " + header(in.name);
+  for (std::size_t i = 1; i < n; ++i) out += " & " + header(ratio_header(c, i));
   out += " \\\\\n";
   bool first_group = true;
   for (const Metric& m : metrics_of(c)) {
@@ -506,16 +518,26 @@ std::string compare_latex(const Comparison& c) {
     if (m.kind == MetricKind::Bytes) title += fmt::format(" ({})", unit.name);
     if (m.kind == MetricKind::Fraction) title += " (\\%; difference columns: percentage points)";
     if (m.kind == MetricKind::Oom) title += " (kind at step; ratio columns: same as the first)";
-    out += fmt::format("\\multicolumn{{{}}}{{l}}{{\\emph{{{}}}}} \\\\\n", columns, title);
+    out += fmt::format("\\multicolumn{{{}}}{{@{{}}>{{\\raggedright\\arraybackslash}}p{{\\linewidth}}@{{}}}}{{\\emph{{{}}}}} \\\\\n",
+                       columns, title);
+    // One format for the values of this metric, one for its ratios.
+    std::vector<double> values, ratios;
     for (const auto& row : c.rows) {
-      out += latex_escape(row.label);
+      for (const auto& cell : row.cells)
+        if (usable(cell) && m.kind == MetricKind::Rate) values.push_back(value_of(cell, m));
+      for (std::size_t i = 1; i < n; ++i)
+        if (auto r = ratio_of(row.cells[0], row.cells[i], m)) ratios.push_back(*r);
+    }
+    const NumberColumn value_format = number_column(values), ratio_format = number_column(ratios, 3);
+    for (const auto& row : c.rows) {
+      out += latex_label(row.label);
       for (const auto& cell : row.cells) {
         std::string v;
         if (!cell.present) v = "--";
         else if (!cell.error.empty()) v = "error";
         else if (m.kind == MetricKind::Bytes) v = format_in(cell.peak_reserved_bytes, unit);
         else if (m.kind == MetricKind::Fraction) v = fmt::format("{:.1f}", 100 * value_of(cell, m));
-        else if (m.kind == MetricKind::Rate) v = format_number(value_of(cell, m));
+        else if (m.kind == MetricKind::Rate) v = value_format(value_of(cell, m));
         else v = latex_escape(oom_text(cell));
         if (usable(cell) && modeled_of(cell, m)) v += dagger;
         out += " & " + v;
@@ -529,21 +551,19 @@ std::string compare_latex(const Comparison& c) {
           out += " & " + (d ? signed_points(*d) : std::string("--"));
         } else {
           auto r = ratio_of(row.cells[0], row.cells[i], m);
-          out += " & " + (r ? format_number(*r, 3) : std::string("--"));
+          out += " & " + (r ? ratio_format(*r) : std::string("--"));
         }
       }
       out += " \\\\\n";
     }
   }
-  out += "\\bottomrule\n";
+  out += "\\bottomrule\n\\end{tabularx}}\n\\par\\smallskip\n{\\footnotesize\\raggedright\n";
   for (const auto& in : c.inputs)
-    out += fmt::format("\\multicolumn{{{}}}{{l}}{{\\footnotesize {}: {} ({}), capacity {}, median of {} run{}.}} \\\\\n",
-                       columns, latex_escape(in.name), latex_escape(in.device_name), latex_escape(in.device_kind),
+    out += fmt::format("{}: {} ({}), capacity {}, median of {} run{}.\n", latex_escape(in.name),
+                       latex_escape(in.device_name), latex_escape(in.device_kind),
                        latex_escape(format_bytes(in.capacity_bytes)), in.repeat, in.repeat == 1 ? "" : "s");
-  if (any_modeled(c))
-    out += fmt::format("\\multicolumn{{{}}}{{l}}{{\\footnotesize {} modeled (simulated device), not measured.}} \\\\\n",
-                       columns, dagger);
-  out += "\\end{tabular}\n";
+  if (any_modeled(c)) out += dagger + " modeled (simulated device), not measured.\n";
+  out += "\\par}\n";
   return out;
 }
 

@@ -2,8 +2,9 @@
 # CTest latex_compile: every shipped config runs on the simulated device (a few steps), and its
 # results.tex must compile with pdflatex, as the file says ("\input{results.tex}"), in a
 # one-column article (table) and in a two-column paper (table*), at the article's normal size,
-# without an overfull box (a table wider than the text). Exit 77 (skipped) where pdflatex is
-# not installed; CI installs it (texlive-latex-base, texlive-latex-recommended for booktabs).
+# without an overfull box (a table wider than the text). So must compare.tex of two shipped
+# results. Exit 77 (skipped) where pdflatex is not installed; CI installs it
+# (texlive-latex-base, texlive-latex-recommended for booktabs).
 # Usage: latex_compile.sh GPUMEMBENCH SOURCE_DIR WORK_DIR
 set -euo pipefail
 binary=$1 source_dir=$2 work=$3
@@ -14,15 +15,13 @@ fi
 rm -rf "$work"
 mkdir -p "$work"
 failures=0
-for config in "$source_dir"/configs/*.yaml; do
-  name=$(basename "$config" .yaml)
-  out="$work/$name"
-  if ! "$binary" --device sim --quiet --steps 3 --config "$config" --output "$out" --format latex >"$work/$name.stdout" 2>&1; then
-    echo "latex_compile: gpumembench failed on $config:"; cat "$work/$name.stdout"; failures=$((failures + 1)); continue
-  fi
+
+# compile DIR FILE NAME: \input{FILE} from DIR in both layouts; counts a failure per layout.
+compile() {
+  local dir=$1 file=$2 name=$3 layout env doc
   for layout in onecolumn twocolumn; do
     env=table; [ "$layout" = twocolumn ] && env='table*'
-    doc="$out/$layout.tex"
+    doc="$dir/$layout.tex"
     cat >"$doc" <<TEX
 \\documentclass[$layout]{article}
 \\usepackage{booktabs,tabularx}
@@ -30,23 +29,39 @@ for config in "$source_dir"/configs/*.yaml; do
 Text before the table.
 \\begin{$env}
 \\centering
-\\input{results.tex}
+\\input{$file}
 \\caption{${name//_/\\_}}
 \\end{$env}
 Text after the table.
 \\end{document}
 TEX
-    if ! (cd "$out" && pdflatex -interaction=nonstopmode -halt-on-error "$layout.tex" >/dev/null 2>&1); then
-      echo "latex_compile: $name ($layout): pdflatex failed:"; grep -A3 '^!' "$out/$layout.log" || tail -20 "$out/$layout.log"
+    if ! (cd "$dir" && pdflatex -interaction=nonstopmode -halt-on-error "$layout.tex" >/dev/null 2>&1); then
+      echo "latex_compile: $name ($layout): pdflatex failed:"; grep -A3 '^!' "$dir/$layout.log" || tail -20 "$dir/$layout.log"
       failures=$((failures + 1)); continue
     fi
     # TeX reports a line or table wider than its box as "Overfull \hbox (12.3pt too wide)".
-    if grep -q 'Overfull \\hbox' "$out/$layout.log"; then
-      echo "latex_compile: $name ($layout): results.tex is wider than the text:"
-      grep -A2 'Overfull \\hbox' "$out/$layout.log"
+    if grep -q 'Overfull \\hbox' "$dir/$layout.log"; then
+      echo "latex_compile: $name ($layout): $file is wider than the text:"
+      grep -A2 'Overfull \\hbox' "$dir/$layout.log"
       failures=$((failures + 1)); continue
     fi
     echo "latex_compile: $name ($layout): compiled, fits the text width"
   done
+}
+
+for config in "$source_dir"/configs/*.yaml; do
+  name=$(basename "$config" .yaml)
+  out="$work/$name"
+  if ! "$binary" --device sim --quiet --steps 3 --config "$config" --output "$out" --format latex >"$work/$name.stdout" 2>&1; then
+    echo "latex_compile: gpumembench failed on $config:"; cat "$work/$name.stdout"; failures=$((failures + 1)); continue
+  fi
+  compile "$out" results.tex "$name"
 done
+
+if "$binary" compare "$source_dir/results/h200/dynamic_seq" "$source_dir/results/h200/fixed_seq" --format latex \
+    --output "$work/compare" >"$work/compare.stdout" 2>&1; then
+  compile "$work/compare" compare.tex compare
+else
+  echo "latex_compile: gpumembench compare failed:"; cat "$work/compare.stdout"; failures=$((failures + 1))
+fi
 [ "$failures" = 0 ] || { echo "latex_compile: $failures failure(s)"; exit 1; }
