@@ -150,10 +150,13 @@ TEST(Compare, CsvJsonAndLatexCarryTheSameNumbers) {
   EXPECT_TRUE(j["cases"][2]["inputs"][1].is_null()) << "only in h200: absent from sim";
 
   std::string tex = read_text(out / "compare.tex");
-  EXPECT_NE(tex.find("\\begin{tabular}{lrrr}"), std::string::npos) << tex;
-  EXPECT_NE(tex.find("Case & h200 & sim & sim/h200 \\\\"), std::string::npos) << tex;
+  // As wide as the line; the ratio header over two lines; products as $\times$.
+  EXPECT_NE(tex.find("\\begin{tabularx}{\\linewidth}{@{}>{\\raggedright\\arraybackslash}Xrrr@{}}"), std::string::npos)
+      << tex;
+  EXPECT_NE(tex.find("Case & h200 & sim & \\begin{tabular}[b]{@{}r@{}}sim/\\\\h200\\end{tabular} \\\\"),
+            std::string::npos) << tex;
   EXPECT_NE(tex.find("\\emph{Peak reserved (MiB)}"), std::string::npos) << tex;
-  EXPECT_NE(tex.find("cuda\\_malloc x hole & 650.0 & 650.0$^\\dagger$ & 1.00 \\\\"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("cuda\\_malloc $\\times$ hole & 650.0 & 650.0$^\\dagger$ & 1.00 \\\\"), std::string::npos) << tex;
   EXPECT_NE(tex.find("h200: NVIDIA H200 (cuda), capacity 4.00 GiB, median of 3 runs."), std::string::npos) << tex;
   EXPECT_NE(tex.find("$^\\dagger$ modeled (simulated device), not measured."), std::string::npos) << tex;
   fs::remove_all(in.dir);
