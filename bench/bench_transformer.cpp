@@ -7,9 +7,12 @@
 //                                        cuda_mempool; oom details: the runner's per-event usage
 //                                        record on or off); counters split the host time per step
 //                                        into allocator calls, compute calls and the rest
+//   BM_WorkloadNeed                      the workload's need (one pass over its events before the
+//                                        timed runs, once per workload in a config run)
 #include <benchmark/benchmark.h>
 
 #include "harness/runner.h"
+#include "harness/workload_need.h"
 #include "workloads/transformer.h"
 
 namespace gmb {
@@ -67,6 +70,23 @@ void BM_TransformerCaseOnSim(benchmark::State& state) {
   state.counters["compute_call_us_per_step"] = compute * per;
 }
 BENCHMARK(BM_TransformerCaseOnSim)->Args({0, 1})->Args({0, 0})->Args({1, 1})->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_WorkloadNeed(benchmark::State& state) {
+  const std::uint64_t steps = 20;
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    auto w = make_transformer(config_model(24, steps));
+    WorkloadNeed need = compute_workload_need(*w, 0);
+    events += need.events;
+    benchmark::DoNotOptimize(need.peak_requested_bytes);
+  }
+  // Time per step and per event (the workload made and walked: what a config run adds per workload).
+  state.counters["per_step"] =
+      benchmark::Counter(double(state.iterations() * steps), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_event"] =
+      benchmark::Counter(double(events), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_WorkloadNeed)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gmb
