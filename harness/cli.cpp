@@ -87,14 +87,15 @@ class Progress {
     if (i == 0) run_start_ = case_start_;
     last_ = case_start_ - std::chrono::seconds(1);
   }
+  // steps 0: not known (a trace read as a stream): no estimate of the time left.
   void step(std::uint64_t repeat, std::uint64_t step, std::uint64_t steps) {
-    if (!enabled_ || steps == 0) return;
+    if (!enabled_) return;
     auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(200) && step != steps) return;
     last_ = now;
     const double in_case = std::chrono::duration<double>(now - case_start_).count();
     const double elapsed = std::chrono::duration<double>(now - run_start_).count();
-    const double done = double(repeat * steps + step) / double(repeats_ * steps);
+    const double done = steps ? double(repeat * steps + step) / double(repeats_ * steps) : 0;
     std::string left = "?";
     if (done > 0) {
       const double this_case = in_case / done;  // the whole case at its pace so far
@@ -103,7 +104,7 @@ class Progress {
     }
     auto line_with = [&](const std::string& label) {
       return fmt::format("case {}/{} {} | run {}/{} | step {}/{} | {} elapsed, ~{} left", index_ + 1, cases_, label,
-                         repeat + 1, repeats_, step, steps, duration_text(elapsed), left);
+                         repeat + 1, repeats_, step, steps ? std::to_string(steps) : "?", duration_text(elapsed), left);
     };
     std::string line = line_with(label_);
     // A line longer than the terminal would wrap, and \r could not take it back: shorten the
@@ -159,6 +160,9 @@ int run_config(const std::string& config_path, const std::string& device_flag, c
   if (!device_flag.empty()) spec.choice = parse_device_choice(device_flag);
   if (!capacity_flag.empty()) spec.capacity_bytes = parse_capacity(capacity_flag);
   spec = choose_device(spec, quiet);
+  if (!quiet)
+    for (const auto& w : config.workloads)
+      for (const auto& note : w.notes) std::cerr << "gpumembench: " << note << "\n";
 
   RunReport report;
   report.tool_version = GMB_VERSION;
@@ -224,21 +228,54 @@ int run_config(const std::string& config_path, const std::string& device_flag, c
   return any_error ? 1 : 0;
 }
 
+// "recorded run: 2 failed allocations (events 17, 40); replayed: 3 OOMs (first at event 24)".
+std::string recorded_vs_replayed(const CaseResult& c) {
+  const RecordedOoms& rec = *c.recorded_ooms;
+  std::string events;
+  for (std::size_t i = 0; i < rec.events.size() && i < 10; ++i) events += (i ? ", " : "") + std::to_string(rec.events[i]);
+  if (rec.events.size() > 10 || rec.count > rec.events.size()) events += ", ...";
+  std::string line = fmt::format("recorded run: {} failed allocation{}{}{}", rec.count, rec.count == 1 ? "" : "s",
+                                 events.empty() ? "" : " (event" + std::string(rec.count == 1 ? " " : "s ") + events + ")",
+                                 rec.whole_trace ? "" : " in the part replayed");
+  if (!c.runs.empty()) {
+    const RunMetrics& m = c.runs.front();
+    line += fmt::format("; replayed: {} OOM{}", m.ooms, m.ooms == 1 ? "" : "s");
+    if (m.first_oom) line += fmt::format(" (first at event {})", m.first_oom->event);
+  }
+  return line;
+}
+
 int run_replay(const std::string& trace_path, const std::string& allocator, const std::string& alloc_conf,
                const std::string& capacity_flag, const std::string& device_flag, const std::string& timeline,
                const std::string& output_flag, const std::string& format_flag, bool quiet, const std::string& cmd) {
   if (!find_allocator(allocator))
     throw UsageError(fmt::format("--allocator: unknown allocator '{}' (valid: {})", allocator, allocator_names()));
-  AllocatorOptions options;
-  if (!alloc_conf.empty()) {
-    if (allocator != "caching")
-      throw UsageError(fmt::format("--alloc-conf applies to the caching allocator, not '{}'", allocator));
-    options["alloc_conf"] = alloc_conf;
-  }
+  if (!alloc_conf.empty() && allocator != "caching")
+    throw UsageError(fmt::format("--alloc-conf applies to the caching allocator, not '{}'", allocator));
   DeviceSpec spec;
   if (!device_flag.empty()) spec.choice = parse_device_choice(device_flag);
   if (!capacity_flag.empty()) spec.capacity_bytes = parse_capacity(capacity_flag);
-  Trace trace = read_trace(trace_path);  // throws TraceError naming the line
+  // The format and the start of the trace are checked before anything runs (TraceError: exit
+  // 2); the rest is read as it replays.
+  const TraceMeta meta = open_trace(trace_path)->meta();
+  std::vector<std::string> notes = describe(meta);
+  AllocatorOptions options;
+  bool recorded_conf = false;
+  if (!alloc_conf.empty()) {
+    options["alloc_conf"] = alloc_conf;
+  } else if (meta.has_alloc_conf && allocator == "caching") {
+    if (!meta.alloc_conf.empty()) options["alloc_conf"] = meta.alloc_conf;
+    recorded_conf = true;
+    notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)", meta.alloc_conf));
+  } else if (meta.has_alloc_conf) {
+    notes.push_back(fmt::format("the recorded allocator settings \"{}\" are the caching allocator's; not used by {}",
+                                meta.alloc_conf, allocator));
+  }
+  if (capacity_flag.empty() && meta.device_capacity) {
+    spec.capacity_bytes = meta.device_capacity;
+    notes.push_back(fmt::format("capacity: {}, the recording device's (--capacity replaces it)",
+                                format_bytes(meta.device_capacity)));
+  }
   {
     // Check the options before running anything.
     SimDeviceOptions o;
@@ -247,10 +284,15 @@ int run_replay(const std::string& trace_path, const std::string& allocator, cons
     try {
       make_allocator(allocator, *probe, options);
     } catch (const OptionError& e) {
+      if (recorded_conf)
+        throw TraceError(trace_path, 0, fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); "
+                                                    "--alloc-conf replaces them", meta.alloc_conf, e.what(), e.valid));
       throw UsageError(fmt::format("--alloc-conf: {} (valid: {})", e.what(), e.valid));
     }
   }
   spec = choose_device(spec, quiet);
+  if (!quiet)
+    for (const auto& note : notes) std::cerr << "gpumembench: trace " << trace_path << ": " << note << "\n";
   RunSettings settings;
   settings.on_oom = OnOom::Continue;
   settings.timeline = !timeline.empty();
@@ -261,9 +303,8 @@ int run_replay(const std::string& trace_path, const std::string& allocator, cons
   report.command_line = cmd;
   report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
   report.on_oom = to_string(settings.on_oom);
-  auto shared = std::make_shared<Trace>(std::move(trace));
-  CaseSpec cs{allocator, options, [shared] { return make_trace_workload(*shared); }};
-  CaseResult result = run_case(cs, spec, settings);
+  CaseSpec cs{allocator, options, [trace_path] { return make_trace_workload(trace_path); }};
+  CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
   {
     auto device = make_device(spec);
     report.device = device->info();
@@ -274,6 +315,7 @@ int run_replay(const std::string& trace_path, const std::string& allocator, cons
     std::filesystem::rename(timeline + ".tmp", timeline);
   }
   std::cout << markdown_table(report);
+  if (report.cases[0].recorded_ooms) std::cout << "\n" << recorded_vs_replayed(report.cases[0]) << "\n";
   if (!output_flag.empty())
     write_reports(report, output_flag, format_flag.empty() ? std::vector<std::string>{"md", "csv", "json"}
                                                            : parse_formats(format_flag));
@@ -369,7 +411,7 @@ int run_cli(int argc, char** argv) {
   app.add_option("--steps", steps, "run at most N steps of each workload (a shorter run of the same config)")
       ->check(step_count);
 
-  auto* replay = app.add_subcommand("replay", "replay one allocation trace through one allocator");
+  auto* replay = app.add_subcommand("replay", "replay a recorded allocation trace (native CSV, RMM log, PyTorch snapshot) through one allocator");
   replay->footer(
       "\nExamples:\n"
       "  gpumembench replay --trace configs/traces/fragmentation_oom/fragmentation_oom.csv --allocator caching "
@@ -378,7 +420,9 @@ int run_cli(int argc, char** argv) {
       "--capacity 40GiB --output out/replay\n"
       "The trace is replayed with on_oom continue: every OOM is recorded and the replay goes on.\n");
   std::string trace, allocator, alloc_conf, timeline;
-  replay->add_option("--trace", trace, "trace CSV: header action,id,bytes[,stream]; one alloc or free per line")
+  replay->add_option("--trace", trace,
+                     "the trace: native CSV (header action,id,bytes[,stream]), RMM log or PyTorch memory snapshot, "
+                     "plain or gzip (the format is detected from the content)")
       ->required()
       ->check(CLI::ExistingFile);
   replay->add_option("--allocator", allocator, "allocator name: " + allocator_names())->required();

@@ -27,6 +27,7 @@ struct WorkloadSpec {
   // the workload with one of them set (throws std::invalid_argument for a value it cannot take).
   std::vector<std::pair<std::string, std::uint64_t>> params;
   std::function<std::unique_ptr<Workload>(const std::string& param, std::uint64_t value)> make_with;
+  std::vector<std::string> notes;  // for the user before the run (a trace: its format and the reader's notes)
 };
 
 // `frontier:` section (and `gpumembench frontier` flags): the parameter to bisect and its range.

@@ -57,7 +57,7 @@ namespace {
 const char* block_state(const BlockInfo& b) { return !b.mapped ? "unmapped" : b.allocated ? "allocated" : "free"; }
 
 json oom_record_json(const OomRecord& o) {
-  return json{{"step", o.step},
+  json j{{"step", o.step},
               {"event", o.event},
               {"kind", to_string(o.kind)},
               {"requested_bytes", o.requested_bytes},
@@ -70,6 +70,8 @@ json oom_record_json(const OomRecord& o) {
               {"need_from_here_bytes", o.need_from_here_bytes},
               {"fragmentation", o.fragmentation()},
               {"message", o.message}};
+  if (!o.origin.empty()) j["origin"] = o.origin;
+  return j;
 }
 
 // CSV field: quoted, quotes doubled.

@@ -23,7 +23,7 @@ using nlohmann::json;
 
 json oom_json(const std::optional<OomRecord>& oom) {
   if (!oom) return nullptr;
-  return json{{"step", oom->step},
+  json j{{"step", oom->step},
               {"event", oom->event},
               {"requested_bytes", oom->requested_bytes},
               {"allocated_bytes", oom->allocated_bytes},
@@ -36,6 +36,8 @@ json oom_json(const std::optional<OomRecord>& oom) {
               {"need_from_here_bytes", oom->need_from_here_bytes},
               {"fragmentation", oom->fragmentation()},
               {"message", oom->message}};
+  if (!oom->origin.empty()) j["origin"] = oom->origin;
+  return j;
 }
 
 json need_json(const std::shared_ptr<const WorkloadNeed>& need) {
@@ -160,6 +162,10 @@ std::string capacity_left_note(const RunReport& r) {
 // the count by kind; then the allocator's own message for each (PyTorch's text for caching).
 std::string oom_details_table(const RunReport& r) {
   std::string out, messages;
+  // A trace that records where each request came from adds a column.
+  bool origins = false;
+  for (const CaseResult& c : r.cases)
+    origins = origins || (!c.runs.empty() && c.runs.front().first_oom && !c.runs.front().first_oom->origin.empty());
   for (std::size_t i = 0; i < r.cases.size(); ++i) {
     const CaseResult& c = r.cases[i];
     const RunMetrics* m = c.runs.empty() ? nullptr : &c.runs.front();
@@ -167,16 +173,17 @@ std::string oom_details_table(const RunReport& r) {
     if (out.empty())
       out = "\n| case (first OOM) | kind | what would fix it | step | event | request | allocated | reserved | cached "
             "| largest free block | fragmentation at the OOM | capacity left | retried | OOMs: fragmentation / capacity "
-            "| block map |\n"
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n";
+            "| block map |" + std::string(origins ? " requested at |" : "") + "\n"
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|" + (origins ? "---|" : "") + "\n";
     const OomRecord& o = *m->first_oom;
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f}% | {} | {} | {} / {} | {} |\n",
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f}% | {} | {} | {} / {} | {} |{}\n",
                        markdown_escape(c.label), to_string(o.kind), markdown_escape(oom_diagnosis_text(r, i)), o.step,
                        o.event, format_bytes(o.requested_bytes), format_bytes(o.allocated_bytes),
                        format_bytes(o.reserved_bytes), format_bytes(o.cached_bytes), format_bytes(o.largest_free_block),
                        100 * o.fragmentation(), format_bytes(o.capacity_bytes),
                        o.retried_after_freeing_cache ? "yes" : "no", m->fragmentation_ooms, m->capacity_ooms,
-                       has_oom_details(c) ? "oom/" + oom_file_stem(i, c) + ".svg" : "");
+                       has_oom_details(c) ? "oom/" + oom_file_stem(i, c) + ".svg" : "",
+                       origins ? " " + markdown_escape(o.origin) + " |" : "");
     if (!o.message.empty()) messages += fmt::format("- {}: {}\n", markdown_escape(c.label), markdown_escape(o.message));
   }
   if (!messages.empty()) out += "\nThe allocator's own message at each first OOM:\n\n" + messages;
@@ -263,6 +270,10 @@ json to_json(const RunReport& r) {
                             {"message", c.runs.front().first_oom->message}};
     }
     j["ooms"] = m->ooms;
+    if (c.recorded_ooms)
+      j["recorded_ooms"] = {{"count", c.recorded_ooms->count},
+                            {"events", c.recorded_ooms->events},
+                            {"whole_trace", c.recorded_ooms->whole_trace}};
     j["steps_completed"] = m->steps_completed;
     j["events"] = m->events;
     j["allocs"] = m->allocs;

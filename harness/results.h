@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "allocators/allocator.h"
+#include "workloads/workload.h"  // RecordedOoms
 
 namespace gmb {
 
@@ -51,6 +52,7 @@ struct OomRecord {
   Bytes need_from_here_bytes = 0;
   OomKind kind = OomKind::Capacity;
   std::string message;  // the allocator's own message (PyTorch's text for caching)
+  std::string origin;   // where the request came from in the user's program (traces that record it), or ""
   // 1 - allocated / reserved at the OOM: the share of the reserved memory not in use.
   double fragmentation() const {
     return reserved_bytes > allocated_bytes ? 1.0 - double(allocated_bytes) / double(reserved_bytes) : 0.0;
@@ -158,6 +160,7 @@ struct CaseResult {
   std::vector<OomRecord> oom_events;
   std::uint64_t oom_usage_window_events = 0;  // at most this many events before the OOM are kept
   std::vector<UsageSample> oom_usage;
+  std::optional<RecordedOoms> recorded_ooms;  // a replayed trace's own failed allocations (first run)
   std::string error;  // non-empty: the case could not run
 };
 

@@ -102,6 +102,9 @@ struct CaseRun {
     r.message = d.message;
     ++(r.kind == OomKind::Fragmentation ? m.fragmentation_ooms : m.capacity_ooms);
     const bool details = first_run && settings.oom_block_map;
+    // Where the request came from in the user's program (a trace that records it): only for the
+    // records kept, as the lookup may wait for the trace reader.
+    if (!m.first_oom || (details && result.oom_events.size() < CaseResult::kMaxOomEvents)) r.origin = workload.op_origin(op);
     if (!m.first_oom) {
       if (details) {
         result.oom_segments = allocator.block_map();
@@ -231,8 +234,10 @@ struct CaseRun {
     ctx.buffer = [this](BufferId id) { return live.find(id); };
     workload.prepare(ctx);
     if (first_run && settings.oom_block_map) usage_ring.reserve(kUsageWindow);
+    // A workload of unknown length (a trace stream) runs until a step says it is the end.
     const std::uint64_t steps =
         settings.max_steps ? std::min(settings.max_steps, workload.num_steps()) : workload.num_steps();
+    const std::uint64_t steps_known = steps == Workload::kUnknownSteps ? 0 : steps;
     bool stop = false;
     if (!device.simulated()) device.synchronize();
     TickCalibration clock;
@@ -242,6 +247,7 @@ struct CaseRun {
       const TickClock::Ticks g = TickClock::now();
       const StepOpsAhead::Step& made = maker->get(step);
       generation_ticks += TickClock::now() - g;
+      if (made.info.end) break;
       ctx.step = step;
       {
         const MemoryInUse u = allocator.in_use();  // what the step starts with counts for it
@@ -282,7 +288,7 @@ struct CaseRun {
                                                                              : 0,
                                 peak_reserved, allocated_at_peak_reserved});
       }
-      if (progress) progress(repeat_index, step + 1, steps);
+      if (progress) progress(repeat_index, step + 1, steps_known);
     }
     maker.reset();  // its worker is done with the workload before anything else happens to it
     const TickClock::Ticks sync_start = TickClock::now();
@@ -296,6 +302,7 @@ struct CaseRun {
     m.harness_seconds = std::max(0.0, wall - m.alloc_seconds - m.compute_call_seconds - m.sync_seconds);
     m.modeled_call_seconds = device.counters().modeled_call_seconds;
     workload.finish();
+    if (first_run) result.recorded_ooms = workload.recorded_ooms();
     AllocatorStats s = allocator.stats();
     m.peak_reserved_bytes = s.peak_reserved_bytes;
     m.peak_allocated_bytes = s.peak_allocated_bytes;

@@ -39,8 +39,9 @@ class StepOpsAhead {
   StepOpsAhead(const StepOpsAhead&) = delete;
   StepOpsAhead& operator=(const StepOpsAhead&) = delete;
 
-  // The ops of `step` (steps are asked for in order, 0, 1, ...); then starts on step + 1. The
-  // returned step stays valid until the next call.
+  // The ops of `step` (steps are asked for in order, 0, 1, ...); then starts on step + 1 unless
+  // this step is the workload's end (StepInfo::end). The returned step stays valid until the
+  // next call. `steps` may be Workload::kUnknownSteps.
   const Step& get(std::uint64_t step) {
     Step& s = slots_[step & 1];
     if (!threaded_) {
@@ -54,7 +55,7 @@ class StepOpsAhead {
     }
     cv_.wait(lock, [&] { return done_ == step || error_; });
     if (error_) std::rethrow_exception(error_);
-    if (step + 1 < steps_) ask(step + 1);
+    if (step + 1 < steps_ && !s.info.end) ask(step + 1);
     lock.unlock();
     cv_.notify_all();
     return s;

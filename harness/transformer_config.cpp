@@ -305,7 +305,7 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
   } catch (const std::invalid_argument& e) {
     y.fail(n, key, e.what());
   }
-  WorkloadSpec spec{"transformer", [p] { return make_transformer(p); }, {}, {}};
+  WorkloadSpec spec{"transformer", [p] { return make_transformer(p); }, {}, {}, {}};
   add_transformer_frontier_params(spec, p);  // batch and seq_len for `gpumembench frontier`
   return spec;
 }

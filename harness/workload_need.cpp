@@ -15,9 +15,9 @@ Bytes torch_rounded_size(Bytes requested) {
 
 WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) {
   WorkloadNeed need;
+  // Workload::kUnknownSteps (a trace stream): until the workload's end step.
   const std::uint64_t steps = max_steps ? std::min(max_steps, workload.num_steps()) : workload.num_steps();
-  need.steps = steps;
-  need.step_peak_requested_bytes.reserve(steps);
+  if (steps != Workload::kUnknownSteps) need.step_peak_requested_bytes.reserve(steps);
   BufferTable live;  // id -> requested bytes
   Bytes requested = 0, rounded = 0;
   std::uint64_t event = 0;
@@ -26,6 +26,7 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
     ops.clear();
     StepInfo info;
     workload.step_ops(step, ops, info);
+    if (info.end) break;
     Bytes step_peak = requested;  // what is live when the step starts counts for it
     for (const Op& op : ops) {
       if (op.kind == Op::Kind::Compute) continue;
@@ -57,10 +58,11 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
     need.step_peak_requested_bytes.push_back(step_peak);
   }
   workload.finish();
+  need.steps = need.step_peak_requested_bytes.size();
   need.events = event;
-  need.requested_from_step_bytes.resize(steps);
+  need.requested_from_step_bytes.resize(need.steps);
   Bytes from = 0;
-  for (std::uint64_t s = steps; s-- > 0;) {
+  for (std::uint64_t s = need.steps; s-- > 0;) {
     from = std::max(from, need.step_peak_requested_bytes[s]);
     need.requested_from_step_bytes[s] = from;
   }

@@ -1,6 +1,9 @@
 #include "workloads/trace.h"
 
-#include <fstream>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -10,22 +13,76 @@ namespace {
 
 class TraceWorkload final : public Workload {
  public:
-  explicit TraceWorkload(Trace t) : t_(std::move(t)) {}
+  TraceWorkload(const std::string& path, std::unique_ptr<TraceSource> source, std::size_t chunk_ops)
+      : path_(path), source_(std::move(source)), chunk_ops_(chunk_ops) {}
   std::string kind() const override { return "trace"; }
   std::string label() const override {
-    auto slash = t_.path.find_last_of('/');
-    return fmt::format("trace[{}]", slash == std::string::npos ? t_.path : t_.path.substr(slash + 1));
+    auto slash = path_.find_last_of('/');
+    return fmt::format("trace[{}]", slash == std::string::npos ? path_ : path_.substr(slash + 1));
   }
-  std::uint64_t num_steps() const override { return 1; }
-  void step_ops(std::uint64_t, std::vector<Op>& out, StepInfo&) override {
-    out.insert(out.end(), t_.ops.begin(), t_.ops.end());
+  std::uint64_t num_steps() const override { return kUnknownSteps; }
+  bool makes_ops_ahead() const override { return true; }
+
+  void step_ops(std::uint64_t, std::vector<Op>& out, StepInfo& info) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::size_t n = 0;
+    while (!ended_ && n < chunk_ops_) {
+      const std::size_t got = source_->read(out, chunk_ops_ - n);
+      if (got == 0) ended_ = true;
+      n += got;
+    }
+    info.end = n == 0;
+  }
+
+  std::string op_origin(const Op& op) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return source_->origin(op);
+  }
+
+  std::optional<RecordedOoms> recorded_ooms() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const TraceMeta& m = source_->meta();
+    if (!m.records_ooms) return std::nullopt;
+    return RecordedOoms{m.recorded_ooms, m.recorded_oom_events, ended_};
   }
 
  private:
-  Trace t_;
+  std::string path_;
+  mutable std::mutex mu_;  // step_ops runs on the runner's worker thread, op_origin on its main one
+  std::unique_ptr<TraceSource> source_;
+  std::size_t chunk_ops_;
+  bool ended_ = false;
+};
+
+// A trace already in memory (validated when it was read).
+class OpsSource final : public TraceSource {
+ public:
+  explicit OpsSource(std::vector<Op> ops) : ops_(std::move(ops)) { meta_.format = "memory"; }
+  const TraceMeta& meta() const override { return meta_; }
+  std::size_t read(std::vector<Op>& out, std::size_t max_ops) override {
+    const std::size_t n = std::min(max_ops, ops_.size() - next_);
+    out.insert(out.end(), ops_.begin() + std::ptrdiff_t(next_), ops_.begin() + std::ptrdiff_t(next_ + n));
+    next_ += n;
+    return n;
+  }
+
+ private:
+  std::vector<Op> ops_;
+  std::size_t next_ = 0;
+  TraceMeta meta_;
 };
 
 }  // namespace
+
+std::unique_ptr<Workload> make_trace_workload(const std::string& path, const TraceOpenOptions& options,
+                                              std::size_t chunk_ops) {
+  return std::make_unique<TraceWorkload>(path, open_trace(path, options), chunk_ops);
+}
+
+std::unique_ptr<Workload> make_trace_workload(Trace trace, std::size_t chunk_ops) {
+  std::string path = trace.path;
+  return std::make_unique<TraceWorkload>(path, std::make_unique<OpsSource>(std::move(trace.ops)), chunk_ops);
+}
 
 Trace read_trace(const std::string& path) {
   auto source = open_trace(path);
@@ -37,17 +94,15 @@ Trace read_trace(const std::string& path) {
 }
 
 void write_trace(const std::string& path, const std::vector<Op>& ops) {
-  std::ofstream out(path);
-  if (!out) throw TraceError(path, 0, "cannot write the trace file");
-  out << "action,id,bytes,stream\n";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw TraceError(path, 0, fmt::format("cannot write the trace file: {}", std::strerror(errno)));
+  fmt::print(f, "action,id,bytes,stream\n");
   for (const Op& op : ops) {
-    if (op.kind == Op::Kind::Alloc) out << "alloc," << op.id << ',' << op.bytes << ',' << op.stream << '\n';
-    else if (op.kind == Op::Kind::Free) out << "free," << op.id << ",," << op.stream << '\n';
+    if (op.kind == Op::Kind::Alloc) fmt::print(f, "alloc,{},{},{}\n", op.id, op.bytes, op.stream);
+    else if (op.kind == Op::Kind::Free) fmt::print(f, "free,{},,{}\n", op.id, op.stream);
   }
-}
-
-std::unique_ptr<Workload> make_trace_workload(Trace trace) {
-  return std::make_unique<TraceWorkload>(std::move(trace));
+  const bool ok = !std::ferror(f);
+  if (std::fclose(f) != 0 || !ok) throw TraceError(path, 0, "could not write the whole trace file (disk full?)");
 }
 
 }  // namespace gmb

@@ -1,8 +1,9 @@
-// Replay of a recorded allocation trace (any format open_trace reads; docs/TRACES.md).
+// Replay of a recorded allocation trace (any format open_trace reads; docs/TRACES.md), streamed:
+// a trace "step" is a chunk of kTraceChunkOps ops, read on the runner's worker thread while the
+// previous chunk replays, so memory does not grow with the trace's length.
 #pragma once
 
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,18 +13,22 @@
 
 namespace gmb {
 
+constexpr std::size_t kTraceChunkOps = 65536;
 
+// Opens the trace (TraceError for a bad file or a bad start; errors later in the file surface
+// from step_ops, naming the line or offset) and replays it chunk by chunk.
+std::unique_ptr<Workload> make_trace_workload(const std::string& path, const TraceOpenOptions& options = {},
+                                              std::size_t chunk_ops = kTraceChunkOps);
+
+// A whole trace in memory: for tests and small tools.
 struct Trace {
   std::string path;
   std::vector<Op> ops;  // Alloc and Free only, source_line set
 };
-
-// Reads a whole trace of any format (open_trace) into memory: for tests and small tools.
 Trace read_trace(const std::string& path);
-// Writes ops back in the native format (header included).
+// Replays a trace already in memory, in the same chunks.
+std::unique_ptr<Workload> make_trace_workload(Trace trace, std::size_t chunk_ops = kTraceChunkOps);
+// Writes ops in the native format (header included); checked through close.
 void write_trace(const std::string& path, const std::vector<Op>& ops);
-
-// The whole trace is one step.
-std::unique_ptr<Workload> make_trace_workload(Trace trace);
 
 }  // namespace gmb

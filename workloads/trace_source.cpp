@@ -70,6 +70,15 @@ std::string recognised_formats() {
 
 }  // namespace
 
+std::vector<std::string> describe(const TraceMeta& meta) {
+  std::string what = meta.format;
+  for (const auto& f : trace_formats())
+    if (meta.format == f.name) what = fmt::format("{} ({})", f.name, f.description);
+  std::vector<std::string> lines = {fmt::format("format {}{}", what, meta.gzip ? ", gzip-compressed" : "")};
+  lines.insert(lines.end(), meta.notes.begin(), meta.notes.end());
+  return lines;
+}
+
 const std::vector<TraceFormat>& trace_formats() {
   static const std::vector<TraceFormat> formats = {
       {"pytorch_snapshot", "a pickled torch.cuda.memory._snapshot()", looks_like_pickle, snapshot_not_built},

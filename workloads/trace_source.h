@@ -31,6 +31,7 @@ struct TraceMeta {
   // are not replayed. Complete only once read() has returned 0. Events are positions in the op
   // stream: the failure happened just before op number `event` (0-based), the replay's event
   // numbering for the same point; the first kMaxRecordedOomEvents are kept.
+  bool records_ooms = false;  // the format can record them (the figures below mean something)
   std::uint64_t recorded_ooms = 0;
   std::vector<std::uint64_t> recorded_oom_events;
   static constexpr std::size_t kMaxRecordedOomEvents = 1000;
@@ -58,6 +59,9 @@ struct TraceOpenOptions { int device = -1; /* snapshot device, -1 = the one with
 // offset or line, the recognised formats and an escaped excerpt), or the reader's own errors
 // on the first bytes.
 std::unique_ptr<TraceSource> open_trace(const std::string& path, const TraceOpenOptions& = {});
+
+// For the user, one line each: the format detected, then the reader's notes.
+std::vector<std::string> describe(const TraceMeta& meta);
 
 // ---- Format table ----
 

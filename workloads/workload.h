@@ -20,12 +20,23 @@ struct Op {
   BufferId id = 0;      // Alloc/Free: the buffer; Compute: an index the workload understands
   Bytes bytes = 0;      // Alloc: the request
   StreamId stream = 0;
-  std::uint64_t source_line = 0;  // trace replay: the CSV line, for messages
+  std::uint64_t source_line = 0;  // trace replay: the line (or event index) in the trace, for messages
 };
 
 struct StepInfo {
   double real_tokens = 0;    // tokens that carry data
   double padded_tokens = 0;  // tokens including padding
+  // A workload of unknown length (num_steps() == kUnknownSteps) ends with a step that has no
+  // ops and sets this; that step is not run.
+  bool end = false;
+};
+
+// Failed allocations of the run a trace recorded (not replayed): the count and the event
+// positions (the first ones) where they happened.
+struct RecordedOoms {
+  std::uint64_t count = 0;
+  std::vector<std::uint64_t> events;
+  bool whole_trace = true;  // false: the replay stopped early; the figures cover the part read
 };
 
 // What compute may use: where the live buffers are and how to run.
@@ -41,6 +52,8 @@ class Workload {
   virtual ~Workload() = default;
   virtual std::string kind() const = 0;   // "hole_pattern", "transformer", "trace"
   virtual std::string label() const = 0;  // kind with its parameters, for tables
+  // kUnknownSteps: known only at the end (a trace read as a stream); see StepInfo::end.
+  static constexpr std::uint64_t kUnknownSteps = ~std::uint64_t(0);
   virtual std::uint64_t num_steps() const = 0;
   // Appends the ops of step `step` (0-based). Same parameters, same ops: deterministic.
   virtual void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) = 0;
@@ -53,6 +66,11 @@ class Workload {
   // Runs a Compute op. Returns modeled seconds when !ctx.real_gpu, else 0 after launching work.
   virtual double compute(const Op& /*op*/, ComputeContext& /*ctx*/) { return 0; }
   virtual void finish() {}
+  // Where an op came from in the user's program ("train.py:88 in forward"), "" if unknown: shown
+  // with an OOM. May be called while the next step's ops are being made.
+  virtual std::string op_origin(const Op& /*op*/) const { return {}; }
+  // A replayed trace's own failed allocations, once the workload has run to its end.
+  virtual std::optional<RecordedOoms> recorded_ooms() const { return std::nullopt; }
 };
 
 }  // namespace gmb

@@ -1,0 +1,132 @@
+// Streaming replay: a trace is replayed in chunks ("steps") read ahead on the runner's worker
+// thread; the chunking changes nothing in the results, and an error deep in the file stops the
+// run with the line, exit 2 and nothing written.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/runner.h"
+#include "test_helpers.h"
+#include "workloads/trace.h"
+
+namespace gmb {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::read_text;
+using testing::run_gpumembench;
+using testing::temp_dir;
+using testing::write_text;
+
+// Allocations of 1-64 MiB with frees in between, ids reused: OOMs under a small capacity.
+std::string churn_trace(int events) {
+  std::string t = "action,id,bytes,stream\n";
+  std::vector<int> live;
+  std::uint64_t x = 12345;
+  int next_id = 0, made = 0;
+  while (made < events) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if (!live.empty() && (x >> 60) < 7) {
+      const std::size_t k = (x >> 20) % live.size();
+      t += "free," + std::to_string(live[k]) + ",," + std::to_string((x >> 8) & 1) + "\n";
+      live.erase(live.begin() + std::ptrdiff_t(k));
+    } else {
+      t += "alloc," + std::to_string(next_id) + "," + std::to_string(((x >> 30) % 64 + 1) << 20) + "," +
+           std::to_string((x >> 8) & 1) + "\n";
+      live.push_back(next_id++);
+    }
+    ++made;
+  }
+  return t;
+}
+
+CaseResult replay(const std::string& path, std::size_t chunk) {
+  CaseSpec spec{"caching", {}, [=] { return make_trace_workload(path, {}, chunk); }};
+  DeviceSpec dev;
+  dev.choice = DeviceChoice::Sim;
+  dev.capacity_bytes = 1 * GiB;
+  RunSettings settings;
+  settings.on_oom = OnOom::Continue;
+  return run_case(spec, dev, settings);
+}
+
+TEST(TraceReplay, ChunkSizeChangesNothingButTheStepCount) {
+  auto dir = temp_dir("trace_replay");
+  write_text(dir / "t.csv", churn_trace(5000));
+  const std::string path = (dir / "t.csv").string();
+  CaseResult whole = replay(path, 1 << 16), small = replay(path, 7);
+  ASSERT_EQ(whole.runs.size(), 1u);
+  ASSERT_EQ(small.runs.size(), 1u);
+  const RunMetrics &a = whole.runs[0], &b = small.runs[0];
+  EXPECT_EQ(a.events, 5000u);
+  EXPECT_EQ(b.events, 5000u);
+  EXPECT_EQ(a.steps_completed + (a.ooms ? 1 : 0), 1u);
+  EXPECT_EQ(small.steps.size(), (5000u + 6) / 7);  // a step per chunk, the empty end step not counted
+  EXPECT_GT(a.ooms, 0u);
+  EXPECT_EQ(a.ooms, b.ooms);
+  EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
+  EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
+  EXPECT_EQ(a.device_allocs, b.device_allocs);
+  ASSERT_EQ(whole.oom_events.size(), small.oom_events.size());
+  for (std::size_t i = 0; i < whole.oom_events.size(); ++i) {
+    EXPECT_EQ(whole.oom_events[i].event, small.oom_events[i].event);
+    EXPECT_EQ(small.oom_events[i].step, small.oom_events[i].event / 7);
+  }
+  EXPECT_FALSE(whole.recorded_ooms.has_value());  // a native CSV records no failures
+  fs::remove_all(dir);
+}
+
+TEST(TraceReplay, AnErrorDeepInTheFileStopsTheRunWithItsLineAndWritesNothing) {
+  auto dir = temp_dir("trace_replay");
+  std::string t = churn_trace(200000);
+  t += "free,99999999,,0\n";
+  const std::uint64_t bad_line = std::uint64_t(std::count(t.begin(), t.end(), '\n'));
+  write_text(dir / "late.csv", t);
+  auto out = dir / "out";
+  auto tl = dir / "tl.csv";
+  auto r = run_gpumembench("replay --device sim -q --capacity 1GiB --allocator caching --trace " +
+                           (dir / "late.csv").string() + " --output " + out.string() + " --timeline " + tl.string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("late.csv:" + std::to_string(bad_line) + ": free of unknown id 99999999"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(tl));
+  EXPECT_EQ(r.out.find("| case |"), std::string::npos) << "a table was printed: " << r.out;
+
+  // The same through a config: the start is checked when the config loads, the rest as it runs.
+  write_text(dir / "c.yaml",
+             "name: late\nallocators: [caching]\nworkloads:\n  - trace: {path: late.csv}\nrun: {on_oom: continue}\n");
+  r = run_gpumembench("--device sim -q --capacity 1GiB --config " + (dir / "c.yaml").string() + " --output " +
+                      out.string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("late.csv:" + std::to_string(bad_line) + ": free of unknown id"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(dir);
+}
+
+TEST(TraceReplay, ConfigsAndReplaySayWhichFormatTheyDetected) {
+  auto dir = temp_dir("trace_replay");
+  write_text(dir / "t.csv", churn_trace(100));
+  write_text(dir / "c.yaml", "name: fmt\nallocators: [caching]\nworkloads:\n  - trace: {path: t.csv}\n");
+  auto r = run_gpumembench("--device sim --config " + (dir / "c.yaml").string() + " --output " + (dir / "o").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("gpumembench: trace " + (dir / "t.csv").string() + ": format native_csv"), std::string::npos)
+      << r.out;
+  r = run_gpumembench("replay --device sim --allocator caching --trace " + (dir / "t.csv").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("t.csv: format native_csv"), std::string::npos) << r.out;
+  r = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "t.csv").string());
+  EXPECT_EQ(r.out.find("format native_csv"), std::string::npos) << r.out;
+
+  // A bad start is a config error naming the key.
+  write_text(dir / "bad.csv", "action,id,size\n");
+  write_text(dir / "b.yaml", "name: b\nallocators: [caching]\nworkloads:\n  - trace: {path: bad.csv}\n");
+  r = run_gpumembench("--device sim --config " + (dir / "b.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("workloads[0].trace.path"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bad.csv:1: unknown column 'size'"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gmb
