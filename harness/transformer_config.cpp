@@ -141,7 +141,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
 // Keys that belong to one style only.
 const std::vector<std::string> kKorthikantiKeys = {"dtype", "recompute", "mode", "generate", "kv_block"};
 const std::vector<std::string> kEagerKeys = {"preset", "family", "precision", "attention", "dropout",
-                                             "kv_heads", "ffn", "max_positions"};
+                                             "kv_heads", "ffn", "max_positions", "zero_grad"};
 
 const std::vector<std::string>& preset_names() {
   static const std::vector<std::string> names = {"gpt2_small", "gpt2_medium", "llama", "bert_base", "bert_large"};
@@ -227,6 +227,7 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
     if (n["kv_heads"]) p.kv_heads = cnt("kv_heads", 1, 1 << 12);
     if (n["ffn"]) p.ffn = cnt("ffn", 1, 1 << 20);
     if (n["max_positions"]) p.max_positions = cnt("max_positions", 1, 1 << 20);
+    if (n["zero_grad"]) p.zero_grad_to_none = y.choice(n["zero_grad"], key + ".zero_grad", {"set_to_none", "zero"}) == "set_to_none";
     if (n["kv_heads"] && p.family != Family::Llama)
       y.fail(n["kv_heads"], key + ".kv_heads", "applies only with family: llama (grouped-query attention)");
     if (p.family == Family::Llama && p.attention == Attention::Explicit)

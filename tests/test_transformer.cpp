@@ -402,3 +402,43 @@ TEST(TransformerEager, StepsFreeWhatTheyAllocateAndKeepOnlyTheState) {
   EXPECT_EQ(cuda_column_sum_scratch(5680, 512), (std::pair<Bytes, Bytes>{23330816, 16}));
   EXPECT_EQ(cuda_column_sum_scratch(100, 1024), (std::pair<Bytes, Bytes>{0, 0})) << "few rows: one pass, no scratch";
 }
+
+// zero_grad(set_to_none=False): the first backward's grads are kept; later ones are added into
+// them in place, so every step allocates the same tensors and the grads stay between steps.
+TEST(TransformerEager, ZeroingGradsKeepsThemBetweenSteps) {
+  for (Family f : {Family::Gpt, Family::Bert, Family::Llama})
+    for (Precision pr : {Precision::AutocastBf16, Precision::Fp32}) {
+      TransformerParams p;
+      p.family = f, p.precision = pr;
+      p.attention = f == Family::Llama ? Attention::SdpaFlash : Attention::Explicit;
+      p.layers = 2, p.hidden = 128, p.heads = 4, p.vocab = 5000, p.batch = 4, p.max_positions = 512;
+      p.seq_len.dist = SeqDist::Sequence;
+      p.seq_len.values = {300, 200, 300};
+      auto run = [&](bool to_none) {
+        p.zero_grad_to_none = to_none;
+        TransformerWorkload w(p);
+        std::map<BufferId, Bytes> live;
+        std::vector<std::pair<std::size_t, Bytes>> per_step;  // (allocations, bytes held at the end)
+        for (std::uint64_t step = 0; step < 3; ++step) {
+          std::vector<Op> ops;
+          StepInfo info;
+          w.step_ops(step, ops, info);
+          std::size_t n = 0;
+          for (const Op& op : ops) {
+            if (op.kind == Op::Kind::Alloc) live[op.id] = op.bytes, ++n;
+            if (op.kind == Op::Kind::Free) EXPECT_EQ(live.erase(op.id), 1u) << w.label();
+          }
+          Bytes held = 0;
+          for (auto& [id, b] : live) held += b;
+          per_step.push_back({n, held});
+        }
+        return per_step;
+      };
+      auto none = run(true), zero = run(false);
+      const Bytes grads = (pr == Precision::Fp32 || pr == Precision::AutocastBf16 ? 4 : 2) * transformer_param_count(p);
+      for (std::size_t s = 0; s < 3; ++s) {
+        EXPECT_EQ(zero[s].first, none[s].first) << "step " << s;
+        EXPECT_EQ(zero[s].second, none[s].second + grads) << "step " << s;
+      }
+    }
+}

@@ -230,6 +230,7 @@ std::string TransformerWorkload::label() const {
     if (p_.family == Family::Llama && kv_heads_of(p_) != p_.heads) extra += fmt::format(", kv {}", kv_heads_of(p_));
     if (p_.dropout > 0) extra += fmt::format(", dropout {:g}", p_.dropout);
     if (p_.optimizer != Optimizer::Foreach) extra += fmt::format(", adam {}", to_string(p_.optimizer));
+    if (!p_.zero_grad_to_none) extra += ", zero_grad zero";
     return fmt::format("transformer[{} L{} h{} a{} b{} {} {}, {}{}]", p_.preset.empty() ? to_string(p_.family) : p_.preset,
                        p_.layers, p_.hidden, p_.heads, p_.batch, to_string(p_.precision), to_string(p_.attention),
                        sampler_.describe(), extra);
@@ -284,7 +285,7 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
       }
       void free(BufferId id, const char* name) override { e.free(id, name); }
     } sink(e);
-    eager_train_step(p_, shape, step == 0, sink);
+    eager_train_step(p_, shape, step == 0, sink, eager_kept_grads_);
     info.real_tokens = double(shape.real_tokens);
     info.padded_tokens = double(shape.padded_tokens);
   } else if (p_.mode == TransformerMode::Train) {

@@ -50,6 +50,7 @@ struct TransformerParams {
   std::uint64_t kv_heads = 0;      // llama: grouped-query attention (0: = heads)
   std::uint64_t ffn = 0;           // MLP width (0: ffn_mult x hidden)
   std::uint64_t max_positions = 0; // gpt: learned positions (0: the longest sequence); bert: 512
+  bool zero_grad_to_none = true;   // optimizer.zero_grad(set_to_none=True); false: grads zeroed, kept
   std::string preset;              // for labels
   std::uint64_t layers = 2;
   std::uint64_t hidden = 256;
@@ -187,6 +188,7 @@ class TransformerWorkload final : public Workload {
   const StepState* last_ = &slots_[0];
   std::vector<Bytes> persistent_sizes_;  // by id
   std::vector<BufferId> params_, grads_, masters_, adam_m_, adam_v_;
+  std::vector<BufferId> eager_kept_grads_;  // pytorch_eager with zero_grad_to_none = false
   std::vector<std::uint64_t> param_elems_;
   BufferId workspace_ = 0;
   void* gpu_ = nullptr;  // transformer_compute.cu state (cuBLAS handle)

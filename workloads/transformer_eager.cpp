@@ -149,8 +149,10 @@ namespace {
 // One training step's events. Tensors are buffer ids; 0 is "none".
 class EagerStep {
  public:
-  EagerStep(const TransformerParams& p, const BatchShape& sh, bool first, EagerSink& k)
-      : p_(p), k_(k), first_(first), params_(eager_params(p)) {
+  EagerStep(const TransformerParams& p, const BatchShape& sh, bool first, EagerSink& k, std::vector<BufferId>& kept)
+      : p_(p), k_(k), first_(first), params_(eager_params(p)), kept_(kept) {
+    if (first || kept_.size() != params_.size()) kept_.assign(params_.size(), 0);
+    tied_ = p.family == Family::Gpt ? 0 : p.family == Family::Bert ? 1 : kNone;
     b = sh.rows, s = sh.seq_len, T = b * s, h = p.hidden, nh = p.heads, hd = h / nh, V = p.vocab, f = ffn_width(p);
     ac = p.precision == Precision::AutocastBf16;
     pe = eager_param_elem(p);
@@ -228,6 +230,29 @@ class EagerStep {
   // AccumulateGrad: the first gradient is stolen; a second (tied embedding) is added in place
   // when the first is a plain tensor (autocast's fp32 copy), else out of place.
   void set_grad(std::size_t t, BufferId g, bool first_is_view = false) {
+    if (kept_[t]) {
+      // zero_grad(set_to_none=False): AccumulateGrad adds into the kept .grad in place (once
+      // the tied embedding's two grads have met in its input buffer) and the new one goes.
+      if (t == tied_ && !grads_[t]) {
+        grads_[t] = g;
+        return;
+      }
+      if (t == tied_) {
+        BufferId first = grads_[t];
+        grads_[t] = 0;
+        if (first_is_view) {
+          BufferId sum = A(params_[t].elems * pe, "grad_accumulate");
+          F(first);
+          F(g);
+          g = sum;
+        } else {
+          F(g);
+          g = first;
+        }
+      }
+      F(g, "grad_accumulated");
+      return;
+    }
     if (!grads_[t]) {
       grads_[t] = g;
       return;
@@ -291,6 +316,8 @@ class EagerStep {
   bool first_;
   std::vector<EagerParam> params_;
   std::vector<BufferId> grads_;
+  std::vector<BufferId>& kept_;  // zero_grad(set_to_none=False): each parameter's .grad across steps
+  std::size_t tied_ = kNone;     // the embedding tied with the output layer
   std::vector<BufferId> bias_casts_;  // autocast's cache entries that nothing else holds
   std::uint64_t b = 0, s = 0, T = 0, h = 0, nh = 0, hd = 0, V = 0, f = 0;
   Bytes pe = 4, me = 2, xe = 4;
@@ -552,8 +579,16 @@ void EagerStep::optimizer() {
     }
     F(denom);
   }
-  // zero_grad(set_to_none=True): the grads go in parameter order.
-  for (std::size_t t = 0; t < np; ++t) F(grads_[t], "grad");
+  // zero_grad(set_to_none=True): the grads go in parameter order; set_to_none=False zeroes
+  // them in place (torch._foreach_zero_) and keeps them.
+  for (std::size_t t = 0; t < np; ++t) {
+    if (p_.zero_grad_to_none) {
+      F(grads_[t], "grad");
+    } else if (!kept_[t]) {
+      kept_[t] = grads_[t];
+      grads_[t] = 0;
+    }
+  }
 }
 
 void EagerStep::run() {
@@ -1186,8 +1221,9 @@ void EagerStep::llama() {
 
 }  // namespace
 
-void eager_train_step(const TransformerParams& p, const BatchShape& shape, bool first, EagerSink& sink) {
-  EagerStep(p, shape, first, sink).run();
+void eager_train_step(const TransformerParams& p, const BatchShape& shape, bool first, EagerSink& sink,
+                      std::vector<BufferId>& kept_grads) {
+  EagerStep(p, shape, first, sink, kept_grads).run();
 }
 
 }  // namespace gmb

@@ -51,7 +51,10 @@ BufferId eager_exp_avg_sq_id(std::size_t t);
 BufferId eager_step_id(std::size_t t);
 
 // One training step (step 0 also creates the parameters, the workspaces and AdamW's states).
-void eager_train_step(const TransformerParams& p, const BatchShape& shape, bool first, EagerSink& sink);
+// kept_grads: the parameters' gradients kept across steps (zero_grad_to_none = false), carried
+// from one step to the next by the caller; reset at the first step.
+void eager_train_step(const TransformerParams& p, const BatchShape& shape, bool first, EagerSink& sink,
+                      std::vector<BufferId>& kept_grads);
 
 // The global-memory scratch that PyTorch's CUDA reduction (Reduce.cuh, setReduceConfig)
 // allocates to sum a contiguous [rows x cols] tensor over its rows (a bias gradient):
