@@ -214,3 +214,26 @@ TEST(TransformerCalibration, FirstStepsAllocateTheRecordedTensorsInOrder) {
   }
 }
 #endif
+
+// The same GPT loop under other allocator settings (max_split_size_mb, roundup_power2_divisions,
+// expandable segments with a split limit): peaks within the same bounds.
+TEST(TransformerCalibration, PeaksMatchUnderOtherAllocatorSettings) {
+  json j = json::parse(read_text(kDir + "/settings/gpt_h1024.json"));
+  TransformerParams p = params_of(j);
+  ASSERT_GE(j["runs"].size(), 5u);
+  for (const auto& run : j["runs"]) {
+    AllocatorOptions options;
+    const std::string conf = run["alloc_conf"];
+    if (!conf.empty()) options["alloc_conf"] = conf;
+    CaseSpec spec{"caching", options, [p] { return make_transformer(p); }};
+    CaseResult r = run_case(spec, DeviceSpec{DeviceChoice::Sim, j["total_memory"].get<Bytes>()}, RunSettings{});
+    ASSERT_EQ(r.runs.size(), 1u) << conf << ": " << r.error;
+    const RunMetrics& m = r.runs[0];
+    const double pa = run["peak_allocated_bytes"].get<double>(), pr = run["peak_reserved_bytes"].get<double>();
+    std::printf("[calibration] gpt_h1024 %-48s peak allocated %+.2f%%, reserved %9.1f MiB (real %9.1f, %+.2f%%)\n",
+                conf.empty() ? "(defaults)" : conf.c_str(), 100 * rel(double(m.peak_allocated_bytes), pa),
+                double(m.peak_reserved_bytes) / 1048576, pr / 1048576, 100 * rel(double(m.peak_reserved_bytes), pr));
+    EXPECT_LE(std::fabs(rel(double(m.peak_allocated_bytes), pa)), 0.03) << conf;
+    EXPECT_LE(std::fabs(rel(double(m.peak_reserved_bytes), pr)), 0.05) << conf;
+  }
+}
