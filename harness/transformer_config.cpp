@@ -228,6 +228,8 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
     if (n["ffn"]) p.ffn = cnt("ffn", 1, 1 << 20);
     if (n["max_positions"]) p.max_positions = cnt("max_positions", 1, 1 << 20);
     if (n["zero_grad"]) p.zero_grad_to_none = y.choice(n["zero_grad"], key + ".zero_grad", {"set_to_none", "zero"}) == "set_to_none";
+    if (n["dropout"] && p.dropout > 0 && p.family == Family::Llama)
+      y.fail(n["dropout"], key + ".dropout", "family llama has no dropout (as Llama's reference code)");
     if (n["kv_heads"] && p.family != Family::Llama)
       y.fail(n["kv_heads"], key + ".kv_heads", "applies only with family: llama (grouped-query attention)");
     if (p.family == Family::Llama && p.attention == Attention::Explicit)

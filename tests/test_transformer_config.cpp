@@ -80,6 +80,8 @@ TEST(TransformerConfig, BadValuesAreErrorsAtTheirLineWithTheValidChoices) {
   expect_error("      preset: bert_base\n      attention: sdpa_flash\n      seq_len: 128\n",
                {"bad.yaml:5:18", "transformer.attention", "family bert runs with explicit attention"});
   expect_error("      dropout: 1.5\n      seq_len: 128\n", {"bad.yaml:4:16", "transformer.dropout", "out of range"});
+  expect_error("      preset: llama\n      dropout: 0.1\n      seq_len: 128\n",
+               {"bad.yaml:5:16", "transformer.dropout", "family llama has no dropout"});
   expect_error("      zero_grad: none\n      seq_len: 128\n",
                {"bad.yaml:4:18", "transformer.zero_grad", "set_to_none, zero"});
   expect_error("      layers: 2\n", {"transformer.seq_len", "missing"});

@@ -198,6 +198,8 @@ TransformerWorkload::TransformerWorkload(TransformerParams p) : p_(std::move(p))
     if ((p_.hidden / p_.heads) % 2) throw std::invalid_argument("transformer: the head size must be even");
     if (p_.family == Family::Llama && p_.attention == Attention::Explicit)
       throw std::invalid_argument("transformer: family llama runs with sdpa_flash or sdpa_mem_efficient");
+    if (p_.family == Family::Llama && p_.dropout > 0)
+      throw std::invalid_argument("transformer: family llama has no dropout");
     if (p_.family == Family::Bert && p_.attention != Attention::Explicit)
       throw std::invalid_argument("transformer: family bert runs with explicit attention");
     if (p_.family == Family::Bert && SeqLenSampler(p_.seq_len).max_shape_len() > (p_.max_positions ? p_.max_positions : 512))

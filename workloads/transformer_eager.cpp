@@ -185,9 +185,8 @@ class EagerStep {
     Norm n1, n2;
     Lin lqkv, lproj, lfc1, lfc2;
     Attn at;
-    // llama
-    BufferId xf1 = 0, rs1 = 0, t1 = 0, xf2 = 0, rs2 = 0, t2 = 0, y1 = 0, y2 = 0, q = 0, k = 0, v = 0, gate = 0,
-             silu = 0, up = 0, prod = 0;
+    // llama: the rotated q, the repeated k and v (saved by sdpa), SwiGLU's saved tensors
+    BufferId q = 0, k = 0, v = 0, silu = 0, prod = 0;
     Lin lq, lk, lv, lo, lgate, lup, ldown;
   };
 
@@ -290,8 +289,9 @@ class EagerStep {
   // made (the engine accumulates when a node delivers its output), and *into returned.
   BufferId linear_back(Lin& l, BufferId& g, bool free_g, bool free_in, bool need_dx = true, BufferId* into = nullptr,
                        bool into_view = false);
-  Attn attention(BufferId q_base, bool causal);
-  void dropout_fwd(BufferId in, std::uint64_t n, Bytes e, BufferId& mask, BufferId& out);
+  // The attention of q, k, v (views of a projection's output, or llama's rotated copies).
+  Attn attention(bool causal);
+  void dropout_fwd(std::uint64_t n, Bytes e, BufferId& mask, BufferId& out);
   void embedding_back(BufferId& g, bool free_g, std::uint64_t indices, std::uint64_t weights, std::size_t t,
                       bool tied_first_is_view);
 
@@ -308,7 +308,8 @@ class EagerStep {
   void gpt();
   void bert();
   void llama();
-  void loss_and_head_back(BufferId& logits, bool logits_from_cast);
+  // Cross-entropy on the logits; returns (in logits) the grad of the logits.
+  void loss_and_head_back(BufferId& logits);
   void optimizer();
 
   const TransformerParams& p_;
@@ -415,13 +416,13 @@ BufferId EagerStep::linear_back(Lin& l, BufferId& g, bool free_g, bool free_in, 
   return dx;
 }
 
-void EagerStep::dropout_fwd(BufferId, std::uint64_t n, Bytes e, BufferId& mask, BufferId& out) {
+void EagerStep::dropout_fwd(std::uint64_t n, Bytes e, BufferId& mask, BufferId& out) {
   // native_dropout: the bool mask, then the output; backward needs the mask only.
   mask = A(n, "dropout_mask");
   out = A(n * e, "dropout_out");
 }
 
-EagerStep::Attn EagerStep::attention(BufferId, bool causal) {
+EagerStep::Attn EagerStep::attention(bool causal) {
   Attn at;
   const std::uint64_t S = b * nh * s * s;  // elements of the score matrices
   if (p_.attention == Attention::Explicit) {
@@ -449,7 +450,7 @@ EagerStep::Attn EagerStep::attention(BufferId, bool causal) {
     }
     BufferId probs = at.sm;
     if (dropout) {
-      dropout_fwd(at.sm, S, ac ? 4 : me, at.dmask, at.dout);
+      dropout_fwd(S, ac ? 4 : me, at.dmask, at.dout);
       probs = at.dout;
     }
     if (ac) {
@@ -526,8 +527,8 @@ void EagerStep::embedding_back(BufferId& g, bool free_g, std::uint64_t n, std::u
   set_grad(t, gw, first_is_view);
 }
 
-// Cross-entropy on logits.float() and the backward down to the head's input.
-void EagerStep::loss_and_head_back(BufferId& logits, bool) {
+// Cross-entropy on logits.float() (log_softmax saved, nll_loss) and its backward.
+void EagerStep::loss_and_head_back(BufferId& logits) {
   BufferId l32 = logits;
   if (me != 4) l32 = A(T * V * 4, "logits_fp32");
   logprobs = A(T * V * 4, "log_softmax");
@@ -622,7 +623,7 @@ void EagerStep::gpt() {
   BufferId emask = 0;
   if (dropout) {
     BufferId d = 0;
-    dropout_fwd(x, T * h, xe, emask, d);
+    dropout_fwd(T * h, xe, emask, d);
     F(x);
     x = d;
   }
@@ -635,12 +636,12 @@ void EagerStep::gpt() {
     y.lqkv = linear(y.n1.out, ac, h, 3 * h, lp(l, kG_QkvW), lp(l, kG_QkvB));
     if (ac) F(y.n1.out);
     y.qkv = y.lqkv.out;
-    y.at = attention(y.qkv, true);
+    y.at = attention(true);
     y.lproj = linear(y.at.out, false, h, h, lp(l, kG_ProjW), lp(l, kG_ProjB));
     BufferId add_in = y.lproj.out;
     if (dropout) {
       BufferId d = 0;
-      dropout_fwd(add_in, T * h, me, y.m1, d);
+      dropout_fwd(T * h, me, y.m1, d);
       F(y.lproj.out);
       add_in = d;
     }
@@ -655,7 +656,7 @@ void EagerStep::gpt() {
     y.lfc2 = linear(y.gelu, false, f, h, lp(l, kG_Fc2W), lp(l, kG_Fc2B));
     BufferId fc2 = y.lfc2.out;
     add_in = fc2;
-    if (dropout) dropout_fwd(fc2, T * h, me, y.m2, add_in);
+    if (dropout) dropout_fwd(T * h, me, y.m2, add_in);
     y.out = A(T * h * xe, "residual_2");
     if (dropout) F(add_in);
     // forward() returns: q, k, v (views of the qkv output) and y go.
@@ -675,7 +676,7 @@ void EagerStep::gpt() {
   if (ac) F(nf.out);
   for (auto& c : bias_casts_) F(c, "autocast_bias");  // leaving autocast clears its cache
   BufferId g = head.out;
-  loss_and_head_back(g, ac);
+  loss_and_head_back(g);
   BufferId dx = linear_back(head, g, true, !ac);
   BufferId gx = 0;
   layer_norm_back(nf, dx, true, &gx);
@@ -820,7 +821,7 @@ void EagerStep::bert() {
   Norm ne = layer_norm(s2, 4, 5);
   BufferId emask = 0, x = ne.out;
   if (dropout) {
-    dropout_fwd(x, T * h, xe, emask, x);
+    dropout_fwd(T * h, xe, emask, x);
     F(ne.out);
   }
   std::vector<Layer> ls(L);
@@ -830,11 +831,11 @@ void EagerStep::bert() {
     y.x = x;
     y.lqkv = linear(x, ac, h, 3 * h, lp(l, kB_QkvW), lp(l, kB_QkvB));
     y.qkv = y.lqkv.out;
-    y.at = attention(y.qkv, false);
+    y.at = attention(false);
     y.lproj = linear(y.at.out, false, h, h, lp(l, kB_ProjW), lp(l, kB_ProjB));
     BufferId add_in = y.lproj.out;
     if (dropout) {
-      dropout_fwd(add_in, T * h, me, y.m1, add_in);
+      dropout_fwd(T * h, me, y.m1, add_in);
       F(y.lproj.out);
     }
     y.x_mid = A(T * h * xe, "residual_1");
@@ -848,7 +849,7 @@ void EagerStep::bert() {
     y.lfc2 = linear(y.gelu, false, f, h, lp(l, kB_Fc2W), lp(l, kB_Fc2B));
     BufferId fc2 = y.lfc2.out;
     add_in = fc2;
-    if (dropout) dropout_fwd(fc2, T * h, me, y.m2, add_in);
+    if (dropout) dropout_fwd(T * h, me, y.m2, add_in);
     BufferId s3 = A(T * h * xe, "residual_2");
     if (dropout) F(add_in);
     y.n2 = layer_norm(s3, lp(l, kB_Ln2W), lp(l, kB_Ln2B));
@@ -873,7 +874,7 @@ void EagerStep::bert() {
   if (ac) F(hn.out);
   for (auto& c : bias_casts_) F(c, "autocast_bias");
   BufferId g = dec.out;
-  loss_and_head_back(g, ac);
+  loss_and_head_back(g);
   BufferId dx = linear_back(dec, g, true, !ac);
   BufferId dhg = 0;
   layer_norm_back(hn, dx, true, &dhg);
@@ -1120,7 +1121,7 @@ void EagerStep::llama() {
     y.k = kr;
     y.v = A(T * h * me, "repeat_v");
     F(y.lv.out, "v_proj_out");
-    y.at = attention(0, true);
+    y.at = attention(true);
     y.lo = linear(y.at.out, false, h, h, lp(l, kL_Wo), kNone);
     y.x_mid = A(T * h * xe, "residual_1");
     F(y.lo.out);
@@ -1150,7 +1151,7 @@ void EagerStep::llama() {
   if (xe != 4) F(x, "last_layer_out");
   for (auto& c : bias_casts_) F(c, "autocast_bias");
   BufferId g = head.out;
-  loss_and_head_back(g, ac);
+  loss_and_head_back(g);
   BufferId dx = linear_back(head, g, true, true);
   BufferId gx = rms_norm_back(rf, dx);
   for (std::size_t l = L; l-- > 0;) {
