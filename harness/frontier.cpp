@@ -366,7 +366,8 @@ std::string frontier_markdown(const FrontierReport& r) {
     modeled = modeled || mm;
     std::string front = row.error.empty() ? (row.frontier ? value_text(r.spec.param, *row.frontier) : "none in range")
                                           : "error: " + row.error;
-    std::string peak = at ? format_bytes(at->peak_reserved_bytes) + (mm ? " (modeled)" : "") : "";
+    // In the capacities' unit (exact MiB), to be read against them.
+    std::string peak = at ? value_text("capacity", at->peak_reserved_bytes) + (mm ? " (modeled)" : "") : "";
     if (cap)
       out += fmt::format("| {} | {} | {}{} | {} | {} | {} | {} |\n", row.allocator_label, row.workload_label, front,
                          mm && row.frontier ? " (modeled)" : "", at ? value_text("capacity", at->capacity_bytes) : "",
