@@ -316,6 +316,9 @@ int run_replay(const std::string& trace_path, const std::string& allocator, cons
   }
   std::cout << markdown_table(report);
   if (report.cases[0].recorded_ooms) std::cout << "\n" << recorded_vs_replayed(report.cases[0]) << "\n";
+  if (!quiet)  // what the reader found on the way (the notes of the start were printed before)
+    for (std::size_t i = meta.notes.size(); i < report.cases[0].workload_notes.size(); ++i)
+      std::cerr << "gpumembench: trace " << trace_path << ": " << report.cases[0].workload_notes[i] << "\n";
   if (!output_flag.empty())
     write_reports(report, output_flag, format_flag.empty() ? std::vector<std::string>{"md", "csv", "json"}
                                                            : parse_formats(format_flag));

@@ -270,6 +270,7 @@ json to_json(const RunReport& r) {
                             {"message", c.runs.front().first_oom->message}};
     }
     j["ooms"] = m->ooms;
+    if (!c.workload_notes.empty()) j["workload_notes"] = c.workload_notes;
     if (c.recorded_ooms)
       j["recorded_ooms"] = {{"count", c.recorded_ooms->count},
                             {"events", c.recorded_ooms->events},

@@ -161,6 +161,7 @@ struct CaseResult {
   std::uint64_t oom_usage_window_events = 0;  // at most this many events before the OOM are kept
   std::vector<UsageSample> oom_usage;
   std::optional<RecordedOoms> recorded_ooms;  // a replayed trace's own failed allocations (first run)
+  std::vector<std::string> workload_notes;    // Workload::notes() after the first run
   std::string error;  // non-empty: the case could not run
 };
 

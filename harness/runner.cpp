@@ -302,7 +302,10 @@ struct CaseRun {
     m.harness_seconds = std::max(0.0, wall - m.alloc_seconds - m.compute_call_seconds - m.sync_seconds);
     m.modeled_call_seconds = device.counters().modeled_call_seconds;
     workload.finish();
-    if (first_run) result.recorded_ooms = workload.recorded_ooms();
+    if (first_run) {
+      result.recorded_ooms = workload.recorded_ooms();
+      result.workload_notes = workload.notes();
+    }
     AllocatorStats s = allocator.stats();
     m.peak_reserved_bytes = s.peak_reserved_bytes;
     m.peak_allocated_bytes = s.peak_allocated_bytes;

@@ -39,6 +39,11 @@ class TraceWorkload final : public Workload {
     return source_->origin(op);
   }
 
+  std::vector<std::string> notes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return source_->meta().notes;
+  }
+
   std::optional<RecordedOoms> recorded_ooms() const override {
     std::lock_guard<std::mutex> lock(mu_);
     const TraceMeta& m = source_->meta();

@@ -82,6 +82,7 @@ std::vector<std::string> describe(const TraceMeta& meta) {
 const std::vector<TraceFormat>& trace_formats() {
   static const std::vector<TraceFormat> formats = {
       {"pytorch_snapshot", "a pickled torch.cuda.memory._snapshot()", looks_like_pickle, snapshot_not_built},
+      {"rmm_log", "CSV with the header Thread,Time,Action,Pointer,Size,Stream", looks_like_rmm_log, make_rmm_log_source},
       {"native_csv", "CSV with the header action,id,bytes[,stream]", looks_like_native_csv, make_native_csv_source},
   };
   return formats;

@@ -87,5 +87,7 @@ const std::vector<TraceFormat>& trace_formats();
 // The readers (each in its own file).
 std::unique_ptr<TraceSource> make_native_csv_source(std::unique_ptr<ByteInput>, const TraceOpenOptions&);
 bool looks_like_native_csv(const TraceHead&);
+std::unique_ptr<TraceSource> make_rmm_log_source(std::unique_ptr<ByteInput>, const TraceOpenOptions&);
+bool looks_like_rmm_log(const TraceHead&);
 
 }  // namespace gmb

@@ -71,6 +71,8 @@ class Workload {
   virtual std::string op_origin(const Op& /*op*/) const { return {}; }
   // A replayed trace's own failed allocations, once the workload has run to its end.
   virtual std::optional<RecordedOoms> recorded_ooms() const { return std::nullopt; }
+  // What the workload found while it ran, for the user (a trace reader's notes), one line each.
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 }  // namespace gmb

@@ -1,0 +1,101 @@
+// RMM memory event logs (logging_resource_adaptor's CSV): every stream replayed, pointers become
+// dense reused ids, `allocate failure` rows are the recorded OOMs, bad rows name file:line.
+#include <gtest/gtest.h>
+
+#include "test_helpers.h"
+#include "workloads/trace_source.h"
+
+namespace gmb {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_gpumembench;
+using testing::temp_dir;
+using testing::write_text;
+
+const std::string kHeader = "Thread,Time,Action,Pointer,Size,Stream\n";
+
+std::vector<Op> read_all(const std::string& path, TraceMeta& meta) {
+  auto src = open_trace(path);
+  std::vector<Op> ops;
+  while (src->read(ops, 2) > 0) {
+  }
+  meta = src->meta();
+  return ops;
+}
+
+TEST(RmmLog, StreamsPointersAndRecordedFailures) {
+  auto dir = temp_dir("rmm");
+  write_text(dir / "log.csv", kHeader +
+                                  "140573312345856,08:28:31.528491,allocate,0x7f8a40000000,1024,0x0\n"
+                                  "140573312345856,08:28:31.528500,allocate,0x7f8a40000400,2048,0x55d0c6e3a2f0\n"
+                                  "140573312345857,08:28:31.528510,allocate failure,(nil),1099511627776,0x55d0c6e3a2f0\n"
+                                  "140573312345856,08:28:31.528520,free,0x7f8a40000000,1024,0x0\n"
+                                  "140573312345856,08:28:31.528530,allocate,0x7f8a40000000,512,7f00aa000010\n"
+                                  "140573312345856,08:28:31.528540,free,0x7f8a40000400,2048,0x55d0c6e3a2f0\n");
+  TraceMeta meta;
+  auto ops = read_all((dir / "log.csv").string(), meta);
+  EXPECT_EQ(meta.format, "rmm_log");
+  ASSERT_EQ(ops.size(), 5u);
+  EXPECT_EQ(ops[0].kind, Op::Kind::Alloc);
+  EXPECT_EQ(ops[0].id, 0u);
+  EXPECT_EQ(ops[0].bytes, 1024u);
+  EXPECT_EQ(ops[0].stream, 0);
+  EXPECT_EQ(ops[1].id, 1u);
+  EXPECT_EQ(ops[1].stream, 1);
+  EXPECT_EQ(ops[2].kind, Op::Kind::Free);
+  EXPECT_EQ(ops[2].id, 0u);
+  EXPECT_EQ(ops[2].source_line, 5u);
+  EXPECT_EQ(ops[3].id, 0u) << "the freed id is reused";
+  EXPECT_EQ(ops[3].stream, 2) << "a third stream, in order of appearance";
+  EXPECT_EQ(ops[4].id, 1u);
+  EXPECT_TRUE(meta.records_ooms);
+  EXPECT_EQ(meta.recorded_ooms, 1u);
+  ASSERT_EQ(meta.recorded_oom_events.size(), 1u);
+  EXPECT_EQ(meta.recorded_oom_events[0], 2u);  // after two replayed events
+  fs::remove_all(dir);
+}
+
+TEST(RmmLog, ReplaySaysHowManyAllocationsFailedInTheRecordedRun) {
+  auto dir = temp_dir("rmm");
+  write_text(dir / "log.csv", kHeader +
+                                  "1,08:28:31.528491,allocate,0x7f8a40000000,1073741824,0x0\n"
+                                  "1,08:28:31.528510,allocate failure,(nil),3221225472,0x0\n"
+                                  "1,08:28:31.528511,allocate,0x7f8b40000000,1073741824,0x0\n"
+                                  "1,08:28:31.528520,free,0x7f8a40000000,1073741824,0x0\n");
+  auto r = run_gpumembench("replay --device sim --capacity 3GiB --allocator caching --trace " +
+                           (dir / "log.csv").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("format rmm_log"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recorded run: 1 failed allocation (event 1); replayed: 0 OOMs"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(RmmLog, BadRowsNameTheLineAndWhatWasExpected) {
+  auto dir = temp_dir("rmm");
+  const std::string ok = "1,08:28:31.5,allocate,0x7f8a40000000,1024,0x0\n";
+  struct Case {
+    std::string name, row, expected;
+  } cases[] = {
+      {"ptr.csv", "1,08:28:31.6,allocate,0xZZ12,1024,0x0\n",
+       "ptr.csv:3: pointer '0xZZ12' is not a hexadecimal address (expected e.g. 0x7f2e4a000000, or (nil))"},
+      {"act.csv", "1,08:28:31.6,reallocate,0x7f8a40001000,1024,0x0\n",
+       "act.csv:3: unknown action 'reallocate' (valid: allocate, free, allocate failure)"},
+      {"free.csv", "1,08:28:31.6,free,0x7f8a40001000,1024,0x0\n",
+       "free.csv:3: free of unknown pointer 0x7f8a40001000 (never allocated, or already freed)"},
+      {"dup.csv", ok, "dup.csv:3: allocate of pointer 0x7f8a40000000 which is already allocated"},
+      {"size.csv", "1,08:28:31.6,allocate,0x7f8a40001000,-5,0x0\n", "size.csv:3: size '-5' is not a non-negative integer"},
+      {"stream.csv", "1,08:28:31.6,allocate,0x7f8a40001000,5,stream1\n", "stream.csv:3: stream 'stream1' is not a hexadecimal"},
+      {"short.csv", "1,08:28:31.6,allocate,0x7f8a40001000\n", "short.csv:3: expected 6 fields"},
+  };
+  for (const auto& c : cases) {
+    write_text(dir / c.name, kHeader + ok + c.row);
+    auto r = run_gpumembench("replay --device sim --allocator caching --trace " + (dir / c.name).string());
+    EXPECT_EQ(r.status, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expected), std::string::npos) << c.name << ": " << r.out;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gmb

@@ -1,0 +1,171 @@
+// RMM memory event logs, as rmm::mr::logging_resource_adaptor writes them: CSV with the header
+// Thread,Time,Action,Pointer,Size,Stream; actions `allocate`, `free` and `allocate failure`;
+// pointers as %p prints them (0x..., "(nil)" for null) and streams as hexadecimal handles.
+//
+// Every stream is replayed (handles become small stream ids: the default stream 0, the others
+// 1, 2, ... in order of appearance); threads are replayed in log order. Buffers get dense ids,
+// reused once freed, so a log of any length keeps tables the size of its live set. `allocate
+// failure` rows are the recorded run's OOMs: not replayed, counted in TraceMeta.
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "workloads/csv_lines.h"
+#include "workloads/trace_source.h"
+
+namespace gmb {
+
+namespace {
+
+constexpr const char* kHeader[] = {"Thread", "Time", "Action", "Pointer", "Size", "Stream"};
+
+bool is_rmm_header(std::string_view line) {
+  std::string_view f[7];
+  if (CsvLines::split(line, f, 7) != 6) return false;
+  for (int i = 0; i < 6; ++i)
+    if (f[i] != kHeader[i]) return false;
+  return true;
+}
+
+// Hexadecimal with or without 0x; "(nil)" is 0.
+bool parse_hex(std::string_view s, std::uint64_t& out) {
+  if (s == "(nil)") {
+    out = 0;
+    return true;
+  }
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
+  if (s.empty() || s.size() > 16) return false;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), out, 16);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+class RmmLogSource final : public TraceSource {
+ public:
+  explicit RmmLogSource(std::unique_ptr<ByteInput> in) : in_(std::move(in)), lines_(*in_) {
+    meta_.format = "rmm_log";
+    meta_.gzip = in_->gzip();
+    meta_.records_ooms = true;
+    std::string_view line;
+    while (lines_.next(line) && line.empty()) {
+    }
+    if (!is_rmm_header(line))
+      fail("the first line must be the header Thread,Time,Action,Pointer,Size,Stream");
+    streams_.emplace(0, 0);
+  }
+  const TraceMeta& meta() const override { return meta_; }
+
+  std::size_t read(std::vector<Op>& out, std::size_t max_ops) override {
+    std::size_t n = 0;
+    std::string_view line;
+    while (n < max_ops && lines_.next(line)) {
+      if (line.empty()) continue;
+      std::string_view f[7];
+      const std::size_t count = CsvLines::split(line, f, 7);
+      if (count != 6) {
+        if (is_rmm_header(line)) continue;  // a log appended to by a second adaptor
+        fail(fmt::format("expected 6 fields (Thread,Time,Action,Pointer,Size,Stream), found {}: '{}'", count,
+                         escaped_excerpt(line, 200)));
+      }
+      if (is_rmm_header(line)) continue;
+      const std::string_view action = f[2];
+      std::uint64_t ptr = 0, size = 0, stream = 0;
+      if (!parse_hex(f[3], ptr))
+        fail(fmt::format("pointer '{}' is not a hexadecimal address (expected e.g. 0x7f2e4a000000, or (nil))",
+                         escaped_excerpt(f[3], 60)));
+      if (!CsvLines::parse_u64(f[4], size))
+        fail(fmt::format("size '{}' is not a non-negative integer", escaped_excerpt(f[4], 60)));
+      if (!parse_hex(f[5], stream))
+        fail(fmt::format("stream '{}' is not a hexadecimal stream handle (expected e.g. 0 or 0x55d0c6e3a2f0)",
+                         escaped_excerpt(f[5], 60)));
+      Op op;
+      op.source_line = lines_.line_number();
+      op.stream = stream_id(stream);
+      if (action == "allocate") {
+        if (ptr == 0) fail("allocate of a null pointer (a failed allocation is logged as 'allocate failure')");
+        BufferId id;
+        if (!free_ids_.empty()) {
+          id = free_ids_.back();
+          free_ids_.pop_back();
+        } else {
+          id = next_id_++;
+        }
+        if (!live_.emplace(ptr, Live{id, size}).second)
+          fail(fmt::format("allocate of pointer {} which is already allocated (no free in between)", f[3]));
+        op.kind = Op::Kind::Alloc;
+        op.id = id;
+        op.bytes = size;
+      } else if (action == "free") {
+        auto it = live_.find(ptr);
+        if (it == live_.end())
+          fail(fmt::format("free of unknown pointer {} (never allocated, or already freed)", escaped_excerpt(f[3], 60)));
+        if (it->second.bytes != size && ++size_mismatches_ == 1) first_mismatch_line_ = lines_.line_number();
+        op.kind = Op::Kind::Free;
+        op.id = it->second.id;
+        free_ids_.push_back(it->second.id);
+        live_.erase(it);
+      } else if (action == "allocate failure") {
+        ++meta_.recorded_ooms;
+        if (meta_.recorded_oom_events.size() < TraceMeta::kMaxRecordedOomEvents)
+          meta_.recorded_oom_events.push_back(ops_);
+        continue;
+      } else {
+        fail(fmt::format("unknown action '{}' (valid: allocate, free, allocate failure)", escaped_excerpt(action, 60)));
+      }
+      out.push_back(op);
+      ++ops_;
+      ++n;
+    }
+    if (n == 0 && !ended_) end_notes();
+    return n;
+  }
+
+ private:
+  struct Live {
+    BufferId id;
+    Bytes bytes;
+  };
+
+  [[noreturn]] void fail(const std::string& message) const {
+    throw TraceError(in_->path(), lines_.line_number(), message);
+  }
+
+  StreamId stream_id(std::uint64_t handle) {
+    auto it = streams_.find(handle);
+    if (it != streams_.end()) return it->second;
+    const auto id = static_cast<StreamId>(streams_.size());
+    streams_.emplace(handle, id);
+    if (streams_.size() == 2) meta_.notes.push_back("replaying every stream: the default stream (0) as 0, the others 1, 2, ... in order of appearance");
+    return id;
+  }
+
+  void end_notes() {
+    ended_ = true;
+    if (streams_.size() > 1) meta_.notes.push_back(fmt::format("{} streams", streams_.size()));
+    if (size_mismatches_)
+      meta_.notes.push_back(fmt::format("{} frees named a size other than their allocation's (first at line {}); "
+                                        "the allocation's size counts",
+                                        size_mismatches_, first_mismatch_line_));
+    if (!live_.empty())
+      meta_.notes.push_back(fmt::format("{} allocations are never freed in the log", live_.size()));
+  }
+
+  std::unique_ptr<ByteInput> in_;
+  CsvLines lines_;
+  TraceMeta meta_;
+  std::unordered_map<std::uint64_t, Live> live_;  // pointer -> buffer (live buffers only)
+  std::vector<BufferId> free_ids_;
+  BufferId next_id_ = 0;
+  std::unordered_map<std::uint64_t, StreamId> streams_;
+  std::uint64_t ops_ = 0, size_mismatches_ = 0, first_mismatch_line_ = 0;
+  bool ended_ = false;
+};
+
+}  // namespace
+
+bool looks_like_rmm_log(const TraceHead& head) { return head.text && is_rmm_header(head.first_line); }
+
+std::unique_ptr<TraceSource> make_rmm_log_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions&) {
+  return std::make_unique<RmmLogSource>(std::move(in));
+}
+
+}  // namespace gmb
