@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Writes the synthetic PyTorch memory snapshots the tests read (tests/data/torch_snapshots/synthetic/).
+
+Each is a dict shaped like torch.cuda.memory._snapshot() (segments, device_traces,
+allocator_settings, external_annotations) or one of its older forms, pickled with Python's own
+pickle (no torch needed). The events are hand-written to follow PyTorch's caching allocator
+(2 MiB small segments, 20 MiB large ones below 10 MiB, 2 MiB rounding above); the real recorded
+snapshots are in tests/data/torch_snapshots/. Also writes values_p{0..5}.pickle: every plain
+value type, for the pickle reader's own test. Run from anywhere; output is deterministic.
+"""
+import os
+import pickle
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "torch_snapshots", "synthetic")
+MiB = 1 << 20
+
+
+def frames(user_line, fn="step"):
+    # Innermost first, as PyTorch writes them; a PyTorch frame before the user's.
+    return [
+        {"filename": "/usr/lib/python3/site-packages/torch/nn/modules/linear.py", "line": 125, "name": "forward"},
+        {"filename": "/home/u/train.py", "line": user_line, "name": fn},
+    ]
+
+
+def settings(conf=""):
+    return {
+        "PYTORCH_CUDA_ALLOC_CONF": conf,
+        "max_split_size": -1,
+        "garbage_collection_threshold": 0.0,
+        "expandable_segments": "expandable_segments:True" in conf,
+        "pinned_num_register_threads": 1,
+        "release_lock_on_cudamalloc": False,
+        "pinned_use_cuda_host_register": False,
+        "roundup_power2_divisions": {str(1 << i): 0 for i in range(16)},
+    }
+
+
+class Trace:
+    def __init__(self):
+        self.entries = []
+        self.t = 1700000000000000
+
+    def add(self, action, addr, size, stream=0, fr=None, key="addr"):
+        self.t += 7
+        e = {"action": action, key: addr, "size": size, "stream": stream, "time_us": self.t}
+        e["frames"] = fr if fr is not None else []
+        self.entries.append(e)
+
+
+def segment(addr, total, blocks, stream=0, device=0, large=True, expandable=False):
+    out = []
+    a = addr
+    for size, state, req in blocks:
+        out.append({"address": a, "size": size, "requested_size": req, "state": state, "frames": []})
+        a += size
+    return {"device": device, "address": addr, "total_size": total,
+            "allocated_size": sum(b[0] for b in blocks if b[1] == "active_allocated"),
+            "active_size": sum(b[0] for b in blocks if b[1] != "inactive"),
+            "requested_size": sum(b[2] for b in blocks if b[1] != "inactive"),
+            "stream": stream, "segment_type": "large" if large else "small", "segment_pool_id": (0, 0),
+            "is_expandable": expandable, "frames": [], "blocks": out}
+
+
+S, L, B = 0x7F0000000000, 0x7F0000200000, 0x7F0001600000
+
+
+def basic():
+    t = Trace()
+    t.add("segment_alloc", S, 2 * MiB)
+    t.add("alloc", S, 1000, fr=frames(12))
+    t.add("segment_alloc", L, 20 * MiB)
+    t.add("alloc", L, 5 * MiB, fr=frames(13))
+    t.add("alloc", L + 5 * MiB, 3000000, fr=frames(14, "attention"))
+    t.add("free_requested", S, 1000)
+    t.add("free_completed", S, 1000)
+    t.add("free_requested", L, 5 * MiB)
+    t.add("free_completed", L, 5 * MiB)
+    t.add("segment_alloc", B, 30 * MiB)
+    t.add("alloc", B, 30 * MiB, fr=frames(15))
+    t.add("free_requested", L + 5 * MiB, 3000000)
+    t.add("free_completed", L + 5 * MiB, 3000000)
+    t.add("free_requested", B, 30 * MiB)
+    t.add("free_completed", B, 30 * MiB)
+    segs = [segment(S, 2 * MiB, [(2 * MiB, "inactive", 0)], large=False),
+            segment(L, 20 * MiB, [(20 * MiB, "inactive", 0)]),
+            segment(B, 30 * MiB, [(30 * MiB, "inactive", 0)])]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
+def two_streams():
+    side = 0x55D0C0FFEE00
+    t = Trace()
+    t.add("segment_alloc", L, 20 * MiB, stream=side)
+    t.add("alloc", L, 4 * MiB, stream=side, fr=frames(30, "prefetch"))
+    t.add("free_requested", L, 4 * MiB, stream=side)  # used on stream 0 (record_stream): returned later
+    t.add("segment_alloc", B, 20 * MiB)
+    t.add("alloc", B, 6 * MiB, fr=frames(31))
+    t.add("free_completed", L, 4 * MiB, stream=side)
+    t.add("alloc", L, 8 * MiB, stream=side, fr=frames(32, "prefetch"))
+    t.add("free_requested", B, 6 * MiB)
+    t.add("free_completed", B, 6 * MiB)
+    segs = [segment(L, 20 * MiB, [(8 * MiB, "active_allocated", 8 * MiB), (12 * MiB, "inactive", 0)], stream=side),
+            segment(B, 20 * MiB, [(20 * MiB, "inactive", 0)])]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
+def overflow():
+    # The ring buffer kept only the last entries: two blocks were allocated before it starts
+    # (one freed in the trace, one still alive at the end and never mentioned by the trace).
+    t = Trace()
+    t.add("free_requested", L + 4 * MiB, 2 * MiB)
+    t.add("free_completed", L + 4 * MiB, 2 * MiB)
+    t.add("alloc", L + 4 * MiB, 1 * MiB + 512, fr=frames(40))
+    segs = [segment(L, 20 * MiB, [(4 * MiB, "active_allocated", 4 * MiB), (1 * MiB + 512, "active_allocated", 1 * MiB + 512),
+                                  (15 * MiB - 512, "inactive", 0)])]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
+def two_devices():
+    t0, t1 = Trace(), Trace()
+    t0.add("segment_alloc", S, 2 * MiB)
+    t0.add("alloc", S, 512)
+    t0.add("free_requested", S, 512)
+    t1.add("segment_alloc", L, 20 * MiB)
+    for i in range(3):
+        t1.add("alloc", L + i * MiB, MiB)
+    for i in range(3):
+        t1.add("free_requested", L + i * MiB, MiB)
+        t1.add("free_completed", L + i * MiB, MiB)
+    segs = [segment(S, 2 * MiB, [(512, "active_pending_free", 512), (2 * MiB - 512, "inactive", 0)], large=False),
+            segment(L, 20 * MiB, [(20 * MiB, "inactive", 0)], device=1)]
+    return {"segments": segs, "device_traces": [t0.entries, t1.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
+def expandable_oom():
+    t = Trace()
+    t.add("segment_map", L, 20 * MiB)
+    t.add("alloc", L, 12 * MiB, fr=frames(50))
+    t.add("segment_map", L + 20 * MiB, 20 * MiB)
+    t.add("alloc", L + 12 * MiB, 24 * MiB, fr=frames(51))
+    t.add("oom", 1 << 30, 64 * MiB, fr=frames(52, "forward"), key="device_free")
+    segs = [segment(L, 40 * MiB, [(12 * MiB, "active_allocated", 12 * MiB), (24 * MiB, "active_allocated", 24 * MiB),
+                                  (4 * MiB, "inactive", 0)], expandable=True)]
+    conf = "expandable_segments:True,max_split_size_mb:128"
+    st = settings(conf)
+    st["max_split_size"] = 128 * MiB
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": st, "external_annotations": []}
+
+
+def rebuilt_settings():
+    # No option string: the settings are rebuilt from the individual fields.
+    s = basic()
+    st = settings("")
+    st["max_split_size"] = 256 * MiB
+    st["garbage_collection_threshold"] = 0.6
+    st["expandable_segments"] = True
+    st["roundup_power2_divisions"]["256"] = 4
+    st["roundup_power2_divisions"]["512"] = 8
+    s["allocator_settings"] = st
+    return s
+
+
+def legacy_list():
+    # The oldest form: a bare list of segments whose blocks carry their allocation history.
+    return [{"device": 0, "address": L, "total_size": 20 * MiB, "allocated_size": 6 * MiB, "active_size": 6 * MiB,
+             "stream": 0, "segment_type": "large",
+             "blocks": [{"size": 6 * MiB, "state": "active_allocated",
+                         "history": [{"addr": L, "real_size": 6 * MiB - 100, "frames": frames(60)}]},
+                        {"size": 14 * MiB, "state": "inactive"}]},
+            {"device": 0, "address": S, "total_size": 2 * MiB, "allocated_size": 512, "active_size": 512,
+             "stream": 0, "segment_type": "small",
+             "blocks": [{"size": 512, "state": "active_allocated", "history": [{"addr": S, "real_size": 100}]},
+                        {"size": 2 * MiB - 512, "state": "inactive"}]}]
+
+
+def values(protocol):
+    # Protocols below 4 pickle sets, and below 3 bytes, through REDUCE of a global (refused by
+    # the reader): those values are left out there.
+    shared = ["shared", 1]
+    v = {
+        "ints": [0, 1, 255, 256, 65535, 65536, -1, -256, 2**31 - 1, -2**31, 2**31, 2**32, 2**63 - 1, -2**63],
+        "big": [2**63, 2**100, -2**64],
+        "floats": [0.0, 1.5, -2.25, 1e300],
+        "strs": ["", "ascii", "caf\u00e9 \u2603 \U0001F600", "back\\slash\nnewline", "x" * 300],
+        "bytes": b"\x00\x01\xff",
+        "consts": [True, False, None],
+        "tuple0": (), "tuple1": (1,), "tuple2": (1, "a"), "tuple3": (1, 2, 3), "tuple4": (1, 2, 3, 4),
+        "set": {7}, "frozenset": frozenset([8]),
+        "nested": {"a": [{"b": (1, [2, {"c": None}])}]},
+        "shared": [shared, shared],
+        "long_list": list(range(2500)),
+        "big_dict": {str(i): i for i in range(1200)},
+    }
+    if protocol < 4:
+        del v["set"], v["frozenset"]
+    if protocol < 3:
+        del v["bytes"]
+    return v
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
+             "expandable_oom": expandable_oom(), "rebuilt_settings": rebuilt_settings(), "legacy_list": legacy_list()}
+    for name, data in cases.items():
+        with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
+            pickle.dump(data, f, protocol=4)
+    for p in (2, 3, 5):
+        with open(os.path.join(OUT, f"basic_p{p}.pickle"), "wb") as f:
+            pickle.dump(basic(), f, protocol=p)
+    for p in range(6):
+        with open(os.path.join(OUT, f"values_p{p}.pickle"), "wb") as f:
+            pickle.dump(values(p), f, protocol=p)
+    with open(os.path.join(OUT, "refused_set_p2.pickle"), "wb") as f:
+        pickle.dump({"set": {1, 2}}, f, protocol=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+// PyTorch snapshots converted to ops (workloads/pytorch_snapshot.h): the synthetic snapshots of
+// scripts/make_test_snapshots.py in every shape PyTorch writes, and the errors for content that
+// is not what PyTorch writes.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "test_helpers.h"
+#include "workloads/pytorch_snapshot.h"
+
+namespace gmb {
+namespace {
+
+constexpr Bytes kMiB = 1024 * 1024;
+
+std::string synthetic(const std::string& name) {
+  std::ifstream in(testing::source_path("tests/data/torch_snapshots/synthetic/" + name), std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+PyTorchSnapshot convert(const std::string& name, int device = -1) {
+  return convert_pytorch_snapshot(synthetic(name), name, device);
+}
+
+std::string ops_text(const PyTorchSnapshot& s) {
+  std::string out;
+  for (const Op& op : s.ops)
+    out += op.kind == Op::Kind::Alloc ? fmt::format("a{}:{}@{} ", op.id, op.bytes, op.stream)
+                                      : fmt::format("f{}@{} ", op.id, op.stream);
+  return out;
+}
+
+bool has_note(const PyTorchSnapshot& s, const std::string& part) {
+  for (const auto& n : s.notes)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
+TEST(PyTorchSnapshot, ConvertsAllocAndFreeCompletedWithDenseReusedIds) {
+  PyTorchSnapshot s = convert("basic.pickle");
+  EXPECT_EQ(ops_text(s), "a0:1000@0 a1:5242880@0 a2:3000000@0 f0@0 f1@0 a1:31457280@0 f2@0 f1@0 ");
+  EXPECT_EQ(s.blocks_alive_at_start, 0u);
+  EXPECT_TRUE(s.has_alloc_conf);
+  EXPECT_EQ(s.alloc_conf, "");
+  EXPECT_TRUE(s.native_allocator);
+  EXPECT_EQ(s.device_capacity, 0u);
+  ASSERT_EQ(s.segment_events.size(), 3u);
+  EXPECT_EQ(s.segment_events[0].kind, RecordedSegmentEvent::Kind::Alloc);
+  EXPECT_EQ(s.segment_events[0].bytes, 2 * kMiB);
+  EXPECT_EQ(s.segment_events[0].before_op, 0u);
+  EXPECT_EQ(s.segment_events[2].bytes, 30 * kMiB);
+  EXPECT_EQ(s.segment_events[2].before_op, 5u);
+  // Origins: the innermost frame of the user's code, not PyTorch's.
+  EXPECT_EQ(s.origins[s.op_origin[0]], "train.py:12 in step");
+  EXPECT_EQ(s.origins[s.op_origin[2]], "train.py:14 in attention");
+  EXPECT_EQ(s.op_origin[3], 0u);  // frees have none
+  EXPECT_EQ(s.ops[1].source_line, 4u);  // the trace entry (1-based)
+}
+
+TEST(PyTorchSnapshot, EveryPickleProtocolGivesTheSameOps) {
+  std::string want = ops_text(convert("basic.pickle"));
+  for (const char* name : {"basic_p2.pickle", "basic_p3.pickle", "basic_p5.pickle"}) EXPECT_EQ(ops_text(convert(name)), want) << name;
+}
+
+TEST(PyTorchSnapshot, FreesWhenTheBlockReturnsNotWhenItIsRequested) {
+  PyTorchSnapshot s = convert("two_streams.pickle");
+  // The side stream is 1; its first block returns (free_completed) after stream 0 allocated.
+  EXPECT_EQ(ops_text(s), "a0:4194304@1 a1:6291456@0 f0@1 a0:8388608@1 f1@0 ");
+  EXPECT_TRUE(has_note(s, "1 blocks returned to the allocator later than their free was requested")) << s.notes[0];
+  EXPECT_TRUE(has_note(s, "1 streams besides the default one"));
+}
+
+TEST(PyTorchSnapshot, AllocatesBlocksAliveBeforeTheTraceFirst) {
+  PyTorchSnapshot s = convert("overflow.pickle");
+  // Two blocks: one freed in the trace (2 MiB at +4 MiB), one alive at the end that the trace
+  // never mentions (4 MiB at +0); allocated first in address order.
+  EXPECT_EQ(ops_text(s), "a0:4194304@0 a1:2097152@0 f1@0 a2:1049088@0 ");
+  EXPECT_EQ(s.blocks_alive_at_start, 2u);
+  EXPECT_TRUE(has_note(s, "2 blocks were alive before the trace's first entry"));
+  EXPECT_EQ(s.ops[0].source_line, 0u);
+}
+
+TEST(PyTorchSnapshot, PicksTheDeviceWithTheMostEventsOrTheOneAskedFor) {
+  PyTorchSnapshot s = convert("two_devices.pickle");
+  EXPECT_EQ(s.device, 1);
+  EXPECT_EQ(ops_text(s), "a0:1048576@0 a1:1048576@0 a2:1048576@0 f0@0 f1@0 f2@0 ");
+  EXPECT_TRUE(has_note(s, "replaying device 1, the one with the most events (the snapshot has: device 0 (3 events), "
+                          "device 1 (10 events); pick with --trace-device N)"));
+  PyTorchSnapshot s0 = convert("two_devices.pickle", 0);
+  EXPECT_EQ(ops_text(s0), "a0:512@0 ");
+  EXPECT_TRUE(has_note(s0, "1 blocks were freed but not yet returned"));
+  try {
+    convert("two_devices.pickle", 3);
+    FAIL() << "no error";
+  } catch (const SnapshotError& e) {
+    EXPECT_STREQ(e.what(), "two_devices.pickle: --trace-device: device 3 has no events and no segments in this snapshot "
+                           "(it has: device 0 (3 events), device 1 (10 events))");
+  }
+}
+
+TEST(PyTorchSnapshot, ReplaysRecordedOomsAsAllocationsAndKeepsMapEvents) {
+  PyTorchSnapshot s = convert("expandable_oom.pickle");
+  EXPECT_EQ(s.alloc_conf, "expandable_segments:True,max_split_size_mb:128");
+  EXPECT_EQ(ops_text(s), "a0:12582912@0 a1:25165824@0 a2:67108864@0 f2@0 ");
+  ASSERT_EQ(s.ooms.size(), 1u);
+  EXPECT_EQ(s.ooms[0].bytes, 64 * kMiB);
+  EXPECT_EQ(s.ooms[0].device_free, 1024 * kMiB);
+  EXPECT_EQ(s.ooms[0].op, 2u);
+  EXPECT_EQ(s.origins[s.op_origin[2]], "train.py:52 in forward");
+  ASSERT_EQ(s.segment_events.size(), 2u);
+  EXPECT_EQ(s.segment_events[1].kind, RecordedSegmentEvent::Kind::Map);
+  EXPECT_EQ(s.segment_events[1].before_op, 1u);
+}
+
+TEST(PyTorchSnapshot, RebuildsTheOptionStringFromTheSettings) {
+  PyTorchSnapshot s = convert("rebuilt_settings.pickle");
+  EXPECT_EQ(s.alloc_conf,
+            "expandable_segments:True,max_split_size_mb:256,garbage_collection_threshold:0.6,"
+            "roundup_power2_divisions:[256:4,512:8]");
+}
+
+TEST(PyTorchSnapshot, ReadsTheOldBareListOfSegments) {
+  PyTorchSnapshot s = convert("legacy_list.pickle");
+  EXPECT_FALSE(s.has_trace);
+  EXPECT_FALSE(s.has_alloc_conf);
+  // The blocks alive, in address order, with their requested sizes from the history.
+  EXPECT_EQ(ops_text(s), "a0:100@0 a1:6291356@0 ");
+  EXPECT_EQ(s.origins[s.op_origin[1]], "train.py:60 in step");
+  EXPECT_TRUE(has_note(s, "a bare list of segments"));
+}
+
+std::string error_of(const std::string& bytes) {
+  try {
+    convert_pytorch_snapshot(bytes, "bad.pickle");
+  } catch (const SnapshotError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// A pickle of plain data in Python's protocol 2 layout, written by hand for the error cases.
+std::string pickled(const std::string& body) { return "\x80\x02" + body + "."; }
+std::string k(int v) { return std::string("K") + char(v); }
+std::string str(const std::string& s) { return "X" + std::string(1, char(s.size())) + std::string(3, '\0') + s; }
+
+TEST(PyTorchSnapshot, NamesThePathAndWhatWasExpected) {
+  EXPECT_EQ(error_of(pickled("N")),
+            "bad.pickle: the top level: expected a dict (torch.cuda.memory._snapshot()) or a list of segments, found NoneType");
+  // {"segments": [ {"blocks": "x", "address": 0} ]}
+  EXPECT_EQ(error_of(pickled("}(" + str("segments") + "](}(" + str("address") + k(0) + str("blocks") + str("x") +
+                             "ueu")),
+            "bad.pickle: segments[0].blocks: expected a list, found str");
+  // {"device_traces": [[{"action": "free_me", "addr": 1, "size": 2, "stream": 0}]]}
+  EXPECT_EQ(error_of(pickled("}(" + str("device_traces") + "](](}(" + str("action") + str("free_me") + str("addr") +
+                             k(1) + str("size") + k(2) + str("stream") + k(0) + "ueeu")),
+            "bad.pickle: device_traces[0][0].action: expected one of alloc, free_requested, free_completed, "
+            "segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot, user_defined; found 'free_me'");
+  // An alloc without its size.
+  EXPECT_EQ(error_of(pickled("}(" + str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") +
+                             k(1) + "ueeu")),
+            "bad.pickle: device_traces[0][0]: expected the key 'size'");
+  EXPECT_EQ(error_of(pickled("}(" + str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") +
+                             k(1) + str("size") + str("big") + "ueeu")),
+            "bad.pickle: device_traces[0][0].size: expected an int, found str");
+  EXPECT_EQ(error_of("\x80\x04\x95"), "bad.pickle: byte 2: the opcode needs 8 more bytes but only 0 are left (truncated file?)");
+}
+
+}  // namespace
+}  // namespace gmb

@@ -1,0 +1,473 @@
+#include "workloads/pickle/pickle_reader.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace gmb::pickle {
+
+const char* type_name(Type type) {
+  switch (type) {
+    case Type::None: return "NoneType";
+    case Type::Bool: return "bool";
+    case Type::Int:
+    case Type::BigInt: return "int";
+    case Type::Float: return "float";
+    case Type::Str: return "str";
+    case Type::Bytes: return "bytes";
+    case Type::List: return "list";
+    case Type::Tuple: return "tuple";
+    case Type::Dict: return "dict";
+    case Type::Set: return "set";
+  }
+  return "?";
+}
+
+double Document::as_float(Ref r) const {
+  double d;
+  std::memcpy(&d, &nodes_[r].payload, sizeof d);
+  return d;
+}
+
+std::string_view Document::as_bytes(Ref r) const {
+  return std::string_view(text_).substr(nodes_[r].payload, nodes_[r].length);
+}
+
+std::size_t Document::size(Ref r) const {
+  std::size_t n = items(r).size();
+  return type(r) == Type::Dict ? n / 2 : n;
+}
+
+Ref Document::get(Ref dict, std::string_view key) const {
+  const auto& kv = items(dict);
+  for (std::size_t i = kv.size(); i >= 2; i -= 2) {
+    Ref k = kv[i - 2];
+    if (type(k) == Type::Str && as_bytes(k) == key) return kv[i - 1];
+  }
+  return kAbsent;
+}
+
+void Document::clear() {
+  std::vector<Node>().swap(nodes_);
+  std::vector<std::vector<Ref>>().swap(children_);
+  std::string().swap(text_);
+  root_ = 0;
+}
+
+PickleError::PickleError(const std::string& file_, std::uint64_t offset_, const std::string& message)
+    : std::runtime_error(fmt::format("{}: byte {}: {}", file_, offset_, message)), file(file_), offset(offset_) {}
+
+std::string escape_excerpt(std::string_view bytes, std::size_t max_chars) {
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size() && i < max_chars; ++i) {
+    auto c = static_cast<unsigned char>(bytes[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  if (bytes.size() > max_chars) out += "...";
+  return out;
+}
+
+// The pickle machine: a value stack, a stack of marks, and the memo.
+class Builder {
+ public:
+  Builder(std::string_view data, const std::string& file) : in_(data), file_(file) {}
+
+  Document run() {
+    while (true) {
+      if (pos_ >= in_.size()) fail(pos_, "the pickle ends before its STOP opcode (truncated file?)");
+      op_at_ = pos_;
+      const auto op = static_cast<unsigned char>(in_[pos_++]);
+      if (op == '.') break;  // STOP
+      step(op);
+    }
+    if (stack_.size() != 1 || !marks_.empty())
+      fail(op_at_, fmt::format("STOP with {} values and {} marks on the stack (expected one value)", stack_.size(),
+                               marks_.size()));
+    if (pos_ != in_.size())
+      fail(pos_, fmt::format("{} bytes after the pickle's STOP opcode: '{}'", in_.size() - pos_,
+                             escape_excerpt(in_.substr(pos_))));
+    doc_.root_ = stack_.back();
+    return std::move(doc_);
+  }
+
+ private:
+  using Node = Document::Node;
+
+  [[noreturn]] void fail(std::uint64_t at, const std::string& message) const { throw PickleError(file_, at, message); }
+
+  std::string_view take(std::uint64_t n) {
+    if (n > in_.size() - pos_)
+      fail(op_at_, fmt::format("the opcode needs {} more bytes but only {} are left (truncated file?)", n,
+                               in_.size() - pos_));
+    auto s = in_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::uint64_t le(std::size_t n) {
+    auto s = take(n);
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t(static_cast<unsigned char>(s[i])) << (8 * i);
+    return v;
+  }
+  // A protocol 0 argument: the bytes up to the next newline.
+  std::string_view line() {
+    auto nl = in_.find('\n', pos_);
+    if (nl == std::string_view::npos) fail(op_at_, "a text argument without its ending newline (truncated file?)");
+    auto s = in_.substr(pos_, nl - pos_);
+    pos_ = nl + 1;
+    return s;
+  }
+
+  Ref add(Type type, std::uint64_t payload, std::uint32_t length = 0) {
+    if (doc_.nodes_.size() >= UINT32_MAX - 1) fail(op_at_, "too many values");
+    doc_.nodes_.push_back(Node{type, length, payload});
+    return static_cast<Ref>(doc_.nodes_.size() - 1);
+  }
+  Ref add_text(Type type, std::string_view bytes) {
+    if (bytes.size() >= UINT32_MAX) fail(op_at_, "a string of 4 GiB or more");
+    std::uint64_t at = doc_.text_.size();
+    doc_.text_.append(bytes.data(), bytes.size());
+    return add(type, at, static_cast<std::uint32_t>(bytes.size()));
+  }
+  Ref add_container(Type type, std::vector<Ref> items = {}) {
+    doc_.children_.push_back(std::move(items));
+    return add(type, doc_.children_.size() - 1);
+  }
+  Ref add_int(std::int64_t v) { return add(Type::Int, static_cast<std::uint64_t>(v)); }
+  Ref add_float(double d) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &d, sizeof d);
+    return add(Type::Float, bits);
+  }
+  // LONG1/LONG4 payload: little-endian two's complement. Int when it fits in 64 bits.
+  Ref add_long(std::string_view b) {
+    std::size_t n = b.size();
+    if (n == 0) return add_int(0);
+    const bool negative = static_cast<unsigned char>(b[n - 1]) & 0x80;
+    const char fill = negative ? '\xff' : '\x00';
+    while (n > 1 && b[n - 1] == fill && ((static_cast<unsigned char>(b[n - 2]) & 0x80) != 0) == negative) --n;
+    if (n <= 8) {
+      std::uint64_t v = negative ? ~std::uint64_t(0) : 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        v &= ~(std::uint64_t(0xff) << (8 * i));
+        v |= std::uint64_t(static_cast<unsigned char>(b[i])) << (8 * i);
+      }
+      return add_int(static_cast<std::int64_t>(v));
+    }
+    return add_text(Type::BigInt, b.substr(0, n));
+  }
+
+  void push(Ref r) { stack_.push_back(r); }
+  Ref pop() {
+    if (stack_.size() <= base()) fail(op_at_, "the opcode needs a value but the stack is empty here");
+    Ref r = stack_.back();
+    stack_.pop_back();
+    return r;
+  }
+  Ref top() {
+    if (stack_.size() <= base()) fail(op_at_, "the opcode needs a value but the stack is empty here");
+    return stack_.back();
+  }
+  std::size_t base() const { return marks_.empty() ? 0 : marks_.back(); }
+  // Pops the values above the last mark and the mark.
+  std::vector<Ref> pop_mark() {
+    if (marks_.empty()) fail(op_at_, "the opcode needs a MARK but there is none");
+    std::size_t m = marks_.back();
+    marks_.pop_back();
+    std::vector<Ref> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    stack_.resize(m);
+    return items;
+  }
+  std::vector<Ref>& container(Ref r, Type want1, Type want2, const char* op_name) {
+    Type t = doc_.nodes_[r].type;
+    if (t != want1 && t != want2)
+      fail(op_at_, fmt::format("{} applies to a {}, found a {}", op_name, type_name(want1), type_name(t)));
+    return doc_.children_[doc_.nodes_[r].payload];
+  }
+  void set_items(Ref dict, const std::vector<Ref>& kv, const char* op_name) {
+    auto& items = container(dict, Type::Dict, Type::Dict, op_name);
+    if (kv.size() % 2) fail(op_at_, fmt::format("{} with an odd number of values ({})", op_name, kv.size()));
+    items.insert(items.end(), kv.begin(), kv.end());
+  }
+
+  void memo_put(std::uint64_t index) {
+    if (index > UINT32_MAX) fail(op_at_, fmt::format("memo index {} is too large", index));
+    memo_[static_cast<std::uint32_t>(index)] = top();
+  }
+  void memo_get(std::uint64_t index) {
+    auto it = index <= UINT32_MAX ? memo_.find(static_cast<std::uint32_t>(index)) : memo_.end();
+    if (it == memo_.end()) fail(op_at_, fmt::format("memo index {} was never stored", index));
+    push(it->second);
+  }
+  std::uint64_t decimal(std::string_view s, const char* what) {
+    std::uint64_t v = 0;
+    if (s.empty() || s.size() > 19) fail(op_at_, fmt::format("{} '{}' is not a decimal number", what, escape_excerpt(s)));
+    for (char c : s) {
+      if (c < '0' || c > '9') fail(op_at_, fmt::format("{} '{}' is not a decimal number", what, escape_excerpt(s)));
+      v = v * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    return v;
+  }
+  // Protocol 0 INT/LONG text: optional sign, digits, (LONG) an optional trailing 'L'.
+  Ref text_int(std::string_view s, bool is_long) {
+    if (is_long && !s.empty() && s.back() == 'L') s.remove_suffix(1);
+    if (!is_long && s == "00") return add(Type::Bool, 0);
+    if (!is_long && s == "01") return add(Type::Bool, 1);
+    bool neg = !s.empty() && (s[0] == '-' || s[0] == '+') ? s[0] == '-' : false;
+    std::string_view digits = !s.empty() && (s[0] == '-' || s[0] == '+') ? s.substr(1) : s;
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      fail(op_at_, fmt::format("integer '{}' is not a decimal number", escape_excerpt(s)));
+    while (digits.size() > 1 && digits[0] == '0') digits.remove_prefix(1);
+    if (digits.size() > 19) fail(op_at_, fmt::format("integer '{}' does not fit in 64 bits", escape_excerpt(s)));
+    std::uint64_t v = 0;
+    for (char c : digits) v = v * 10 + static_cast<std::uint64_t>(c - '0');
+    if (v > (neg ? std::uint64_t(INT64_MAX) + 1 : std::uint64_t(INT64_MAX)))
+      fail(op_at_, fmt::format("integer '{}' does not fit in 64 bits", escape_excerpt(s)));
+    return add_int(neg ? static_cast<std::int64_t>(~v + 1) : static_cast<std::int64_t>(v));
+  }
+  static void put_utf8(std::string& out, std::uint32_t cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xe0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+  std::uint32_t hex(std::string_view s) {
+    std::uint32_t v = 0;
+    for (char c : s) {
+      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) fail(op_at_, fmt::format("bad hex escape '{}'", escape_excerpt(s)));
+      v = v * 16 + static_cast<std::uint32_t>(d);
+    }
+    return v;
+  }
+  // UNICODE (protocol 0): raw-unicode-escape, latin-1 bytes with \uXXXX and \UXXXXXXXX.
+  std::string raw_unicode_escape(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
+        std::size_t n = s[i + 1] == 'u' ? 4 : 8;
+        if (i + 2 + n > s.size()) fail(op_at_, "a \\u escape cut short in a UNICODE string");
+        std::uint32_t cp = hex(s.substr(i + 2, n));
+        if (cp > 0x10ffff) fail(op_at_, "a \\U escape beyond U+10FFFF");
+        put_utf8(out, cp);
+        i += 1 + n;
+      } else {
+        put_utf8(out, static_cast<unsigned char>(s[i]));
+      }
+    }
+    return out;
+  }
+  // STRING (protocol 0): a quoted Python bytes repr.
+  std::string quoted_string(std::string_view s) {
+    if (s.size() < 2 || (s[0] != '\'' && s[0] != '"') || s.back() != s[0])
+      fail(op_at_, fmt::format("STRING argument '{}' is not quoted", escape_excerpt(s)));
+    s = s.substr(1, s.size() - 2);
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (s[i] != '\\') {
+        out += s[i];
+        continue;
+      }
+      if (++i >= s.size()) fail(op_at_, "STRING ends with a lone backslash");
+      switch (s[i]) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case '0': out += '\0'; break;
+        case '\\': out += '\\'; break;
+        case '\'': out += '\''; break;
+        case '"': out += '"'; break;
+        case 'x':
+          if (i + 2 >= s.size()) fail(op_at_, "a \\x escape cut short in a STRING");
+          out += static_cast<char>(hex(s.substr(i + 1, 2)));
+          i += 2;
+          break;
+        default: fail(op_at_, fmt::format("unsupported escape '\\{}' in a STRING", escape_excerpt(s.substr(i, 1))));
+      }
+    }
+    return out;
+  }
+  Ref mark_tuple(std::size_t n) {
+    if (stack_.size() < base() + n) fail(op_at_, fmt::format("TUPLE{} needs {} values on the stack", n, n));
+    std::vector<Ref> items(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
+    stack_.resize(stack_.size() - n);
+    return add_container(Type::Tuple, std::move(items));
+  }
+
+  [[noreturn]] void refuse(const char* name, unsigned char op) {
+    fail(op_at_, fmt::format("opcode {} ('{}') is refused: it would create Python objects or run Python code, "
+                             "which a memory snapshot never needs (only plain dicts, lists, tuples, str, bytes, "
+                             "int, float, bool and None are read)",
+                             name, escape_excerpt(std::string_view(reinterpret_cast<const char*>(&op), 1))));
+  }
+
+  void step(unsigned char op) {
+    switch (op) {
+      // Framing and protocol.
+      case 0x80: {  // PROTO
+        auto v = le(1);
+        if (v > 5) fail(op_at_, fmt::format("pickle protocol {} (this reader knows protocols 0 to 5)", v));
+        return;
+      }
+      case 0x95: {  // FRAME: the length of the next frame; checked, then ignored
+        auto n = le(8);
+        if (n > in_.size() - pos_) fail(op_at_, fmt::format("FRAME of {} bytes but only {} are left (truncated file?)", n, in_.size() - pos_));
+        return;
+      }
+      // Marks and stack.
+      case '(': marks_.push_back(stack_.size()); return;  // MARK
+      case '0': pop(); return;                            // POP
+      case '1': pop_mark(); return;                       // POP_MARK
+      case '2': push(top()); return;                      // DUP
+      // Constants and numbers.
+      case 'N': push(add(Type::None, 0)); return;
+      case 0x88: push(add(Type::Bool, 1)); return;  // NEWTRUE
+      case 0x89: push(add(Type::Bool, 0)); return;  // NEWFALSE
+      case 'K': push(add_int(static_cast<std::int64_t>(le(1)))); return;  // BININT1
+      case 'M': push(add_int(static_cast<std::int64_t>(le(2)))); return;  // BININT2
+      case 'J': push(add_int(static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4))))); return;  // BININT
+      case 0x8a: push(add_long(take(le(1)))); return;  // LONG1
+      case 0x8b: {                                     // LONG4
+        auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)));
+        if (n < 0) fail(op_at_, "LONG4 with a negative length");
+        push(add_long(take(static_cast<std::uint64_t>(n))));
+        return;
+      }
+      case 'I': push(text_int(line(), false)); return;  // INT
+      case 'L': push(text_int(line(), true)); return;   // LONG
+      case 'G': {                                       // BINFLOAT: big-endian double
+        auto s = take(8);
+        std::uint64_t bits = 0;
+        for (char c : s) bits = (bits << 8) | static_cast<unsigned char>(c);
+        double d;
+        std::memcpy(&d, &bits, sizeof d);
+        push(add_float(d));
+        return;
+      }
+      case 'F': {  // FLOAT (text)
+        std::string s(line());
+        char* end = nullptr;
+        double d = std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size())
+          fail(op_at_, fmt::format("FLOAT '{}' is not a number", escape_excerpt(s)));
+        push(add_float(d));
+        return;
+      }
+      // Strings and bytes.
+      case 0x8c: push(add_text(Type::Str, take(le(1)))); return;  // SHORT_BINUNICODE
+      case 'X': push(add_text(Type::Str, take(le(4)))); return;   // BINUNICODE
+      case 0x8d: push(add_text(Type::Str, take(le(8)))); return;  // BINUNICODE8
+      case 'V': push(add_text(Type::Str, raw_unicode_escape(line()))); return;  // UNICODE
+      case 'U': push(add_text(Type::Str, take(le(1)))); return;   // SHORT_BINSTRING (py2 str)
+      case 'T': {                                                 // BINSTRING
+        auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)));
+        if (n < 0) fail(op_at_, "BINSTRING with a negative length");
+        push(add_text(Type::Str, take(static_cast<std::uint64_t>(n))));
+        return;
+      }
+      case 'S': push(add_text(Type::Str, quoted_string(line()))); return;  // STRING
+      case 'C': push(add_text(Type::Bytes, take(le(1)))); return;          // SHORT_BINBYTES
+      case 'B': push(add_text(Type::Bytes, take(le(4)))); return;          // BINBYTES
+      case 0x8e: push(add_text(Type::Bytes, take(le(8)))); return;         // BINBYTES8
+      case 0x96: push(add_text(Type::Bytes, take(le(8)))); return;         // BYTEARRAY8
+      // Containers.
+      case ']': push(add_container(Type::List)); return;   // EMPTY_LIST
+      case '}': push(add_container(Type::Dict)); return;   // EMPTY_DICT
+      case ')': push(add_container(Type::Tuple)); return;  // EMPTY_TUPLE
+      case 0x8f: push(add_container(Type::Set)); return;   // EMPTY_SET
+      case 'l': push(add_container(Type::List, pop_mark())); return;  // LIST
+      case 't': push(add_container(Type::Tuple, pop_mark())); return; // TUPLE
+      case 0x91: push(add_container(Type::Set, pop_mark())); return;  // FROZENSET
+      case 'd': {                                                     // DICT
+        auto kv = pop_mark();
+        Ref d = add_container(Type::Dict);
+        set_items(d, kv, "DICT");
+        push(d);
+        return;
+      }
+      case 0x85: push(mark_tuple(1)); return;  // TUPLE1
+      case 0x86: push(mark_tuple(2)); return;  // TUPLE2
+      case 0x87: push(mark_tuple(3)); return;  // TUPLE3
+      case 'a': {                              // APPEND
+        Ref v = pop();
+        container(top(), Type::List, Type::List, "APPEND").push_back(v);
+        return;
+      }
+      case 'e': {  // APPENDS
+        auto items = pop_mark();
+        auto& list = container(top(), Type::List, Type::List, "APPENDS");
+        list.insert(list.end(), items.begin(), items.end());
+        return;
+      }
+      case 0x90: {  // ADDITEMS
+        auto items = pop_mark();
+        auto& set = container(top(), Type::Set, Type::Set, "ADDITEMS");
+        set.insert(set.end(), items.begin(), items.end());
+        return;
+      }
+      case 's': {  // SETITEM
+        Ref v = pop();
+        Ref k = pop();
+        set_items(top(), {k, v}, "SETITEM");
+        return;
+      }
+      case 'u': {  // SETITEMS
+        auto kv = pop_mark();
+        set_items(top(), kv, "SETITEMS");
+        return;
+      }
+      // Memo.
+      case 0x94: memo_put(memo_.size()); return;  // MEMOIZE
+      case 'q': memo_put(le(1)); return;          // BINPUT
+      case 'r': memo_put(le(4)); return;          // LONG_BINPUT
+      case 'p': memo_put(decimal(line(), "PUT index")); return;
+      case 'h': memo_get(le(1)); return;  // BINGET
+      case 'j': memo_get(le(4)); return;  // LONG_BINGET
+      case 'g': memo_get(decimal(line(), "GET index")); return;
+      // Refused: these name Python code or objects.
+      case 'c': refuse("GLOBAL", op);
+      case 0x93: refuse("STACK_GLOBAL", op);
+      case 'R': refuse("REDUCE", op);
+      case 'b': refuse("BUILD", op);
+      case 'i': refuse("INST", op);
+      case 'o': refuse("OBJ", op);
+      case 0x81: refuse("NEWOBJ", op);
+      case 0x92: refuse("NEWOBJ_EX", op);
+      case 'P': refuse("PERSID", op);
+      case 'Q': refuse("BINPERSID", op);
+      case 0x82: refuse("EXT1", op);
+      case 0x83: refuse("EXT2", op);
+      case 0x84: refuse("EXT4", op);
+      case 0x97: refuse("NEXT_BUFFER", op);
+      case 0x98: refuse("READONLY_BUFFER", op);
+      default:
+        fail(op_at_, fmt::format("unknown pickle opcode '{}' (not a pickle, or a corrupt one)",
+                                 escape_excerpt(std::string_view(reinterpret_cast<const char*>(&op), 1))));
+    }
+  }
+
+  std::string_view in_;
+  const std::string& file_;
+  std::size_t pos_ = 0, op_at_ = 0;
+  std::vector<Ref> stack_;
+  std::vector<std::size_t> marks_;
+  std::unordered_map<std::uint32_t, Ref> memo_;
+  Document doc_;
+};
+
+Document parse(std::string_view data, const std::string& file) { return Builder(data, file).run(); }
+
+}  // namespace gmb::pickle

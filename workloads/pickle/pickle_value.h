@@ -1,0 +1,66 @@
+// The values a Python pickle of plain data holds (None, bool, int, float, str, bytes, list,
+// tuple, dict, set), as a tree of nodes in one arena. Shared objects (the pickle memo) are one
+// node referenced twice, never copied, so a small pickle cannot expand into a huge tree.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace gmb::pickle {
+
+enum class Type : std::uint8_t { None, Bool, Int, BigInt, Float, Str, Bytes, List, Tuple, Dict, Set };
+const char* type_name(Type type);  // Python's names: "NoneType", "int", "str", "list"...
+
+using Ref = std::uint32_t;  // a node of a Document
+
+// A parsed pickle. Nodes are immutable once parsing ends.
+class Document {
+ public:
+  Ref root() const { return root_; }
+  Type type(Ref r) const { return nodes_[r].type; }
+  bool is_int(Ref r) const { return type(r) == Type::Int || type(r) == Type::Bool; }
+  // Int and Bool (Python's bool is an int). Check is_int first.
+  std::int64_t as_int(Ref r) const { return static_cast<std::int64_t>(nodes_[r].payload); }
+  double as_float(Ref r) const;
+  // Str, Bytes and BigInt (little-endian two's complement bytes) contents.
+  std::string_view as_bytes(Ref r) const;
+  // List, Tuple, Set: the items; Dict: keys and values interleaved (k0, v0, k1, v1...).
+  const std::vector<Ref>& items(Ref r) const { return children_[nodes_[r].payload]; }
+  std::size_t size(Ref r) const;  // items, or pairs for a dict
+  // The value of a str key in a dict (the last one where a key repeats); nullptr-like -1 when absent.
+  static constexpr Ref kAbsent = UINT32_MAX;
+  Ref get(Ref dict, std::string_view key) const;
+  std::size_t node_count() const { return nodes_.size(); }
+  void clear();  // frees everything
+
+ private:
+  friend class Builder;
+  struct Node {
+    Type type;
+    std::uint32_t length;   // Str/Bytes/BigInt: byte length
+    std::uint64_t payload;  // Int/Bool: the value; Float: the bits; Str/Bytes/BigInt: offset into
+                            // text_; containers: index into children_
+  };
+  std::vector<Node> nodes_;
+  std::vector<std::vector<Ref>> children_;
+  std::string text_;
+  Ref root_ = 0;
+};
+
+// Where a pickle is malformed or asks for something this reader refuses: the file, the byte
+// offset of the opcode at fault and what was expected. Never echoes more than a short escaped
+// excerpt of the input.
+struct PickleError : std::runtime_error {
+  PickleError(const std::string& file, std::uint64_t offset, const std::string& message);
+  std::string file;
+  std::uint64_t offset;
+};
+
+// Printable ASCII as is, everything else as \xHH; at most `max_chars` input bytes, then "...".
+std::string escape_excerpt(std::string_view bytes, std::size_t max_chars = 24);
+
+}  // namespace gmb::pickle

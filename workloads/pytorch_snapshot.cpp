@@ -1,0 +1,532 @@
+#include "workloads/pytorch_snapshot.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "workloads/pickle/pickle_reader.h"
+
+namespace gmb {
+
+using pickle::Document;
+using pickle::Ref;
+using pickle::Type;
+
+const char* to_string(RecordedSegmentEvent::Kind kind) {
+  switch (kind) {
+    case RecordedSegmentEvent::Kind::Alloc: return "segment_alloc";
+    case RecordedSegmentEvent::Kind::Free: return "segment_free";
+    case RecordedSegmentEvent::Kind::Map: return "segment_map";
+    case RecordedSegmentEvent::Kind::Unmap: return "segment_unmap";
+  }
+  return "?";
+}
+
+SnapshotError::SnapshotError(const std::string& file_, const std::string& where_, const std::string& message)
+    : std::runtime_error(fmt::format("{}: {}: {}", file_, where_, message)), file(file_), where(where_) {}
+
+bool looks_like_pickle(std::string_view head) {
+  if (head.empty()) return false;
+  const auto c = static_cast<unsigned char>(head[0]);
+  return c == 0x80 || c == '(' || c == ']' || c == '}';
+}
+
+namespace {
+
+const char* article(Type t) {
+  switch (t) {
+    case Type::Int:
+    case Type::BigInt: return "an int";
+    case Type::Dict: return "a dict";
+    case Type::List: return "a list";
+    case Type::Str: return "a str";
+    default: return "a value";
+  }
+}
+
+// A block alive when the trace starts (no alloc recorded for it).
+struct InitialBlock {
+  DevPtr address;
+  Bytes bytes;
+  StreamId stream;
+  BufferId tagged_id;  // the id its Free uses during conversion
+  std::uint32_t origin;
+};
+
+constexpr BufferId kInitialTag = BufferId(1) << 63;
+
+class Converter {
+ public:
+  Converter(const Document& doc, const std::string& file) : d_(doc), file_(file) {}
+
+  PyTorchSnapshot run(int want_device) {
+    Ref root = d_.root();
+    Ref segments = Document::kAbsent, traces = Document::kAbsent, settings = Document::kAbsent;
+    if (d_.type(root) == Type::List) {
+      segments = root;
+      s_.notes.push_back("the snapshot is a bare list of segments (an old format): no trace, no allocator settings");
+    } else if (d_.type(root) == Type::Dict) {
+      segments = d_.get(root, "segments");
+      traces = d_.get(root, "device_traces");
+      settings = d_.get(root, "allocator_settings");
+      if (segments == Document::kAbsent && traces == Document::kAbsent)
+        bad("the top level", "a dict with the keys segments and device_traces (torch.cuda.memory._snapshot()), "
+                             "found a dict without either");
+    } else {
+      bad("the top level", fmt::format("a dict (torch.cuda.memory._snapshot()) or a list of segments, found {}",
+                                       pickle::type_name(d_.type(root))));
+    }
+    if (segments != Document::kAbsent) expect(segments, Type::List, [] { return std::string("segments"); });
+    if (traces != Document::kAbsent) {
+      expect(traces, Type::List, [] { return std::string("device_traces"); });
+      for (std::size_t i = 0; i < d_.size(traces); ++i)
+        expect(d_.items(traces)[i], Type::List, [&] { return fmt::format("device_traces[{}]", i); });
+    }
+    pick_device(want_device, segments, traces);
+    if (settings != Document::kAbsent) read_settings(settings);
+    else s_.notes.push_back("the snapshot records no allocator_settings: PyTorch's defaults are assumed");
+
+    Ref trace = traces != Document::kAbsent && s_.device < static_cast<int>(d_.size(traces))
+                    ? d_.items(traces)[static_cast<std::size_t>(s_.device)]
+                    : Document::kAbsent;
+    s_.has_trace = trace != Document::kAbsent && d_.size(trace) > 0;
+    if (s_.has_trace) convert_trace(trace);
+    if (segments != Document::kAbsent) read_blocks_alive(segments);
+    finish();
+    s_.notes.push_back(
+        "the snapshot does not record the device's memory size (nor a set_per_process_memory_fraction limit)");
+    return std::move(s_);
+  }
+
+ private:
+  template <class Path>
+  [[noreturn]] void bad(const Path& where, const std::string& expected) const {
+    if constexpr (std::is_invocable_v<Path>) throw SnapshotError(file_, where(), "expected " + expected);
+    else throw SnapshotError(file_, where, "expected " + expected);
+  }
+  template <class Path>
+  void expect(Ref r, Type t, const Path& where) const {
+    if (d_.type(r) != t) bad(where, fmt::format("{}, found {}", article(t), pickle::type_name(d_.type(r))));
+  }
+  template <class Path>
+  Ref field(Ref dict, std::string_view key, const Path& where) const {
+    Ref r = d_.get(dict, key);
+    if (r == Document::kAbsent)
+      bad([&] { return where(); }, fmt::format("the key '{}'", key));
+    return r;
+  }
+  template <class Path>
+  std::int64_t int_value(Ref r, const Path& where) const {
+    if (d_.type(r) == Type::BigInt) bad(where, "an int of at most 64 bits, found a larger int");
+    if (!d_.is_int(r)) bad(where, fmt::format("an int, found {}", pickle::type_name(d_.type(r))));
+    return d_.as_int(r);
+  }
+  template <class Path>
+  std::uint64_t uint_field(Ref dict, std::string_view key, const Path& where) const {
+    auto path = [&] { return fmt::format("{}.{}", where(), key); };
+    std::int64_t v = int_value(field(dict, key, where), path);
+    if (v < 0) bad(path, fmt::format("a non-negative int, found {}", v));
+    return static_cast<std::uint64_t>(v);
+  }
+  template <class Path>
+  std::string_view str_field(Ref dict, std::string_view key, const Path& where) const {
+    Ref r = field(dict, key, where);
+    auto path = [&] { return fmt::format("{}.{}", where(), key); };
+    if (d_.type(r) != Type::Str) bad(path, fmt::format("a str, found {}", pickle::type_name(d_.type(r))));
+    return d_.as_bytes(r);
+  }
+
+  StreamId stream_id(std::int64_t raw) {
+    if (raw == 0) return 0;
+    auto it = streams_.find(raw);
+    if (it != streams_.end()) return it->second;
+    StreamId id = static_cast<StreamId>(streams_.size() + 1);
+    streams_.emplace(raw, id);
+    return id;
+  }
+
+  void pick_device(int want, Ref segments, Ref traces) {
+    std::map<int, std::uint64_t> events;  // device -> trace entries (0 for devices with segments only)
+    if (traces != Document::kAbsent)
+      for (std::size_t i = 0; i < d_.size(traces); ++i) {
+        auto n = d_.size(d_.items(traces)[i]);
+        if (n) events[static_cast<int>(i)] = n;
+      }
+    std::map<int, std::uint64_t> seg_devices;
+    if (segments != Document::kAbsent)
+      for (std::size_t i = 0; i < d_.size(segments); ++i) {
+        Ref seg = d_.items(segments)[i];
+        auto where = [&] { return fmt::format("segments[{}]", i); };
+        expect(seg, Type::Dict, where);
+        Ref dev = d_.get(seg, "device");
+        int device = dev == Document::kAbsent ? 0 : static_cast<int>(int_value(dev, [&] { return where() + ".device"; }));
+        ++seg_devices[device];
+      }
+    for (auto& [dev, n] : events) s_.devices_with_events.push_back(dev);
+    auto listing = [&] {
+      std::string s;
+      for (auto& [dev, n] : events) s += fmt::format("{}device {} ({} events)", s.empty() ? "" : ", ", dev, n);
+      for (auto& [dev, n] : seg_devices)
+        if (!events.count(dev)) s += fmt::format("{}device {} ({} segments, no events)", s.empty() ? "" : ", ", dev, n);
+      return s.empty() ? std::string("none") : s;
+    };
+    if (want >= 0) {
+      if (!events.count(want) && !seg_devices.count(want))
+        throw SnapshotError(file_, "--trace-device",
+                            fmt::format("device {} has no events and no segments in this snapshot (it has: {})", want,
+                                        listing()));
+      s_.device = want;
+    } else if (!events.empty()) {
+      s_.device = events.begin()->first;
+      for (auto& [dev, n] : events)
+        if (n > events[s_.device]) s_.device = dev;
+    } else if (!seg_devices.empty()) {
+      s_.device = seg_devices.begin()->first;
+      for (auto& [dev, n] : seg_devices)
+        if (n > seg_devices[s_.device]) s_.device = dev;
+    } else {
+      throw SnapshotError(file_, "the top level", "the snapshot holds no trace events and no segments: nothing to replay");
+    }
+    if (events.size() + seg_devices.size() > 1 || want >= 0)
+      s_.notes.push_back(fmt::format("replaying device {}{} (the snapshot has: {}; pick with --trace-device N)", s_.device,
+                                     want >= 0 ? " (--trace-device)" : ", the one with the most events", listing()));
+  }
+
+  // allocator_settings -> PYTORCH_CUDA_ALLOC_CONF text: the option string PyTorch last parsed
+  // when it is there; else rebuilt from the individual settings.
+  void read_settings(Ref settings) {
+    auto where = [] { return std::string("allocator_settings"); };
+    expect(settings, Type::Dict, where);
+    s_.has_alloc_conf = true;
+    Ref text = d_.get(settings, "PYTORCH_CUDA_ALLOC_CONF");
+    if (text != Document::kAbsent && d_.type(text) == Type::Str && !d_.as_bytes(text).empty()) {
+      s_.alloc_conf = std::string(d_.as_bytes(text));
+    } else {
+      std::vector<std::string> parts;
+      Ref es = d_.get(settings, "expandable_segments");
+      if (es != Document::kAbsent && d_.is_int(es) && d_.as_int(es)) parts.push_back("expandable_segments:True");
+      Ref ms = d_.get(settings, "max_split_size");
+      if (ms != Document::kAbsent && d_.is_int(ms)) {
+        std::int64_t v = d_.as_int(ms);  // SIZE_MAX (written as -1) = unlimited
+        if (v > 0 && v < (std::int64_t(1) << 62)) parts.push_back(fmt::format("max_split_size_mb:{}", v / std::int64_t(MiB)));
+      }
+      Ref gc = d_.get(settings, "garbage_collection_threshold");
+      if (gc != Document::kAbsent && d_.type(gc) == Type::Float && d_.as_float(gc) > 0)
+        parts.push_back(fmt::format("garbage_collection_threshold:{}", d_.as_float(gc)));
+      Ref rd = d_.get(settings, "roundup_power2_divisions");
+      if (rd != Document::kAbsent && d_.type(rd) == Type::Dict) {
+        std::vector<std::string> divs;
+        const auto& kv = d_.items(rd);
+        for (std::size_t i = 0; i + 1 < kv.size(); i += 2)
+          if (d_.type(kv[i]) == Type::Str && d_.is_int(kv[i + 1]) && d_.as_int(kv[i + 1]) > 0)
+            divs.push_back(fmt::format("{}:{}", d_.as_bytes(kv[i]), d_.as_int(kv[i + 1])));
+        if (!divs.empty()) parts.push_back(fmt::format("roundup_power2_divisions:[{}]", fmt::join(divs, ",")));
+      }
+      s_.alloc_conf = fmt::format("{}", fmt::join(parts, ","));
+    }
+    if (s_.alloc_conf.find("cudaMallocAsync") != std::string::npos) s_.native_allocator = false;
+  }
+
+  std::uint32_t origin_of(Ref entry) {
+    Ref frames = d_.get(entry, "frames");
+    if (frames == Document::kAbsent || d_.type(frames) != Type::List || d_.size(frames) == 0) return 0;
+    // The innermost frame of the user's Python code: not PyTorch's, not C/C++ (stacks="all").
+    Ref pick = Document::kAbsent, first_py = Document::kAbsent;
+    for (Ref f : d_.items(frames)) {
+      if (d_.type(f) != Type::Dict) continue;
+      Ref fn = d_.get(f, "filename");
+      if (fn == Document::kAbsent || d_.type(fn) != Type::Str) continue;
+      std::string_view name = d_.as_bytes(fn);
+      bool python = name.size() > 3 && name.substr(name.size() - 3) == ".py";
+      if (!python) continue;
+      if (first_py == Document::kAbsent) first_py = f;
+      if (name.find("/torch/") == std::string_view::npos && name.find("site-packages/") == std::string_view::npos &&
+          name.find("dist-packages/") == std::string_view::npos && name.find("/lib/python") == std::string_view::npos) {
+        pick = f;
+        break;
+      }
+    }
+    if (pick == Document::kAbsent) pick = first_py;
+    if (pick == Document::kAbsent) pick = d_.items(frames)[0];
+    if (d_.type(pick) != Type::Dict) return 0;
+    auto text_of = [&](const char* key) -> std::string {
+      Ref r = d_.get(pick, key);
+      if (r == Document::kAbsent) return "?";
+      if (d_.type(r) == Type::Str) return std::string(d_.as_bytes(r).substr(0, 200));
+      if (d_.is_int(r)) return std::to_string(d_.as_int(r));
+      return "?";
+    };
+    std::string filename = text_of("filename");
+    auto slash = filename.find_last_of('/');
+    if (slash != std::string::npos) filename = filename.substr(slash + 1);
+    std::string text = fmt::format("{}:{} in {}", filename, text_of("line"), text_of("name"));
+    auto [it, inserted] = origin_index_.emplace(text, static_cast<std::uint32_t>(s_.origins.size()));
+    if (inserted) s_.origins.push_back(text);
+    return it->second;
+  }
+
+  BufferId new_id() {
+    if (!free_ids_.empty()) {
+      BufferId id = free_ids_.back();
+      free_ids_.pop_back();
+      return id;
+    }
+    return next_id_++;
+  }
+
+  void push_op(Op::Kind kind, BufferId id, Bytes bytes, StreamId stream, std::uint64_t entry, std::uint32_t origin) {
+    Op op;
+    op.kind = kind;
+    op.id = id;
+    op.bytes = bytes;
+    op.stream = stream;
+    op.source_line = entry + 1;
+    s_.ops.push_back(op);
+    s_.op_origin.push_back(origin);
+  }
+
+  struct Live {
+    BufferId id;
+    Bytes bytes;
+    StreamId stream;
+    bool free_requested;
+  };
+
+  void convert_trace(Ref trace) {
+    const int dev = s_.device;
+    std::uint64_t delayed_frees = 0, ignored = 0, requested_pending = 0;
+    const auto& entries = d_.items(trace);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      Ref e = entries[i];
+      auto where = [&] { return fmt::format("device_traces[{}][{}]", dev, i); };
+      expect(e, Type::Dict, where);
+      std::string_view action = str_field(e, "action", where);
+      if (action == "snapshot" || action == "user_defined") {
+        ++ignored;
+        continue;
+      }
+      if (action == "oom") {
+        Bytes size = uint_field(e, "size", where);
+        Ref df = d_.get(e, "device_free");
+        Bytes device_free = df != Document::kAbsent && d_.is_int(df) && d_.as_int(df) > 0 ? static_cast<Bytes>(d_.as_int(df)) : 0;
+        StreamId stream = stream_id(int_value(field(e, "stream", where), [&] { return where() + ".stream"; }));
+        s_.ooms.push_back({size, device_free, s_.ops.size(), i});
+        BufferId id = new_id();
+        std::uint32_t origin = origin_of(e);
+        push_op(Op::Kind::Alloc, id, size, stream, i, origin);
+        push_op(Op::Kind::Free, id, 0, stream, i, 0);
+        free_ids_.push_back(id);
+        continue;
+      }
+      DevPtr addr = uint_field(e, "addr", where);
+      Bytes size = uint_field(e, "size", where);
+      if (action == "alloc") {
+        StreamId stream = stream_id(int_value(field(e, "stream", where), [&] { return where() + ".stream"; }));
+        auto [it, inserted] = live_.emplace(addr, Live{0, size, stream, false});
+        if (!inserted)
+          throw SnapshotError(file_, where(),
+                              fmt::format("alloc at address {:#x}, which is already allocated and was never freed "
+                                          "(free_completed) in the trace",
+                                          addr));
+        it->second.id = new_id();
+        push_op(Op::Kind::Alloc, it->second.id, size, stream, i, origin_of(e));
+      } else if (action == "free_requested" || action == "free_completed") {
+        auto it = live_.find(addr);
+        if (it == live_.end()) {
+          // Allocated before the trace's first entry (the ring buffer dropped its alloc).
+          StreamId stream = stream_id(int_value(field(e, "stream", where), [&] { return where() + ".stream"; }));
+          BufferId tagged = kInitialTag | initial_.size();
+          initial_.push_back({addr, size, stream, tagged, 0});
+          it = live_.emplace(addr, Live{tagged, size, stream, false}).first;
+        }
+        if (action == "free_requested") {
+          if (!it->second.free_requested) ++requested_pending;
+          it->second.free_requested = true;
+          continue;
+        }
+        if (it->second.free_requested) {
+          --requested_pending;
+          // A free_completed that is not right after its free_requested waited on another stream.
+          if (i == 0 || !is_free_requested_of(entries[i - 1], addr)) ++delayed_frees;
+        }
+        push_op(Op::Kind::Free, it->second.id, 0, it->second.stream, i, 0);
+        if (!(it->second.id & kInitialTag)) free_ids_.push_back(it->second.id);
+        live_.erase(it);
+      } else if (action == "segment_alloc" || action == "segment_free" || action == "segment_map" ||
+                 action == "segment_unmap") {
+        RecordedSegmentEvent ev;
+        ev.kind = action == "segment_alloc"  ? RecordedSegmentEvent::Kind::Alloc
+                  : action == "segment_free" ? RecordedSegmentEvent::Kind::Free
+                  : action == "segment_map"  ? RecordedSegmentEvent::Kind::Map
+                                             : RecordedSegmentEvent::Kind::Unmap;
+        ev.bytes = size;
+        ev.address = addr;
+        ev.before_op = s_.ops.size();
+        ev.entry = i;
+        s_.segment_events.push_back(ev);
+      } else {
+        throw SnapshotError(file_, where() + ".action",
+                            fmt::format("expected one of alloc, free_requested, free_completed, segment_alloc, "
+                                        "segment_free, segment_map, segment_unmap, oom, snapshot, user_defined; "
+                                        "found '{}'",
+                                        pickle::escape_excerpt(action, 40)));
+      }
+    }
+    if (delayed_frees)
+      s_.notes.push_back(fmt::format("{} blocks returned to the allocator later than their free was requested "
+                                     "(used on another stream: record_stream); replayed at free_completed",
+                                     delayed_frees));
+    if (requested_pending)
+      s_.notes.push_back(fmt::format("{} blocks were freed but not yet returned when the snapshot was taken "
+                                     "(free_requested without free_completed): still live at the end",
+                                     requested_pending));
+    if (ignored) s_.notes.push_back(fmt::format("{} snapshot/user_defined entries ignored", ignored));
+    if (!s_.ooms.empty())
+      s_.notes.push_back(fmt::format("{} recorded OOMs: each is replayed as an allocation of its size, freed right "
+                                     "away if it succeeds",
+                                     s_.ooms.size()));
+  }
+
+  bool is_free_requested_of(Ref e, DevPtr addr) const {
+    if (d_.type(e) != Type::Dict) return false;
+    Ref a = d_.get(e, "action"), p = d_.get(e, "addr");
+    return a != Document::kAbsent && d_.type(a) == Type::Str && d_.as_bytes(a) == "free_requested" &&
+           p != Document::kAbsent && d_.is_int(p) && static_cast<DevPtr>(d_.as_int(p)) == addr;
+  }
+
+  // Blocks alive when the snapshot was taken that the trace never allocated: alive since before
+  // its first entry (or, without a trace, the whole state to replay).
+  void read_blocks_alive(Ref segments) {
+    std::uint64_t checked = 0;
+    for (std::size_t si = 0; si < d_.size(segments); ++si) {
+      Ref seg = d_.items(segments)[si];
+      auto where = [&] { return fmt::format("segments[{}]", si); };
+      Ref dev = d_.get(seg, "device");
+      int device = dev == Document::kAbsent ? 0 : static_cast<int>(d_.as_int(dev));
+      if (device != s_.device) continue;
+      DevPtr address = uint_field(seg, "address", where);
+      Ref st = d_.get(seg, "stream");
+      StreamId stream = st == Document::kAbsent ? 0 : stream_id(int_value(st, [&] { return where() + ".stream"; }));
+      Ref blocks = field(seg, "blocks", where);
+      auto bwhere = [&] { return where() + ".blocks"; };
+      expect(blocks, Type::List, bwhere);
+      DevPtr at = address;
+      for (std::size_t bi = 0; bi < d_.size(blocks); ++bi) {
+        Ref b = d_.items(blocks)[bi];
+        auto bw = [&] { return fmt::format("segments[{}].blocks[{}]", si, bi); };
+        expect(b, Type::Dict, bw);
+        Bytes size = uint_field(b, "size", bw);
+        Ref ba = d_.get(b, "address");
+        DevPtr baddr = ba == Document::kAbsent ? at : static_cast<DevPtr>(int_value(ba, [&] { return bw() + ".address"; }));
+        at = baddr + size;
+        std::string_view state = str_field(b, "state", bw);
+        if (state != "active_allocated" && state != "active_pending_free") {
+          if (state != "inactive")
+            throw SnapshotError(file_, bw() + ".state",
+                                fmt::format("expected active_allocated, active_pending_free or inactive; found '{}'",
+                                            pickle::escape_excerpt(state, 40)));
+          continue;
+        }
+        ++checked;
+        if (live_.count(baddr)) continue;  // allocated in the trace (or found alive at its start)
+        Bytes requested = size;
+        std::uint32_t origin = origin_of(b);
+        Ref rq = d_.get(b, "requested_size");
+        Ref hist = d_.get(b, "history");
+        if (rq != Document::kAbsent && d_.is_int(rq) && d_.as_int(rq) > 0) {
+          requested = static_cast<Bytes>(d_.as_int(rq));
+        } else if (hist != Document::kAbsent && d_.type(hist) == Type::List && d_.size(hist) > 0 &&
+                   d_.type(d_.items(hist)[0]) == Type::Dict) {
+          Ref h0 = d_.items(hist)[0];
+          Ref rs = d_.get(h0, "real_size");
+          if (rs != Document::kAbsent && d_.is_int(rs) && d_.as_int(rs) > 0) requested = static_cast<Bytes>(d_.as_int(rs));
+          origin = origin_of(h0);
+        }
+        BufferId tagged = kInitialTag | initial_.size();
+        initial_.push_back({baddr, requested, stream, tagged, origin});
+        live_.emplace(baddr, Live{tagged, requested, stream, false});
+      }
+    }
+    (void)checked;
+  }
+
+  // Prepends the blocks alive at the start (address order) and renumbers ids: those blocks take
+  // 0..k-1, the trace's own ids follow.
+  void finish() {
+    const std::size_t k = initial_.size();
+    s_.blocks_alive_at_start = k;
+    std::vector<std::size_t> order(k);
+    for (std::size_t i = 0; i < k; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return initial_[a].address < initial_[b].address; });
+    std::vector<BufferId> initial_id(k);
+    std::vector<Op> ops;
+    std::vector<std::uint32_t> origins;
+    ops.reserve(k + s_.ops.size());
+    origins.reserve(k + s_.ops.size());
+    for (std::size_t j = 0; j < k; ++j) {
+      const InitialBlock& b = initial_[order[j]];
+      initial_id[order[j]] = j;
+      Op op;
+      op.kind = Op::Kind::Alloc;
+      op.id = j;
+      op.bytes = b.bytes;
+      op.stream = b.stream;
+      op.source_line = 0;
+      ops.push_back(op);
+      origins.push_back(b.origin);
+    }
+    for (std::size_t i = 0; i < s_.ops.size(); ++i) {
+      Op op = s_.ops[i];
+      op.id = op.id & kInitialTag ? initial_id[op.id & ~kInitialTag] : op.id + k;
+      ops.push_back(op);
+      origins.push_back(s_.op_origin[i]);
+    }
+    s_.ops = std::move(ops);
+    s_.op_origin = std::move(origins);
+    for (auto& ev : s_.segment_events) ev.before_op += k;
+    for (auto& oom : s_.ooms) oom.op += k;
+    if (k) {
+      s_.notes.push_back(
+          s_.has_trace
+              ? fmt::format("{} blocks were alive before the trace's first entry (the trace buffer overflowed, or "
+                            "recording started late): allocated first, in address order",
+                            k)
+              : fmt::format("the snapshot has no trace for device {}: replaying the {} blocks alive when it was "
+                            "taken, in address order",
+                            s_.device, k));
+    }
+    if (!streams_.empty())
+      s_.notes.push_back(fmt::format("{} streams besides the default one, numbered 1..{} in order of first use",
+                                     streams_.size(), streams_.size()));
+  }
+
+  const Document& d_;
+  const std::string& file_;
+  PyTorchSnapshot s_;
+  std::unordered_map<std::int64_t, StreamId> streams_;
+  std::unordered_map<DevPtr, Live> live_;
+  std::vector<InitialBlock> initial_;
+  std::vector<BufferId> free_ids_;
+  BufferId next_id_ = 0;
+  std::unordered_map<std::string, std::uint32_t> origin_index_;
+};
+
+}  // namespace
+
+PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device) {
+  Document doc;
+  try {
+    doc = pickle::parse(pickle_bytes, file);
+  } catch (const pickle::PickleError& e) {
+    // Keep the message, name the place the same way as the other snapshot errors.
+    std::string msg = e.what();
+    std::string prefix = fmt::format("{}: byte {}: ", file, e.offset);
+    if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+    throw SnapshotError(file, fmt::format("byte {}", e.offset), msg);
+  }
+  return Converter(doc, file).run(device);
+}
+
+}  // namespace gmb

@@ -1,0 +1,79 @@
+// A PyTorch memory snapshot (the pickled dict of torch.cuda.memory._snapshot(), written by
+// torch.cuda.memory._dump_snapshot) converted to the ops of one device, plus what the recorded
+// run did that a replay can be checked against (segment events, OOMs).
+//
+// Shapes read: {"segments", "device_traces", "allocator_settings", "external_annotations"}; the
+// older dict whose blocks carry "history"; a bare list of segments. Trace entries:
+//   alloc           an Alloc of `size` bytes (the requested size) at `addr`, a dense id per live address
+//   free_completed  the Free: the block returns to the allocator here (after free_requested, later
+//                   when the block was used on another stream: record_stream)
+//   free_requested  only counted (how many frees waited on other streams)
+//   segment_alloc / segment_free / segment_map / segment_unmap   the recorded device calls
+//   oom             the recorded OOM; replayed as an Alloc of its size freed right away (the
+//                   recording does not say how long the block would have lived)
+//   snapshot, user_defined   ignored
+// A trace ring buffer that overflowed leaves blocks alive at the start with no alloc: a free of
+// an unknown address, or a block alive in `segments` that the trace never touches. They are
+// allocated first, in address order, and the notes say how many.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "workloads/workload.h"
+
+namespace gmb {
+
+// A device call PyTorch's allocator made, as the snapshot recorded it.
+struct RecordedSegmentEvent {
+  enum class Kind : std::uint8_t { Alloc, Free, Map, Unmap };
+  Kind kind = Kind::Alloc;
+  Bytes bytes = 0;
+  DevPtr address = 0;
+  std::uint64_t before_op = 0;  // happened before ops[before_op] (ops.size(): after the last)
+  std::uint64_t entry = 0;      // index in device_traces[device]
+};
+const char* to_string(RecordedSegmentEvent::Kind kind);  // "segment_alloc"...
+
+struct RecordedOom {
+  Bytes bytes = 0;        // the request, rounded by the allocator
+  Bytes device_free = 0;  // cudaMemGetInfo's free bytes at the OOM
+  std::uint64_t op = 0;   // the Alloc op that replays it
+  std::uint64_t entry = 0;
+};
+
+struct PyTorchSnapshot {
+  int device = 0;
+  std::vector<int> devices_with_events;  // for the notes and --trace-device errors
+  std::string alloc_conf;                // PYTORCH_CUDA_ALLOC_CONF syntax
+  bool has_alloc_conf = false;
+  bool native_allocator = true;          // false for backend:cudaMallocAsync
+  Bytes device_capacity = 0;             // never recorded by PyTorch: 0
+  std::vector<std::string> notes;
+  std::vector<Op> ops;                   // Alloc/Free; source_line = trace entry index + 1 (0: a block alive at start)
+  std::uint64_t blocks_alive_at_start = 0;  // the first ops
+  bool has_trace = false;                // false: only the segments (state at the time of the snapshot)
+  std::vector<RecordedSegmentEvent> segment_events;
+  std::vector<RecordedOom> ooms;
+  // Where each Alloc came from: op_origin[i] indexes origins (0 = unknown).
+  std::vector<std::uint32_t> op_origin;
+  std::vector<std::string> origins{""};
+};
+
+// The error for a snapshot whose content is not what PyTorch writes: `where` is the byte offset
+// ("byte 4096") or the path inside the pickle ("segments[3].blocks").
+struct SnapshotError : std::runtime_error {
+  SnapshotError(const std::string& file, const std::string& where, const std::string& message);
+  std::string file, where;
+};
+
+// Converts a pickled snapshot (already decompressed). device: -1 = the device with the most
+// trace events. Throws SnapshotError (pickle errors carry their byte offset).
+PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device = -1);
+
+// True when the content starts as a pickle does.
+bool looks_like_pickle(std::string_view head);
+
+}  // namespace gmb
