@@ -1,0 +1,157 @@
+#include "harness/snapshot_check.h"
+
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "allocators/recording_device.h"
+#include "allocators/registry.h"
+#include "allocators/units.h"
+
+namespace gmb {
+
+namespace {
+
+// One device event on either side: PyTorch's name, its size, and the op it came before.
+struct Event {
+  RecordedSegmentEvent::Kind kind;
+  Bytes bytes;
+  DevPtr address;
+  std::uint64_t before_op;
+  std::uint64_t entry;  // recorded side: the trace entry
+};
+
+RecordedSegmentEvent::Kind kind_of(DeviceCall::Kind k) {
+  switch (k) {
+    case DeviceCall::Kind::Malloc: return RecordedSegmentEvent::Kind::Alloc;
+    case DeviceCall::Kind::Free: return RecordedSegmentEvent::Kind::Free;
+    case DeviceCall::Kind::Map: return RecordedSegmentEvent::Kind::Map;
+    case DeviceCall::Kind::Unmap: return RecordedSegmentEvent::Kind::Unmap;
+  }
+  return RecordedSegmentEvent::Kind::Alloc;
+}
+
+// Maps and unmaps of contiguous pages during one op are one range (PyTorch records one event
+// per range; the simulated device is called per page).
+void append_coalesced(std::vector<Event>& out, const Event& e) {
+  using K = RecordedSegmentEvent::Kind;
+  if (!out.empty() && (e.kind == K::Map || e.kind == K::Unmap)) {
+    Event& last = out.back();
+    if (last.kind == e.kind && last.before_op == e.before_op) {
+      if (last.address + last.bytes == e.address) {
+        last.bytes += e.bytes;
+        return;
+      }
+      if (e.address + e.bytes == last.address) {
+        last.address = e.address;
+        last.bytes += e.bytes;
+        return;
+      }
+    }
+  }
+  out.push_back(e);
+}
+
+std::string describe(const Event& e, const PyTorchSnapshot& s, bool recorded) {
+  std::string where = e.before_op < s.ops.size()
+                          ? fmt::format("before op {} (trace entry {})", e.before_op, s.ops[e.before_op].source_line - 1)
+                          : "after the last op";
+  return fmt::format("{} of {} ({} B) {}", to_string(e.kind), format_bytes(e.bytes), e.bytes,
+                     recorded ? fmt::format("at trace entry {}", e.entry) : where);
+}
+
+}  // namespace
+
+SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOptions& options, Bytes capacity) {
+  SnapshotCheck c;
+  if (!s.has_trace) {
+    c.not_checked_reason = "the snapshot has no trace";
+    return c;
+  }
+  if (!s.native_allocator) {
+    c.not_checked_reason = "the snapshot comes from the cudaMallocAsync backend, not the native caching allocator";
+    return c;
+  }
+  if (s.blocks_alive_at_start) {
+    c.not_checked_reason = fmt::format(
+        "the trace does not start with the allocator ({} blocks were alive before its first entry)", s.blocks_alive_at_start);
+    return c;
+  }
+  SimDeviceOptions o;
+  if (capacity) o.capacity_bytes = capacity;
+  auto sim = make_sim_device(o);
+  RecordingDevice rec(*sim);
+  std::vector<std::uint64_t> replayed_ooms;
+  {
+    auto allocator = make_allocator("caching", rec, options);
+    std::unordered_map<BufferId, DevPtr> live;
+    for (std::size_t i = 0; i < s.ops.size(); ++i) {
+      const Op& op = s.ops[i];
+      rec.set_mark(i);
+      if (op.kind == Op::Kind::Alloc) {
+        auto p = allocator->allocate(op.bytes, op.stream);
+        if (p) live[op.id] = *p;
+        else replayed_ooms.push_back(i);
+      } else if (op.kind == Op::Kind::Free) {
+        auto it = live.find(op.id);
+        if (it != live.end()) {
+          allocator->deallocate(it->second);
+          live.erase(it);
+        }
+      }
+    }
+    rec.set_mark(s.ops.size());
+    // The allocator's destructor gives everything back: not part of the recorded run.
+    std::vector<Event> replayed, recorded;
+    for (const DeviceCall& call : rec.calls())
+      append_coalesced(replayed, {kind_of(call.kind), call.bytes, call.address, call.mark, 0});
+    for (const RecordedSegmentEvent& e : s.segment_events)
+      append_coalesced(recorded, {e.kind, e.bytes, e.address, e.before_op, e.entry});
+    c.checked = true;
+    c.segment_events = recorded.size();
+    c.ooms = s.ooms.size();
+    const std::size_t n = std::min(recorded.size(), replayed.size());
+    for (std::size_t i = 0; i < n && c.first_difference.empty(); ++i) {
+      const Event &a = recorded[i], &b = replayed[i];
+      if (a.kind != b.kind || a.bytes != b.bytes || a.before_op != b.before_op)
+        c.first_difference = fmt::format("segment event {}: recorded {}, replayed {}", i, describe(a, s, true),
+                                         describe(b, s, false));
+    }
+    if (c.first_difference.empty() && recorded.size() != replayed.size()) {
+      c.first_difference =
+          recorded.size() > replayed.size()
+              ? fmt::format("segment event {}: recorded {}, the replay made no more device calls", n,
+                            describe(recorded[n], s, true))
+              : fmt::format("segment event {}: the recording ends, the replay made a {}", n, describe(replayed[n], s, false));
+    }
+  }
+  if (c.first_difference.empty()) {
+    std::vector<std::uint64_t> recorded_ooms;
+    for (const RecordedOom& o : s.ooms) recorded_ooms.push_back(o.op);
+    for (std::size_t i = 0; i < std::max(recorded_ooms.size(), replayed_ooms.size()) && c.first_difference.empty(); ++i) {
+      if (i >= recorded_ooms.size())
+        c.first_difference = fmt::format("OOM {}: the replay ran out of memory at op {} (trace entry {}), the recording "
+                                         "did not (capacity {})",
+                                         i, replayed_ooms[i], s.ops[replayed_ooms[i]].source_line - 1,
+                                         format_bytes(o.capacity_bytes));
+      else if (i >= replayed_ooms.size() || recorded_ooms[i] != replayed_ooms[i])
+        c.first_difference = fmt::format("OOM {}: recorded at trace entry {} ({} requested), {}", i, s.ooms[i].entry,
+                                         format_bytes(s.ooms[i].bytes),
+                                         i >= replayed_ooms.size()
+                                             ? std::string("the replay did not run out of memory there")
+                                             : fmt::format("the replay ran out at op {} instead", replayed_ooms[i]));
+    }
+  }
+  c.reproduces = c.first_difference.empty();
+  return c;
+}
+
+std::string to_text(const SnapshotCheck& c) {
+  if (!c.checked) return fmt::format("reproduces the recorded run: not checked ({})", c.not_checked_reason);
+  if (c.reproduces)
+    return fmt::format("reproduces the recorded run: yes ({} segment events and {} OOMs, same sizes, same order)",
+                       c.segment_events, c.ooms);
+  return fmt::format("reproduces the recorded run: no, first difference at {}", c.first_difference);
+}
+
+}  // namespace gmb

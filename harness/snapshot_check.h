@@ -1,0 +1,31 @@
+// The self-check of a PyTorch snapshot replay: the recorded run came from PyTorch's own caching
+// allocator, so replaying it through `caching` with the recorded settings must make the same
+// device calls (segment_alloc / segment_free, segment_map / segment_unmap for expandable
+// segments, same sizes, same order, at the same op) and the same OOMs. Every user's snapshot is a
+// fidelity test. Runs on the simulated device: decisions, not timings.
+#pragma once
+
+#include <string>
+
+#include "allocators/allocator.h"
+#include "workloads/pytorch_snapshot.h"
+
+namespace gmb {
+
+struct SnapshotCheck {
+  bool checked = false;
+  std::string not_checked_reason;  // when !checked
+  bool reproduces = false;
+  std::string first_difference;    // when checked && !reproduces
+  std::uint64_t segment_events = 0, ooms = 0;  // recorded (compared)
+};
+
+// options: the caching allocator's options (alloc_conf...); capacity: the simulated device.
+// Checked only when the snapshot has a trace from the start of the allocator (no blocks alive
+// before it) and came from the native allocator.
+SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& snapshot, const AllocatorOptions& options, Bytes capacity);
+
+// "reproduces the recorded run: yes (...)" / "...: no: ..." / "...: not checked (...)".
+std::string to_text(const SnapshotCheck& check);
+
+}  // namespace gmb
