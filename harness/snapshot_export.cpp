@@ -1,0 +1,298 @@
+#include "harness/snapshot_export.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "allocators/caching/alloc_conf.h"
+#include "allocators/recording_device.h"
+#include "allocators/registry.h"
+#include "workloads/pickle/pickle_writer.h"
+
+namespace gmb {
+
+namespace {
+
+// The pickle goes to the file in pieces as it grows; every write is checked.
+class PickleFile {
+ public:
+  explicit PickleFile(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
+    if (!f_) throw std::runtime_error(fmt::format("{}: cannot write the snapshot file", path));
+  }
+  ~PickleFile() {
+    if (f_) std::fclose(f_);
+  }
+  std::string& buffer() { return buf_; }
+  void flush_if_large() {
+    if (buf_.size() >= (std::size_t(4) << 20)) flush();
+  }
+  void close() {
+    flush();
+    FILE* f = f_;
+    f_ = nullptr;
+    if (std::fclose(f) != 0) throw std::runtime_error(fmt::format("{}: writing the snapshot file failed", path_));
+  }
+
+ private:
+  void flush() {
+    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size())
+      throw std::runtime_error(fmt::format("{}: writing the snapshot file failed (disk full?)", path_));
+    buf_.clear();
+  }
+  std::string path_;
+  FILE* f_;
+  std::string buf_;
+};
+
+const char* action_of(DeviceCall::Kind k) {
+  switch (k) {
+    case DeviceCall::Kind::Malloc: return "segment_alloc";
+    case DeviceCall::Kind::Free: return "segment_free";
+    case DeviceCall::Kind::Map: return "segment_map";
+    case DeviceCall::Kind::Unmap: return "segment_unmap";
+  }
+  return "?";
+}
+
+void write_frames(pickle::Writer& w, const std::string& origin) {
+  w.begin_list();
+  if (!origin.empty()) {
+    // "file:line in function" back into PyTorch's frame dict.
+    std::string file = origin, name = "?";
+    std::int64_t line = 0;
+    auto in = origin.find(" in ");
+    if (in != std::string::npos) {
+      file = origin.substr(0, in);
+      name = origin.substr(in + 4);
+    }
+    auto colon = file.rfind(':');
+    if (colon != std::string::npos) {
+      try {
+        line = std::stoll(file.substr(colon + 1));
+        file = file.substr(0, colon);
+      } catch (...) {
+      }
+    }
+    w.begin_dict();
+    w.key("name");
+    w.str(name);
+    w.key("filename");
+    w.str(file);
+    w.key("line");
+    w.integer(line);
+    w.end_dict();
+  }
+  w.end_list();
+}
+
+void write_entry(pickle::Writer& w, const char* action, DevPtr addr, Bytes size, StreamId stream, std::uint64_t time,
+                 const std::string& origin = {}) {
+  w.begin_dict();
+  w.key("action");
+  w.str(action);
+  w.key(std::string_view(action) == "oom" ? "device_free" : "addr");
+  w.uinteger(addr);
+  w.key("size");
+  w.uinteger(size);
+  w.key("stream");
+  w.integer(stream);
+  w.key("time_us");
+  w.uinteger(time);
+  w.key("frames");
+  write_frames(w, origin);
+  w.end_dict();
+}
+
+void write_settings(pickle::Writer& w, const std::string& allocator, const AllocatorOptions& options) {
+  std::string conf;
+  auto it = options.find("alloc_conf");
+  if (it != options.end()) conf = it->second;
+  caching::CachingConfig c;
+  if (allocator == "caching") c = caching::parse_alloc_conf(conf);
+  w.begin_dict();
+  w.key("PYTORCH_CUDA_ALLOC_CONF");
+  w.str(conf);
+  w.key("max_split_size");
+  w.integer(c.max_split_size == UINT64_MAX ? -1 : static_cast<std::int64_t>(c.max_split_size));
+  w.key("garbage_collection_threshold");
+  w.real(c.garbage_collection_threshold);
+  w.key("expandable_segments");
+  w.boolean(c.expandable_segments);
+  w.key("pinned_num_register_threads");
+  w.integer(static_cast<std::int64_t>(c.pinned_num_register_threads));
+  w.key("release_lock_on_cudamalloc");
+  w.boolean(c.release_lock_on_cudamalloc);
+  w.key("pinned_use_cuda_host_register");
+  w.boolean(c.pinned_use_cuda_host_register);
+  w.key("roundup_power2_divisions");
+  w.begin_dict();
+  for (std::size_t i = 0; i < caching::kRoundupIntervals; ++i) {
+    w.key(std::to_string(std::uint64_t(1) << i));
+    w.integer(static_cast<std::int64_t>(c.roundup_power2_divisions[i]));
+  }
+  w.end_dict();
+  // Not PyTorch's: which allocator of gpumembench made this run (the viewers ignore it).
+  w.key("gpumembench_allocator");
+  w.str(allocator_label(allocator, options));
+  w.end_dict();
+}
+
+}  // namespace
+
+SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& read, const std::string& allocator_name,
+                                      const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin) {
+  SnapshotExportSummary summary;
+  const std::string tmp = path + ".tmp";
+  try {
+    PickleFile file(tmp);
+    pickle::Writer w(file.buffer());
+    SimDeviceOptions o;
+    if (capacity) o.capacity_bytes = capacity;
+    auto sim = make_sim_device(o);
+    RecordingDevice rec(*sim);
+    auto allocator = make_allocator(allocator_name, rec, options);
+    struct Live {
+      DevPtr ptr;
+      Bytes bytes;
+      StreamId stream;
+    };
+    std::unordered_map<BufferId, Live> live;
+    std::size_t calls_done = 0;
+    std::uint64_t time = 0;
+    auto device_calls = [&] {
+      const auto& calls = rec.calls();
+      for (; calls_done < calls.size(); ++calls_done) {
+        const DeviceCall& c = calls[calls_done];
+        write_entry(w, action_of(c.kind), c.address, c.bytes, 0, time);
+        ++summary.entries;
+      }
+    };
+
+    w.begin_dict();
+    w.key("device_traces");
+    w.begin_list();
+    w.begin_list();
+    std::vector<Op> chunk;
+    while (true) {
+      chunk.clear();
+      if (read(chunk, 65536) == 0) break;
+      for (const Op& op : chunk) {
+        ++time;
+        if (op.kind == Op::Kind::Alloc) {
+          auto p = allocator->allocate(op.bytes, op.stream);
+          device_calls();
+          if (p) {
+            live[op.id] = {*p, op.bytes, op.stream};
+            write_entry(w, "alloc", *p, op.bytes, op.stream, time, origin ? origin(op) : std::string());
+          } else {
+            Bytes used = sim->used_bytes();
+            Bytes cap = sim->info().capacity_bytes;
+            write_entry(w, "oom", cap > used ? cap - used : 0, op.bytes, op.stream, time, origin ? origin(op) : std::string());
+            ++summary.ooms;
+          }
+          ++summary.entries;
+        } else if (op.kind == Op::Kind::Free) {
+          auto it = live.find(op.id);
+          if (it == live.end()) continue;  // its allocation failed
+          write_entry(w, "free_requested", it->second.ptr, it->second.bytes, it->second.stream, time);
+          allocator->deallocate(it->second.ptr);
+          device_calls();
+          write_entry(w, "free_completed", it->second.ptr, it->second.bytes, it->second.stream, time);
+          summary.entries += 2;
+          live.erase(it);
+        }
+        file.flush_if_large();
+      }
+    }
+    w.end_list();
+    w.end_list();
+
+    // The state at the end, as torch.cuda.memory._snapshot() lists it.
+    std::unordered_map<DevPtr, Bytes> requested;
+    for (const auto& [id, l] : live) requested[l.ptr] = l.bytes;
+    bool expandable = false;
+    if (allocator_name == "caching") {
+      auto it = options.find("alloc_conf");
+      expandable = it != options.end() && caching::parse_alloc_conf(it->second).expandable_segments;
+    }
+    w.key("segments");
+    w.begin_list();
+    for (const SegmentInfo& seg : allocator->segments()) {
+      Bytes allocated = 0, req = 0;
+      for (const BlockInfo& b : seg.blocks)
+        if (b.allocated) {
+          allocated += b.size;
+          auto r = requested.find(seg.address + b.offset);
+          req += r == requested.end() ? b.size : r->second;
+        }
+      w.begin_dict();
+      w.key("device");
+      w.integer(0);
+      w.key("address");
+      w.uinteger(seg.address);
+      w.key("total_size");
+      w.uinteger(seg.size);
+      w.key("allocated_size");
+      w.uinteger(allocated);
+      w.key("active_size");
+      w.uinteger(allocated);
+      w.key("requested_size");
+      w.uinteger(req);
+      w.key("stream");
+      w.integer(seg.stream);
+      w.key("segment_type");
+      w.str(seg.pool == "small" ? "small" : "large");
+      w.key("segment_pool_id");
+      w.begin_tuple();
+      w.integer(0);
+      w.integer(0);
+      w.end_tuple();
+      w.key("is_expandable");
+      w.boolean(expandable);
+      w.key("frames");
+      write_frames(w, {});
+      w.key("blocks");
+      w.begin_list();
+      for (const BlockInfo& b : seg.blocks) {
+        auto r = requested.find(seg.address + b.offset);
+        w.begin_dict();
+        w.key("address");
+        w.uinteger(seg.address + b.offset);
+        w.key("size");
+        w.uinteger(b.size);
+        w.key("requested_size");
+        w.uinteger(b.allocated ? (r == requested.end() ? b.size : r->second) : 0);
+        w.key("state");
+        w.str(b.allocated ? "active_allocated" : "inactive");
+        w.key("frames");
+        write_frames(w, {});
+        w.end_dict();
+      }
+      w.end_list();
+      w.end_dict();
+      ++summary.segments;
+    }
+    w.end_list();
+    w.key("allocator_settings");
+    write_settings(w, allocator_name, options);
+    w.key("external_annotations");
+    w.begin_list();
+    w.end_list();
+    w.end_dict();
+    w.finish();
+    file.close();
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw std::runtime_error(fmt::format("{}: cannot write the snapshot file: {}", path, ec.message()));
+  return summary;
+}
+
+}  // namespace gmb

@@ -1,0 +1,35 @@
+// --export-snapshot: the simulated run written as a PyTorch memory snapshot, so the what-if
+// opens in PyTorch's own viewers (the memory_viz web page, python -m torch.cuda._memory_viz).
+//
+// The ops are replayed through the allocator on a simulated device of the given capacity (the
+// same decisions as the run in the table when that ran on sim), and written as they happen:
+// device_traces[0] holds alloc / free_requested / free_completed / segment_alloc / segment_free
+// / segment_map / segment_unmap / oom entries, `segments` the allocator's segments and blocks at
+// the end, `allocator_settings` the settings used. Pickle protocol 3, plain data only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "allocators/allocator.h"
+#include "workloads/workload.h"
+
+namespace gmb {
+
+// Appends at most max ops to out; 0 at the end (a TraceSource's read, or a vector's chunks).
+using OpReader = std::function<std::size_t(std::vector<Op>& out, std::size_t max)>;
+// Where an op came from ("train.py:88 in forward"), "" if unknown: becomes the entry's frames.
+using OpOrigin = std::function<std::string(const Op&)>;
+
+struct SnapshotExportSummary {
+  std::uint64_t entries = 0, ooms = 0, segments = 0;
+};
+
+// Writes the snapshot to `path` (a temporary file renamed at the end: nothing half-written).
+// Throws std::runtime_error when the file cannot be written.
+SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& read, const std::string& allocator,
+                                      const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin = {});
+
+}  // namespace gmb

@@ -1,0 +1,88 @@
+// --export-snapshot (harness/snapshot_export.h): the simulated run as a PyTorch snapshot that
+// our own reader reads back as the same ops, and that PyTorch's allocator would have recorded.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "harness/snapshot_check.h"
+#include "harness/snapshot_export.h"
+#include "test_helpers.h"
+#include "workloads/pytorch_snapshot.h"
+
+namespace gmb {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+OpReader reader_of(const std::vector<Op>& ops) {
+  auto at = std::make_shared<std::size_t>(0);
+  return [&ops, at](std::vector<Op>& out, std::size_t max) {
+    std::size_t n = std::min(max, ops.size() - *at);
+    out.insert(out.end(), ops.begin() + static_cast<std::ptrdiff_t>(*at), ops.begin() + static_cast<std::ptrdiff_t>(*at + n));
+    *at += n;
+    return n;
+  };
+}
+
+std::string ops_text(const std::vector<Op>& ops) {
+  std::string out;
+  for (const Op& op : ops)
+    out += op.kind == Op::Kind::Alloc ? fmt::format("a{}:{}@{} ", op.id, op.bytes, op.stream) : fmt::format("f{} ", op.id);
+  return out;
+}
+
+TEST(SnapshotExport, ReadsBackAsTheSameOpsAndSegmentEvents) {
+  PyTorchSnapshot s = convert_pytorch_snapshot(
+      slurp(testing::source_path("tests/data/torch_snapshots/synthetic/two_streams.pickle")), "two_streams.pickle");
+  auto dir = testing::temp_dir("export");
+  std::string path = (dir / "out.pickle").string();
+  AllocatorOptions options{{"alloc_conf", s.alloc_conf}};
+  SnapshotExportSummary sum = export_snapshot(path, reader_of(s.ops), "caching", options, 0);
+  EXPECT_EQ(sum.ooms, 0u);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  PyTorchSnapshot back = convert_pytorch_snapshot(slurp(path), "out.pickle");
+  EXPECT_EQ(ops_text(back.ops), ops_text(s.ops));
+  EXPECT_EQ(back.alloc_conf, "");
+  EXPECT_TRUE(back.has_alloc_conf);
+  EXPECT_EQ(back.blocks_alive_at_start, 0u);
+  // The recorded run was PyTorch's decisions; so is the export.
+  ASSERT_EQ(back.segment_events.size(), s.segment_events.size());
+  for (std::size_t i = 0; i < s.segment_events.size(); ++i) {
+    EXPECT_EQ(back.segment_events[i].kind, s.segment_events[i].kind);
+    EXPECT_EQ(back.segment_events[i].bytes, s.segment_events[i].bytes);
+    EXPECT_EQ(back.segment_events[i].before_op, s.segment_events[i].before_op);
+  }
+  EXPECT_EQ(to_text(check_snapshot_replay(back, options, 0)),
+            "reproduces the recorded run: yes (2 segment events and 0 OOMs, same sizes, same order)");
+}
+
+TEST(SnapshotExport, KeepsOomsOriginsAndExpandableMaps) {
+  PyTorchSnapshot s = convert_pytorch_snapshot(
+      slurp(testing::source_path("tests/data/torch_snapshots/synthetic/expandable_oom.pickle")), "expandable_oom.pickle");
+  auto dir = testing::temp_dir("export");
+  std::string path = (dir / "oom.pickle").string();
+  AllocatorOptions options{{"alloc_conf", s.alloc_conf}};
+  auto origin = [&](const Op& op) { return op.kind == Op::Kind::Alloc && op.bytes == 64 * MiB ? "train.py:52 in forward" : ""; };
+  SnapshotExportSummary sum = export_snapshot(path, reader_of(s.ops), "caching", options, 80 * MiB, origin);
+  EXPECT_EQ(sum.ooms, 1u);
+  PyTorchSnapshot back = convert_pytorch_snapshot(slurp(path), "oom.pickle");
+  EXPECT_EQ(back.alloc_conf, "expandable_segments:True,max_split_size_mb:128");
+  ASSERT_EQ(back.ooms.size(), 1u);
+  EXPECT_EQ(back.origins[back.op_origin[back.ooms[0].op]], "train.py:52 in forward");
+  EXPECT_EQ(ops_text(back.ops), ops_text(s.ops));
+  EXPECT_EQ(to_text(check_snapshot_replay(back, options, 80 * MiB)),
+            "reproduces the recorded run: yes (2 segment events and 1 OOMs, same sizes, same order)");
+}
+
+TEST(SnapshotExport, AnUnwritablePathIsAnErrorAndLeavesNothing) {
+  std::vector<Op> ops;
+  EXPECT_THROW(export_snapshot("/nonexistent-dir/x.pickle", reader_of(ops), "caching", {}, 0), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace gmb
