@@ -220,12 +220,37 @@ class Builder {
     if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
       fail(op_at_, fmt::format("integer '{}' is not a decimal number", escape_excerpt(s)));
     while (digits.size() > 1 && digits[0] == '0') digits.remove_prefix(1);
-    if (digits.size() > 19) fail(op_at_, fmt::format("integer '{}' does not fit in 64 bits", escape_excerpt(s)));
-    std::uint64_t v = 0;
-    for (char c : digits) v = v * 10 + static_cast<std::uint64_t>(c - '0');
-    if (v > (neg ? std::uint64_t(INT64_MAX) + 1 : std::uint64_t(INT64_MAX)))
-      fail(op_at_, fmt::format("integer '{}' does not fit in 64 bits", escape_excerpt(s)));
-    return add_int(neg ? static_cast<std::int64_t>(~v + 1) : static_cast<std::int64_t>(v));
+    if (digits.size() <= 18) {
+      std::int64_t v = 0;
+      for (char c : digits) v = v * 10 + (c - '0');
+      return add_int(neg ? -v : v);
+    }
+    // Larger: little-endian two's complement bytes (the LONG1 form), Int when they fit. The
+    // conversion is quadratic: bounded, as Python bounds it (sys.int_info.default_max_str_digits).
+    if (digits.size() > 4300) fail(op_at_, fmt::format("an integer of {} decimal digits (at most 4300)", digits.size()));
+    std::string mag;  // magnitude, little-endian base 256
+    for (char c : digits) {
+      unsigned carry = static_cast<unsigned>(c - '0');
+      for (auto& byte : mag) {
+        unsigned v = static_cast<unsigned char>(byte) * 10u + carry;
+        byte = static_cast<char>(v & 0xff);
+        carry = v >> 8;
+      }
+      while (carry) {
+        mag += static_cast<char>(carry & 0xff);
+        carry >>= 8;
+      }
+    }
+    mag += '\0';  // room for the sign bit
+    if (neg) {
+      unsigned carry = 1;
+      for (auto& byte : mag) {
+        unsigned v = (~static_cast<unsigned char>(byte) & 0xffu) + carry;
+        byte = static_cast<char>(v & 0xff);
+        carry = v >> 8;
+      }
+    }
+    return add_long(mag);
   }
   static void put_utf8(std::string& out, std::uint32_t cp) {
     if (cp < 0x80) {
