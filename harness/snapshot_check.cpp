@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "allocators/recorded_placement_device.h"
 #include "allocators/recording_device.h"
 #include "allocators/registry.h"
 #include "allocators/units.h"
@@ -79,8 +80,9 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
   }
   SimDeviceOptions o;
   if (capacity) o.capacity_bytes = capacity;
-  auto sim = make_sim_device(o);
-  RecordingDevice rec(*sim);
+  // Segments where the driver put them: ties between equal-size free blocks go by address.
+  RecordedPlacementDevice placed(make_sim_device(o), recorded_placements(s));
+  RecordingDevice rec(placed);
   std::vector<std::uint64_t> replayed_ooms;
   {
     auto allocator = make_allocator("caching", rec, options);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "allocators/caching/alloc_conf.h"
+#include "allocators/recorded_placement_device.h"
 #include "allocators/recording_device.h"
 #include "allocators/registry.h"
 #include "workloads/pickle/pickle_writer.h"
@@ -143,7 +144,8 @@ void write_settings(pickle::Writer& w, const std::string& allocator, const Alloc
 }  // namespace
 
 SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& read, const std::string& allocator_name,
-                                      const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin) {
+                                      const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin,
+                                      std::vector<std::pair<Bytes, DevPtr>> placements) {
   SnapshotExportSummary summary;
   const std::string tmp = path + ".tmp";
   try {
@@ -151,8 +153,8 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
     pickle::Writer w(file.buffer());
     SimDeviceOptions o;
     if (capacity) o.capacity_bytes = capacity;
-    auto sim = make_sim_device(o);
-    RecordingDevice rec(*sim);
+    RecordedPlacementDevice sim(make_sim_device(o), std::move(placements));
+    RecordingDevice rec(sim);
     auto allocator = make_allocator(allocator_name, rec, options);
     struct Live {
       DevPtr ptr;
@@ -188,8 +190,8 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
             live[op.id] = {*p, op.bytes, op.stream};
             write_entry(w, "alloc", *p, op.bytes, op.stream, time, origin ? origin(op) : std::string());
           } else {
-            Bytes used = sim->used_bytes();
-            Bytes cap = sim->info().capacity_bytes;
+            Bytes used = sim.used_bytes();
+            Bytes cap = sim.info().capacity_bytes;
             write_entry(w, "oom", cap > used ? cap - used : 0, op.bytes, op.stream, time, origin ? origin(op) : std::string());
             ++summary.ooms;
           }

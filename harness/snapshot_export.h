@@ -27,9 +27,12 @@ struct SnapshotExportSummary {
   std::uint64_t entries = 0, ooms = 0, segments = 0;
 };
 
+// placements: where to put the segments the allocator asks for, while they agree
+// (RecordedPlacementDevice; a snapshot's own, so a replay with its settings takes its blocks).
 // Writes the snapshot to `path` (a temporary file renamed at the end: nothing half-written).
 // Throws std::runtime_error when the file cannot be written.
 SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& read, const std::string& allocator,
-                                      const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin = {});
+                                      const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin = {},
+                                      std::vector<std::pair<Bytes, DevPtr>> placements = {});
 
 }  // namespace gmb

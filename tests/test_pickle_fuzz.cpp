@@ -1,5 +1,5 @@
 // Mutated snapshots (bit flips, truncations, splices of two files, byte runs copied or repeated)
-// must either convert or fail with a SnapshotError naming the place: never crash, hang or
+// must either convert or fail with a TraceError naming the place: never crash, hang or
 // allocate without bound. Deterministic: a fixed seed, the same inputs every run. The libFuzzer
 // target tests/fuzz/fuzz_snapshot.cpp explores further (clang; not part of CI).
 #include <gtest/gtest.h>
@@ -75,7 +75,7 @@ TEST(PickleFuzz, MutatedSnapshotsConvertOrFailCleanly) {
       PyTorchSnapshot s = convert_pytorch_snapshot(input, "fuzz.pickle");
       ASSERT_LE(s.ops.size(), 2 * input.size()) << "iteration " << i;
       ++converted;
-    } catch (const SnapshotError& e) {
+    } catch (const TraceError& e) {
       std::string what = e.what();
       ASSERT_EQ(what.rfind("fuzz.pickle: ", 0), 0u) << what;
       // Never raw bytes: the message is printable ASCII.

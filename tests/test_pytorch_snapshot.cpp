@@ -94,7 +94,7 @@ TEST(PyTorchSnapshot, PicksTheDeviceWithTheMostEventsOrTheOneAskedFor) {
   try {
     convert("two_devices.pickle", 3);
     FAIL() << "no error";
-  } catch (const SnapshotError& e) {
+  } catch (const TraceError& e) {
     EXPECT_STREQ(e.what(), "two_devices.pickle: --trace-device: device 3 has no events and no segments in this snapshot "
                            "(it has: device 0 (3 events), device 1 (10 events))");
   }
@@ -134,7 +134,7 @@ TEST(PyTorchSnapshot, ReadsTheOldBareListOfSegments) {
 std::string error_of(const std::string& bytes) {
   try {
     convert_pytorch_snapshot(bytes, "bad.pickle");
-  } catch (const SnapshotError& e) {
+  } catch (const TraceError& e) {
     return e.what();
   }
   return "no error";

@@ -19,6 +19,13 @@ TraceError TraceError::at_byte(const std::string& file, std::uint64_t offset, co
   return TraceError(file, offset, message, true);
 }
 
+TraceError::TraceError(const std::string& file_, const std::string& where, const std::string& message)
+    : std::runtime_error(fmt::format("{}: {}: {}", file_, where, message)), file(file_) {}
+
+TraceError TraceError::in_content(const std::string& file, const std::string& where, const std::string& message) {
+  return TraceError(file, where, message);
+}
+
 namespace {
 
 constexpr std::size_t kBlock = std::size_t(1) << 20;  // bytes read per refill

@@ -24,15 +24,6 @@ const char* to_string(RecordedSegmentEvent::Kind kind) {
   return "?";
 }
 
-SnapshotError::SnapshotError(const std::string& file_, const std::string& where_, const std::string& message)
-    : std::runtime_error(fmt::format("{}: {}: {}", file_, where_, message)), file(file_), where(where_) {}
-
-bool looks_like_pickle(std::string_view head) {
-  if (head.empty()) return false;
-  const auto c = static_cast<unsigned char>(head[0]);
-  return c == 0x80 || c == '(' || c == ']' || c == '}';
-}
-
 namespace {
 
 const char* article(Type t) {
@@ -103,8 +94,8 @@ class Converter {
  private:
   template <class Path>
   [[noreturn]] void bad(const Path& where, const std::string& expected) const {
-    if constexpr (std::is_invocable_v<Path>) throw SnapshotError(file_, where(), "expected " + expected);
-    else throw SnapshotError(file_, where, "expected " + expected);
+    if constexpr (std::is_invocable_v<Path>) throw TraceError::in_content(file_, where(), "expected " + expected);
+    else throw TraceError::in_content(file_, where, "expected " + expected);
   }
   template <class Path>
   void expect(Ref r, Type t, const Path& where) const {
@@ -174,7 +165,7 @@ class Converter {
     };
     if (want >= 0) {
       if (!events.count(want) && !seg_devices.count(want))
-        throw SnapshotError(file_, "--trace-device",
+        throw TraceError::in_content(file_, "--trace-device",
                             fmt::format("device {} has no events and no segments in this snapshot (it has: {})", want,
                                         listing()));
       s_.device = want;
@@ -187,7 +178,7 @@ class Converter {
       for (auto& [dev, n] : seg_devices)
         if (n > seg_devices[s_.device]) s_.device = dev;
     } else {
-      throw SnapshotError(file_, "the top level", "the snapshot holds no trace events and no segments: nothing to replay");
+      throw TraceError::in_content(file_, "the top level", "the snapshot holds no trace events and no segments: nothing to replay");
     }
     if (events.size() + seg_devices.size() > 1 || want >= 0)
       s_.notes.push_back(fmt::format("replaying device {}{} (the snapshot has: {}; pick with --trace-device N)", s_.device,
@@ -326,7 +317,7 @@ class Converter {
         StreamId stream = stream_id(int_value(field(e, "stream", where), [&] { return where() + ".stream"; }));
         auto [it, inserted] = live_.emplace(addr, Live{0, size, stream, false});
         if (!inserted)
-          throw SnapshotError(file_, where(),
+          throw TraceError::in_content(file_, where(),
                               fmt::format("alloc at address {:#x}, which is already allocated and was never freed "
                                           "(free_completed) in the trace",
                                           addr));
@@ -367,7 +358,7 @@ class Converter {
         ev.entry = i;
         s_.segment_events.push_back(ev);
       } else {
-        throw SnapshotError(file_, where() + ".action",
+        throw TraceError::in_content(file_, where() + ".action",
                             fmt::format("expected one of alloc, free_requested, free_completed, segment_alloc, "
                                         "segment_free, segment_map, segment_unmap, oom, snapshot, user_defined; "
                                         "found '{}'",
@@ -424,7 +415,7 @@ class Converter {
         std::string_view state = str_field(b, "state", bw);
         if (state != "active_allocated" && state != "active_pending_free") {
           if (state != "inactive")
-            throw SnapshotError(file_, bw() + ".state",
+            throw TraceError::in_content(file_, bw() + ".state",
                                 fmt::format("expected active_allocated, active_pending_free or inactive; found '{}'",
                                             pickle::escape_excerpt(state, 40)));
           continue;
@@ -515,6 +506,13 @@ class Converter {
 
 }  // namespace
 
+std::vector<std::pair<Bytes, DevPtr>> recorded_placements(const PyTorchSnapshot& snapshot) {
+  std::vector<std::pair<Bytes, DevPtr>> out;
+  for (const RecordedSegmentEvent& e : snapshot.segment_events)
+    if (e.kind == RecordedSegmentEvent::Kind::Alloc) out.emplace_back(e.bytes, e.address);
+  return out;
+}
+
 PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device) {
   Document doc;
   try {
@@ -524,7 +522,7 @@ PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const st
     std::string msg = e.what();
     std::string prefix = fmt::format("{}: byte {}: ", file, e.offset);
     if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
-    throw SnapshotError(file, fmt::format("byte {}", e.offset), msg);
+    throw TraceError::at_byte(file, e.offset, msg);
   }
   return Converter(doc, file).run(device);
 }

@@ -18,10 +18,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "workloads/trace_source.h"
 #include "workloads/workload.h"
 
 namespace gmb {
@@ -62,18 +65,17 @@ struct PyTorchSnapshot {
   std::vector<std::string> origins{""};
 };
 
-// The error for a snapshot whose content is not what PyTorch writes: `where` is the byte offset
-// ("byte 4096") or the path inside the pickle ("segments[3].blocks").
-struct SnapshotError : std::runtime_error {
-  SnapshotError(const std::string& file, const std::string& where, const std::string& message);
-  std::string file, where;
-};
+// (bytes, address) of every recorded cudaMalloc, in order: where the driver put the segments
+// (RecordedPlacementDevice replays them).
+std::vector<std::pair<Bytes, DevPtr>> recorded_placements(const PyTorchSnapshot& snapshot);
 
 // Converts a pickled snapshot (already decompressed). device: -1 = the device with the most
-// trace events. Throws SnapshotError (pickle errors carry their byte offset).
+// trace events. Throws TraceError: a malformed pickle at its byte offset ("byte 4096"), content
+// that is not what PyTorch writes at its path in the pickle ("segments[3].blocks: expected a
+// list, found str").
 PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device = -1);
 
-// True when the content starts as a pickle does.
-bool looks_like_pickle(std::string_view head);
+// The snapshot reader of open_trace's format table (trace_source.h).
+std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions& options);
 
 }  // namespace gmb

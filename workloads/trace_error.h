@@ -15,6 +15,9 @@ struct TraceError : std::runtime_error {
   TraceError(const std::string& file, std::uint64_t line, const std::string& message);
   // "file: byte N: message".
   static TraceError at_byte(const std::string& file, std::uint64_t offset, const std::string& message);
+  // "file: WHERE: message", WHERE a place inside structured content ("segments[3].blocks") or the
+  // option that selected it ("--trace-device").
+  static TraceError in_content(const std::string& file, const std::string& where, const std::string& message);
 
   std::string file;
   std::uint64_t line = 0;                  // 0 when the error is placed by byte offset
@@ -22,6 +25,7 @@ struct TraceError : std::runtime_error {
 
  private:
   TraceError(const std::string& file, std::uint64_t offset, const std::string& message, bool);
+  TraceError(const std::string& file, const std::string& where, const std::string& message);
 };
 
 }  // namespace gmb

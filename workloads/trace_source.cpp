@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "workloads/pytorch_snapshot.h"
+
 namespace gmb {
 
 namespace {
@@ -16,10 +18,6 @@ bool looks_like_pickle(const TraceHead& head) {
   return c == 0x80 || c == '(' || c == ']' || c == '}';
 }
 
-std::unique_ptr<TraceSource> snapshot_not_built(std::unique_ptr<ByteInput> in, const TraceOpenOptions&) {
-  in->fail_at(0, "this is a pickle, as PyTorch memory snapshots are, but this build has no PyTorch snapshot "
-                 "reader yet (supported: native CSV, RMM log)");
-}
 
 TraceHead make_head(std::string_view bytes) {
   TraceHead h;
@@ -81,7 +79,7 @@ std::vector<std::string> describe(const TraceMeta& meta) {
 
 const std::vector<TraceFormat>& trace_formats() {
   static const std::vector<TraceFormat> formats = {
-      {"pytorch_snapshot", "a pickled torch.cuda.memory._snapshot()", looks_like_pickle, snapshot_not_built},
+      {"pytorch_snapshot", "a pickled torch.cuda.memory._snapshot()", looks_like_pickle, make_pytorch_snapshot_source},
       {"rmm_log", "CSV with the header Thread,Time,Action,Pointer,Size,Stream", looks_like_rmm_log, make_rmm_log_source},
       {"native_csv", "CSV with the header action,id,bytes[,stream]", looks_like_native_csv, make_native_csv_source},
   };

@@ -2,7 +2,7 @@
 //   cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DGMB_BUILD_FUZZ=ON
 //   cmake --build build-fuzz --target fuzz_snapshot
 //   build-fuzz/tests/fuzz/fuzz_snapshot tests/data/torch_snapshots/synthetic -max_total_time=600
-// Any input must convert or throw SnapshotError; anything else (a crash, another exception, a
+// Any input must convert or throw TraceError; anything else (a crash, another exception, a
 // sanitizer report) is a finding.
 #include <cstdint>
 #include <string_view>
@@ -12,7 +12,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
     gmb::convert_pytorch_snapshot(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.pickle");
-  } catch (const gmb::SnapshotError&) {
+  } catch (const gmb::TraceError&) {
   }
   return 0;
 }

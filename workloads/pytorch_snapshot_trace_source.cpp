@@ -1,0 +1,74 @@
+// open_trace's reader for PyTorch snapshots: the pickle is read whole (its dict closes only at
+// the end), converted for one device (pytorch_snapshot.h), and the pickle's bytes and tree are
+// freed before the first op is handed out; what stays is the ops (about 40 bytes each) and the
+// distinct origins.
+#include <fmt/format.h>
+
+#include "workloads/pytorch_snapshot.h"
+
+namespace gmb {
+
+namespace {
+
+class PyTorchSnapshotSource final : public TraceSource {
+ public:
+  PyTorchSnapshotSource(PyTorchSnapshot s, bool gzip) : s_(std::move(s)) {
+    meta_.format = "pytorch_snapshot";
+    meta_.alloc_conf = s_.alloc_conf;
+    meta_.has_alloc_conf = s_.has_alloc_conf;
+    meta_.device_capacity = s_.device_capacity;
+    meta_.notes = s_.notes;
+    meta_.gzip = gzip;
+    meta_.recorded_ooms = s_.ooms.size();
+    for (const RecordedOom& o : s_.ooms)
+      if (meta_.recorded_oom_events.size() < TraceMeta::kMaxRecordedOomEvents) meta_.recorded_oom_events.push_back(o.op);
+  }
+
+  const TraceMeta& meta() const override { return meta_; }
+
+  std::size_t read(std::vector<Op>& out, std::size_t max_ops) override {
+    std::size_t n = std::min(max_ops, s_.ops.size() - next_);
+    out.insert(out.end(), s_.ops.begin() + static_cast<std::ptrdiff_t>(next_),
+               s_.ops.begin() + static_cast<std::ptrdiff_t>(next_ + n));
+    chunk_before_ = chunk_start_;
+    chunk_start_ = next_;
+    next_ += n;
+    return n;
+  }
+
+  // The ops of the last two reads are found by their identity (kind, id, entry, size).
+  std::string origin(const Op& op) const override {
+    for (std::size_t i = chunk_before_; i < next_; ++i) {
+      const Op& o = s_.ops[i];
+      if (o.kind == op.kind && o.id == op.id && o.source_line == op.source_line && o.bytes == op.bytes)
+        return s_.origins[s_.op_origin[i]];
+    }
+    return {};
+  }
+
+  const PyTorchSnapshot& snapshot() const { return s_; }
+
+ private:
+  PyTorchSnapshot s_;
+  TraceMeta meta_;
+  std::size_t next_ = 0, chunk_start_ = 0, chunk_before_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions& options) {
+  std::string content;
+  while (true) {
+    std::string_view b = in->buffered();
+    content.append(b.data(), b.size());
+    in->consume(b.size());
+    if (!in->refill()) break;
+  }
+  const bool gzip = in->gzip();
+  const std::string path = in->path();
+  in.reset();
+  PyTorchSnapshot s = convert_pytorch_snapshot(content, path, options.device);
+  return std::make_unique<PyTorchSnapshotSource>(std::move(s), gzip);
+}
+
+}  // namespace gmb
