@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <unordered_map>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -19,7 +20,10 @@
 #include "harness/config.h"
 #include "harness/frontier.h"
 #include "harness/report.h"
+#include "harness/snapshot_check.h"
+#include "harness/snapshot_export.h"
 #include "harness/workload_need.h"
+#include "workloads/pytorch_snapshot.h"
 #include "workloads/trace.h"
 
 namespace gmb {
@@ -245,36 +249,70 @@ std::string recorded_vs_replayed(const CaseResult& c) {
   return line;
 }
 
-int run_replay(const std::string& trace_path, const std::string& allocator, const std::string& alloc_conf,
-               const std::string& capacity_flag, const std::string& device_flag, const std::string& timeline,
-               const std::string& output_flag, const std::string& format_flag, bool quiet, const std::string& cmd) {
-  if (!find_allocator(allocator))
-    throw UsageError(fmt::format("--allocator: unknown allocator '{}' (valid: {})", allocator, allocator_names()));
-  if (!alloc_conf.empty() && allocator != "caching")
-    throw UsageError(fmt::format("--alloc-conf applies to the caching allocator, not '{}'", allocator));
+struct ReplayArgs {
+  std::string trace, allocator, alloc_conf, capacity, memory_limit, device, timeline, output, format, export_snapshot;
+  bool alloc_conf_given = false;
+  int trace_device = -1;
+  bool quiet = false;
+};
+
+int run_replay(const ReplayArgs& a, const std::string& cmd) {
+  if (!find_allocator(a.allocator))
+    throw UsageError(fmt::format("--allocator: unknown allocator '{}' (valid: {})", a.allocator, allocator_names()));
+  if (a.alloc_conf_given && a.allocator != "caching")
+    throw UsageError(fmt::format("--alloc-conf applies to the caching allocator, not '{}'", a.allocator));
+  if (!a.memory_limit.empty() && a.allocator != "caching")
+    throw UsageError(fmt::format("--memory-limit applies to the caching allocator, not '{}'", a.allocator));
   DeviceSpec spec;
-  if (!device_flag.empty()) spec.choice = parse_device_choice(device_flag);
-  if (!capacity_flag.empty()) spec.capacity_bytes = parse_capacity(capacity_flag);
+  if (!a.device.empty()) spec.choice = parse_device_choice(a.device);
+  if (!a.capacity.empty()) spec.capacity_bytes = parse_capacity(a.capacity);
+  TraceOpenOptions open_options;
+  open_options.device = a.trace_device;
   // The format and the start of the trace are checked before anything runs (TraceError: exit
-  // 2); the rest is read as it replays.
-  const TraceMeta meta = open_trace(trace_path)->meta();
+  // 2); the rest is read as it replays. A PyTorch snapshot is read whole here (its pickle
+  // closes only at the end) and kept for the self-check and the export.
+  auto source = open_trace(a.trace, open_options);
+  const TraceMeta meta = source->meta();
+  const PyTorchSnapshot* snapshot = pytorch_snapshot_of(*source);
+  if (!snapshot) source.reset();
+  if (a.trace_device >= 0 && !snapshot)
+    throw UsageError(fmt::format("--trace-device applies to PyTorch snapshots; {} is a {} trace", a.trace, meta.format));
   std::vector<std::string> notes = describe(meta);
   AllocatorOptions options;
   bool recorded_conf = false;
-  if (!alloc_conf.empty()) {
-    options["alloc_conf"] = alloc_conf;
-  } else if (meta.has_alloc_conf && allocator == "caching") {
+  if (a.alloc_conf_given) {
+    if (!a.alloc_conf.empty()) options["alloc_conf"] = a.alloc_conf;
+    if (meta.has_alloc_conf)
+      notes.push_back(fmt::format("allocator settings: \"{}\" (--alloc-conf); the recorded ones are \"{}\"", a.alloc_conf,
+                                  meta.alloc_conf));
+  } else if (meta.has_alloc_conf && a.allocator == "caching") {
     if (!meta.alloc_conf.empty()) options["alloc_conf"] = meta.alloc_conf;
     recorded_conf = true;
     notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)", meta.alloc_conf));
   } else if (meta.has_alloc_conf) {
     notes.push_back(fmt::format("the recorded allocator settings \"{}\" are the caching allocator's; not used by {}",
-                                meta.alloc_conf, allocator));
+                                meta.alloc_conf, a.allocator));
   }
-  if (capacity_flag.empty() && meta.device_capacity) {
+  // Replayed by PyTorch's allocator with the settings it recorded: the self-check applies.
+  const bool own_settings =
+      a.allocator == "caching" && meta.has_alloc_conf && (recorded_conf || a.alloc_conf == meta.alloc_conf);
+  if (!a.memory_limit.empty()) {
+    auto limit = parse_size(a.memory_limit);
+    if (!limit || *limit == 0)
+      throw UsageError(fmt::format("--memory-limit: '{}' is not a size (e.g. 16GiB, 17179869184)", a.memory_limit));
+    options["memory_limit_bytes"] = std::to_string(*limit);
+    notes.push_back(fmt::format("memory limit: {} (--memory-limit, as set_per_process_memory_fraction sets it)",
+                                format_bytes(*limit)));
+  }
+  if (a.capacity.empty() && meta.device_capacity) {
     spec.capacity_bytes = meta.device_capacity;
     notes.push_back(fmt::format("capacity: {}, the recording device's (--capacity replaces it)",
                                 format_bytes(meta.device_capacity)));
+  } else if (a.capacity.empty() && snapshot) {
+    notes.push_back(fmt::format("capacity: {}: a snapshot records neither the device's size nor a memory fraction "
+                                "(--capacity gives the card, --memory-limit the fraction's limit)",
+                                resolve_device(spec.choice) == DeviceChoice::Sim ? "80.0 GiB, the simulated device's default"
+                                                                                  : "the whole card"));
   }
   {
     // Check the options before running anything.
@@ -282,46 +320,92 @@ int run_replay(const std::string& trace_path, const std::string& allocator, cons
     o.capacity_bytes = 1 * GiB;
     auto probe = make_sim_device(o);
     try {
-      make_allocator(allocator, *probe, options);
+      make_allocator(a.allocator, *probe, options);
     } catch (const OptionError& e) {
       if (recorded_conf)
-        throw TraceError(trace_path, 0, fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); "
-                                                    "--alloc-conf replaces them", meta.alloc_conf, e.what(), e.valid));
+        throw TraceError(a.trace, 0, fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); "
+                                                 "--alloc-conf replaces them", meta.alloc_conf, e.what(), e.valid));
       throw UsageError(fmt::format("--alloc-conf: {} (valid: {})", e.what(), e.valid));
     }
   }
-  spec = choose_device(spec, quiet);
-  if (!quiet)
-    for (const auto& note : notes) std::cerr << "gpumembench: trace " << trace_path << ": " << note << "\n";
+  spec = choose_device(spec, a.quiet);
+  if (!a.quiet)
+    for (const auto& note : notes) std::cerr << "gpumembench: trace " << a.trace << ": " << note << "\n";
   RunSettings settings;
   settings.on_oom = OnOom::Continue;
-  settings.timeline = !timeline.empty();
+  settings.timeline = !a.timeline.empty();
+  // A snapshot replayed with its own settings: segments where the driver put them (PyTorch takes
+  // the lowest address among equal-size free blocks).
+  std::vector<std::pair<Bytes, DevPtr>> placements;
+  if (snapshot && own_settings) placements = recorded_placements(*snapshot);
+  settings.segment_placements = placements;
   RunReport report;
   report.tool_version = GMB_VERSION;
   report.config_name = "replay";
-  report.config_path = trace_path;
+  report.config_path = a.trace;
   report.command_line = cmd;
   report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
   report.on_oom = to_string(settings.on_oom);
-  CaseSpec cs{allocator, options, [trace_path] { return make_trace_workload(trace_path); }};
+  const std::string trace_path = a.trace;
+  CaseSpec cs{a.allocator, options, [trace_path, open_options] { return make_trace_workload(trace_path, open_options); }};
   CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
   {
     auto device = make_device(spec);
     report.device = device->info();
   }
   report.cases.push_back(std::move(result));
-  if (!timeline.empty()) {
-    write_timeline_csv(timeline + ".tmp", report.cases[0].timeline);
-    std::filesystem::rename(timeline + ".tmp", timeline);
+  if (!a.timeline.empty()) {
+    write_timeline_csv(a.timeline + ".tmp", report.cases[0].timeline);
+    std::filesystem::rename(a.timeline + ".tmp", a.timeline);
   }
   std::cout << markdown_table(report);
   if (report.cases[0].recorded_ooms) std::cout << "\n" << recorded_vs_replayed(report.cases[0]) << "\n";
-  if (!quiet)  // what the reader found on the way (the notes of the start were printed before)
+  if (!a.quiet)  // what the reader found on the way (the notes of the start were printed before)
     for (std::size_t i = meta.notes.size(); i < report.cases[0].workload_notes.size(); ++i)
-      std::cerr << "gpumembench: trace " << trace_path << ": " << report.cases[0].workload_notes[i] << "\n";
-  if (!output_flag.empty())
-    write_reports(report, output_flag, format_flag.empty() ? std::vector<std::string>{"md", "csv", "json"}
-                                                           : parse_formats(format_flag));
+      std::cerr << "gpumembench: trace " << a.trace << ": " << report.cases[0].workload_notes[i] << "\n";
+  if (snapshot && own_settings) {
+    SnapshotCheck check = check_snapshot_replay(*snapshot, options, report.device.capacity_bytes);
+    std::cout << to_text(check) << (check.checked ? " (on the simulated device)" : "") << "\n";
+  }
+  if (!a.export_snapshot.empty()) {
+    // The export replays on the simulated device, reading the trace again (a snapshot: from memory).
+    std::unique_ptr<TraceSource> again = snapshot ? nullptr : open_trace(a.trace, open_options);
+    std::size_t at = 0;
+    OpReader read = [&](std::vector<Op>& out, std::size_t max) -> std::size_t {
+      if (again) return again->read(out, max);
+      const auto& ops = snapshot->ops;
+      std::size_t n = std::min(max, ops.size() - at);
+      out.insert(out.end(), ops.begin() + static_cast<std::ptrdiff_t>(at), ops.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += n;
+      return n;
+    };
+    // A snapshot's origins by (trace entry, kind): the writer gets copies of its ops.
+    std::unordered_map<std::uint64_t, std::string> origin_of_entry;
+    if (snapshot)
+      for (std::size_t i = 0; i < snapshot->ops.size(); ++i)
+        if (snapshot->op_origin[i] && snapshot->ops[i].source_line)
+          origin_of_entry[snapshot->ops[i].source_line * 2 + (snapshot->ops[i].kind == Op::Kind::Alloc)] =
+              snapshot->origins[snapshot->op_origin[i]];
+    OpOrigin origin = [&](const Op& op) -> std::string {
+      if (again) return again->origin(op);
+      auto it = origin_of_entry.find(op.source_line * 2 + (op.kind == Op::Kind::Alloc));
+      return it == origin_of_entry.end() ? std::string() : it->second;
+    };
+    try {
+      SnapshotExportSummary sum = export_snapshot(a.export_snapshot, read, a.allocator, options,
+                                                  report.device.capacity_bytes, origin, placements);
+      if (!a.quiet)
+        std::cerr << fmt::format("gpumembench: the simulated run written as a PyTorch snapshot to {} ({} trace entries, "
+                                 "{} OOMs, {} segments at the end)\n",
+                                 a.export_snapshot, sum.entries, sum.ooms, sum.segments);
+    } catch (const std::runtime_error& e) {
+      if (dynamic_cast<const TraceError*>(&e)) throw;
+      throw UsageError(fmt::format("--export-snapshot: {}", e.what()));
+    }
+  }
+  if (!a.output.empty())
+    write_reports(report, a.output, a.format.empty() ? std::vector<std::string>{"md", "csv", "json"}
+                                                     : parse_formats(a.format));
   if (!report.cases[0].error.empty()) {
     std::cerr << "gpumembench: " << report.cases[0].error << "\n";
     return 1;
@@ -414,29 +498,40 @@ int run_cli(int argc, char** argv) {
   app.add_option("--steps", steps, "run at most N steps of each workload (a shorter run of the same config)")
       ->check(step_count);
 
-  auto* replay = app.add_subcommand("replay", "replay a recorded allocation trace (native CSV, RMM log, PyTorch snapshot) through one allocator");
+  auto* replay = app.add_subcommand(
+      "replay", "replay a recorded allocation trace (native CSV, RMM log, PyTorch snapshot) through one allocator");
   replay->footer(
       "\nExamples:\n"
       "  gpumembench replay --trace configs/traces/fragmentation_oom/fragmentation_oom.csv --allocator caching "
       "--capacity 1792MiB\n"
-      "  gpumembench replay --trace run.csv --allocator caching --alloc-conf expandable_segments:True "
-      "--capacity 40GiB --output out/replay\n"
-      "The trace is replayed with on_oom continue: every OOM is recorded and the replay goes on.\n");
-  std::string trace, allocator, alloc_conf, timeline;
-  replay->add_option("--trace", trace,
+      "  gpumembench replay --trace run.pickle.gz --allocator caching --alloc-conf expandable_segments:True "
+      "--capacity 40GiB --export-snapshot whatif.pickle\n"
+      "The trace is replayed with on_oom continue: every OOM is recorded and the replay goes on. A PyTorch snapshot "
+      "is replayed with its own allocator settings unless --alloc-conf is given; with them, the replay is compared "
+      "with the recorded run (\"reproduces the recorded run: yes\" or the first difference).\n");
+  ReplayArgs ra;
+  replay->add_option("--trace", ra.trace,
                      "the trace: native CSV (header action,id,bytes[,stream]), RMM log or PyTorch memory snapshot, "
                      "plain or gzip (the format is detected from the content)")
       ->required()
       ->check(CLI::ExistingFile);
-  replay->add_option("--allocator", allocator, "allocator name: " + allocator_names())->required();
-  replay->add_option("--alloc-conf", alloc_conf,
-                     "caching only: PyTorch's PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True");
-  replay->add_option("--capacity", capacity, "memory left to the allocator, e.g. 24GiB (default: the whole device)");
-  replay->add_option("--device", device, "auto (default), sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
-  replay->add_option("--timeline", timeline, "write allocated/reserved bytes after every event to this CSV");
-  replay->add_option("--output", output, "also write results files (and oom/ block maps) into this folder");
-  replay->add_option("--format", format, "formats written to --output: md, csv, json, latex (default md,csv,json)");
-  replay->add_flag("--quiet,-q", quiet, "no notices on stderr");
+  replay->add_option("--allocator", ra.allocator, "allocator name: " + allocator_names())->required();
+  auto* conf_opt = replay->add_option("--alloc-conf", ra.alloc_conf,
+                                      "caching only: PyTorch's PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True (default: a snapshot's own)");
+  replay->add_option("--capacity", ra.capacity, "memory left to the allocator, e.g. 24GiB (default: the whole device)");
+  replay->add_option("--memory-limit", ra.memory_limit,
+                     "caching: the allocator's limit below the capacity, as torch.cuda.set_per_process_memory_fraction "
+                     "sets it (bytes = fraction x the card), e.g. 16GiB");
+  replay->add_option("--device", ra.device, "auto (default), sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
+  replay->add_option("--trace-device", ra.trace_device,
+                     "PyTorch snapshot: the device whose trace to replay (default: the one with the most events)")
+      ->check(CLI::NonNegativeNumber);
+  replay->add_option("--timeline", ra.timeline, "write allocated/reserved bytes after every event to this CSV");
+  replay->add_option("--export-snapshot", ra.export_snapshot,
+                     "write the simulated run as a PyTorch memory snapshot (opens in PyTorch's memory_viz)");
+  replay->add_option("--output", ra.output, "also write results files (and oom/ block maps) into this folder");
+  replay->add_option("--format", ra.format, "formats written to --output: md, csv, json, latex (default md,csv,json)");
+  replay->add_flag("--quiet,-q", ra.quiet, "no notices on stderr");
 
   auto* compare = app.add_subcommand(
       "compare",
@@ -502,8 +597,10 @@ int run_cli(int argc, char** argv) {
     }
     if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match);
     if (frontier->parsed()) return run_frontier_command(frontier_args, cmd);
-    if (replay->parsed())
-      return run_replay(trace, allocator, alloc_conf, capacity, device, timeline, output, format, quiet, cmd);
+    if (replay->parsed()) {
+      ra.alloc_conf_given = conf_opt->count() > 0;
+      return run_replay(ra, cmd);
+    }
     if (config.empty()) {
       std::cerr << "gpumembench: --config FILE is required to run a config. Usage:\n" << kSynopsis;
       return 2;

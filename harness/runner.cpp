@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "allocators/recorded_placement_device.h"
 #include "allocators/registry.h"
 #include "allocators/units.h"
 #include "harness/buffer_table.h"
@@ -350,6 +351,8 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
   for (std::uint64_t r = 0; r < std::max<std::uint64_t>(settings.repeat, 1); ++r) {
     try {
       auto device = make_device(device_spec);
+      if (device->simulated() && !settings.segment_placements.empty())
+        device = std::make_unique<RecordedPlacementDevice>(std::move(device), settings.segment_placements);
       auto workload = spec.make_workload();
       auto allocator = make_allocator(spec.allocator, *device, spec.options);
       if (r == 0) {

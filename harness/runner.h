@@ -5,6 +5,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "allocators/allocator.h"
 #include "harness/results.h"
@@ -41,6 +43,9 @@ struct RunSettings {
   bool timeline = false;       // keep the per-event timeline of the first run
   bool oom_block_map = true;   // keep the segment map, every OOM and the usage up to the first OOM
   std::uint64_t max_steps = 0;  // > 0: at most this many steps of each workload (--steps)
+  // Sim only: (bytes, address) of recorded cudaMallocs, handed out in order while the sizes
+  // agree (RecordedPlacementDevice): a PyTorch snapshot replayed with its own settings.
+  std::vector<std::pair<Bytes, DevPtr>> segment_placements;
 };
 
 // Called after every step: (repeat index, step, steps in total).

@@ -69,7 +69,7 @@ TEST(PyTorchSnapshot, FreesWhenTheBlockReturnsNotWhenItIsRequested) {
   // The side stream is 1; its first block returns (free_completed) after stream 0 allocated.
   EXPECT_EQ(ops_text(s), "a0:4194304@1 a1:6291456@0 f0@1 a0:8388608@1 f1@0 ");
   EXPECT_TRUE(has_note(s, "1 blocks returned to the allocator later than their free was requested")) << s.notes[0];
-  EXPECT_TRUE(has_note(s, "1 streams besides the default one"));
+  EXPECT_TRUE(has_note(s, "streams besides the default one: 1, numbered from 1"));
 }
 
 TEST(PyTorchSnapshot, AllocatesBlocksAliveBeforeTheTraceFirst) {

@@ -86,8 +86,6 @@ class Converter {
     if (s_.has_trace) convert_trace(trace);
     if (segments != Document::kAbsent) read_blocks_alive(segments);
     finish();
-    s_.notes.push_back(
-        "the snapshot does not record the device's memory size (nor a set_per_process_memory_fraction limit)");
     return std::move(s_);
   }
 
@@ -180,9 +178,14 @@ class Converter {
     } else {
       throw TraceError::in_content(file_, "the top level", "the snapshot holds no trace events and no segments: nothing to replay");
     }
-    if (events.size() + seg_devices.size() > 1 || want >= 0)
+    std::map<int, bool> all;
+    for (auto& [dev, n] : events) all[dev] = true;
+    for (auto& [dev, n] : seg_devices) all[dev] = true;
+    if (all.size() > 1 || want >= 0)
       s_.notes.push_back(fmt::format("replaying device {}{} (the snapshot has: {}; pick with --trace-device N)", s_.device,
                                      want >= 0 ? " (--trace-device)" : ", the one with the most events", listing()));
+    else
+      s_.notes.push_back(fmt::format("replaying device {}, the only one in the snapshot", s_.device));
   }
 
   // allocator_settings -> PYTORCH_CUDA_ALLOC_CONF text: the option string PyTorch last parsed
@@ -489,8 +492,8 @@ class Converter {
                             s_.device, k));
     }
     if (!streams_.empty())
-      s_.notes.push_back(fmt::format("{} streams besides the default one, numbered 1..{} in order of first use",
-                                     streams_.size(), streams_.size()));
+      s_.notes.push_back(fmt::format("streams besides the default one: {}, numbered from 1 in order of first use",
+                                     streams_.size()));
   }
 
   const Document& d_;

@@ -75,6 +75,9 @@ std::vector<std::pair<Bytes, DevPtr>> recorded_placements(const PyTorchSnapshot&
 // list, found str").
 PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device = -1);
 
+// The converted snapshot behind a source open_trace made for a snapshot; nullptr for other formats.
+const PyTorchSnapshot* pytorch_snapshot_of(const TraceSource& source);
+
 // The snapshot reader of open_trace's format table (trace_source.h).
 std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions& options);
 

@@ -19,6 +19,7 @@ class PyTorchSnapshotSource final : public TraceSource {
     meta_.device_capacity = s_.device_capacity;
     meta_.notes = s_.notes;
     meta_.gzip = gzip;
+    meta_.records_ooms = true;
     meta_.recorded_ooms = s_.ooms.size();
     for (const RecordedOom& o : s_.ooms)
       if (meta_.recorded_oom_events.size() < TraceMeta::kMaxRecordedOomEvents) meta_.recorded_oom_events.push_back(o.op);
@@ -55,6 +56,11 @@ class PyTorchSnapshotSource final : public TraceSource {
 };
 
 }  // namespace
+
+const PyTorchSnapshot* pytorch_snapshot_of(const TraceSource& source) {
+  auto* s = dynamic_cast<const PyTorchSnapshotSource*>(&source);
+  return s ? &s->snapshot() : nullptr;
+}
 
 std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions& options) {
   std::string content;

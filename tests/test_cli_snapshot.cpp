@@ -1,0 +1,123 @@
+// `gpumembench replay` on PyTorch snapshots, as a user runs it: the settings and capacity it
+// says it used, the self-check line, --trace-device, --export-snapshot, and exit 2 with the
+// place named for bad input.
+#include <gtest/gtest.h>
+
+#include <zlib.h>
+
+#include <fmt/format.h>
+
+#include "test_helpers.h"
+
+namespace gmb {
+namespace {
+
+using testing::run_gpumembench;
+using testing::source_path;
+using testing::temp_dir;
+
+std::string synthetic(const std::string& name) { return source_path("tests/data/torch_snapshots/synthetic/" + name); }
+std::string recorded(const std::string& name) { return source_path("tests/data/torch_snapshots/" + name + ".pickle.gz"); }
+
+bool has(const std::string& out, const std::string& part) { return out.find(part) != std::string::npos; }
+
+TEST(CliSnapshot, UsesTheSnapshotsOwnSettingsAndSaysSo) {
+  auto r = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic("basic.pickle"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "replaying device 0, the only one in the snapshot")) << r.out;
+  EXPECT_TRUE(has(r.out, "allocator settings: the recorded \"\" (--alloc-conf replaces them)"));
+  EXPECT_TRUE(has(r.out, "capacity: 80.0 GiB, the simulated device's default: a snapshot records neither the device's size nor a memory fraction"));
+  EXPECT_TRUE(has(r.out, "reproduces the recorded run: yes (3 segment events and 0 OOMs, same sizes, same order) (on the "
+                         "simulated device)"));
+  EXPECT_TRUE(has(r.out, "| caching x trace[basic.pickle] | 52.0 MiB | 32.9 MiB |")) << r.out;
+}
+
+TEST(CliSnapshot, AnotherSettingIsAWhatIfWithoutSelfCheck) {
+  auto r = run_gpumembench("replay --device sim --allocator caching --alloc-conf expandable_segments:True --capacity 1GiB "
+                           "--trace " + synthetic("basic.pickle"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "allocator settings: \"expandable_segments:True\" (--alloc-conf); the recorded ones are \"\""));
+  EXPECT_TRUE(has(r.out, "| caching[expandable_segments:True] x trace[basic.pickle] |"));
+  EXPECT_FALSE(has(r.out, "reproduces the recorded run"));
+  auto m = run_gpumembench("replay --device sim --allocator cuda_malloc --trace " + synthetic("expandable_oom.pickle"));
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_TRUE(has(m.out, "the recorded allocator settings \"expandable_segments:True,max_split_size_mb:128\" are the "
+                         "caching allocator's; not used by cuda_malloc"));
+}
+
+TEST(CliSnapshot, RealRecordingUnderAMemoryFractionReproducesItsOoms) {
+  // Recorded on the H200 (143,771 MiB) under set_per_process_memory_fraction = 16 GiB.
+  auto r = run_gpumembench("replay --device sim --allocator caching --capacity 150109880320 --memory-limit 16GiB --trace " +
+                           recorded("snap_oom_cap16g_expandable"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "2 recorded OOMs: each is replayed as an allocation of its size"));
+  EXPECT_TRUE(has(r.out, "recorded run: 2 failed allocations (events 16111, 59591); replayed: 2 OOMs (first at event 16111)"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "reproduces the recorded run: yes (166 segment events and 2 OOMs, same sizes, same order)")) << r.out;
+}
+
+TEST(CliSnapshot, PicksTheTraceDevice) {
+  auto r = run_gpumembench("replay --device sim --allocator caching --trace-device 0 --trace " + synthetic("two_devices.pickle"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "replaying device 0 (--trace-device) (the snapshot has: device 0 (3 events), device 1 (10 events)"));
+  auto bad = run_gpumembench("replay --device sim --allocator caching --trace-device 5 --trace " + synthetic("two_devices.pickle"));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(has(bad.out, "two_devices.pickle: --trace-device: device 5 has no events and no segments in this snapshot"))
+      << bad.out;
+  auto dir = temp_dir("snapcli");
+  testing::write_text(dir / "t.csv", "action,id,bytes\nalloc,0,100\n");
+  auto csv = run_gpumembench("replay --device sim --allocator caching --trace-device 0 --trace " + (dir / "t.csv").string());
+  EXPECT_EQ(csv.status, 2);
+  EXPECT_TRUE(has(csv.out, "--trace-device applies to PyTorch snapshots")) << csv.out;
+}
+
+TEST(CliSnapshot, BadSnapshotsExitTwoNamingThePlace) {
+  auto dir = temp_dir("snapbad");
+  // Truncated pickle.
+  std::string whole = testing::read_text(synthetic("basic.pickle"));
+  std::ofstream(dir / "cut.pickle", std::ios::binary) << whole.substr(0, 700);
+  auto r = run_gpumembench("replay --device sim --allocator caching --trace " + (dir / "cut.pickle").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.out, "cut.pickle: byte 2: FRAME of 1885 bytes but only 689 are left (truncated file?)")) << r.out;
+  // A refused opcode.
+  auto g = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic("refused_set_p2.pickle"));
+  EXPECT_EQ(g.status, 2);
+  EXPECT_TRUE(has(g.out, "refused_set_p2.pickle: byte 15: opcode GLOBAL ('c') is refused")) << g.out;
+  // The wrong type somewhere inside.
+  const char bad_pickle[] = "\x80\x02}(X\x08\0\0\0segments](}(X\x07\0\0\0addressK\x00X\x06\0\0\0blocksX\x01\0\0\0xueu.";
+  std::string bad_type(bad_pickle, sizeof bad_pickle - 1);
+  std::ofstream(dir / "type.pickle", std::ios::binary) << bad_type;
+  auto t = run_gpumembench("replay --device sim --allocator caching --trace " + (dir / "type.pickle").string());
+  EXPECT_EQ(t.status, 2);
+  EXPECT_TRUE(has(t.out, "type.pickle: segments[0].blocks: expected a list, found str")) << t.out;
+  // A gzip stream cut short.
+  std::string gz = testing::read_text(recorded("snap_frames_p2"));
+  std::ofstream(dir / "cut.pickle.gz", std::ios::binary) << gz.substr(0, gz.size() / 2);
+  auto z = run_gpumembench("replay --device sim --allocator caching --trace " + (dir / "cut.pickle.gz").string());
+  EXPECT_EQ(z.status, 2);
+  EXPECT_TRUE(has(z.out, "cut.pickle.gz: byte ")) << z.out;
+  for (const auto* o : {&r, &g, &t, &z})
+    for (char c : o->out) ASSERT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << o->out;
+}
+
+TEST(CliSnapshot, ExportsTheSimulatedRunAsASnapshot) {
+  auto dir = temp_dir("snapexport");
+  std::string out = (dir / "whatif.pickle").string();
+  auto r = run_gpumembench("replay --device sim --allocator caching --alloc-conf expandable_segments:True --trace " +
+                           recorded("snap_frames_p2") + " --export-snapshot " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "the simulated run written as a PyTorch snapshot to " + out)) << r.out;
+  // Read back by our own reader: the same ops, PyTorch's shape.
+  auto back = run_gpumembench("replay --device sim --allocator caching --trace " + out);
+  ASSERT_EQ(back.status, 0) << back.out;
+  EXPECT_TRUE(has(back.out, "allocator settings: the recorded \"expandable_segments:True\" (--alloc-conf replaces them)")) << back.out;
+  EXPECT_TRUE(has(back.out, "reproduces the recorded run: yes")) << back.out;
+  auto unwritable = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic("basic.pickle") +
+                                    " --export-snapshot /nonexistent-dir/x.pickle");
+  EXPECT_EQ(unwritable.status, 2);
+  EXPECT_TRUE(has(unwritable.out, "--export-snapshot: /nonexistent-dir/x.pickle.tmp: cannot write the snapshot file"))
+      << unwritable.out;
+}
+
+}  // namespace
+}  // namespace gmb
