@@ -1,0 +1,52 @@
+// PyTorch snapshot reading: the pickle parsed and converted to ops (in memory, already inflated),
+// on a real recording (tests/data/torch_snapshots/snap_default.pickle.gz: 94,588 trace entries).
+// items/s = trace entries per second.
+#include <benchmark/benchmark.h>
+
+#include "workloads/byte_input.h"
+#include "workloads/pickle/pickle_reader.h"
+#include "workloads/pytorch_snapshot.h"
+
+namespace {
+
+std::string inflated(const std::string& path) {
+  auto in = gmb::ByteInput::open(path);
+  std::string content;
+  while (true) {
+    auto b = in->buffered();
+    content.append(b.data(), b.size());
+    in->consume(b.size());
+    if (!in->refill()) break;
+  }
+  return content;
+}
+
+const std::string& recording() {
+  static const std::string bytes = inflated(std::string(GMB_SOURCE_DIR) + "/tests/data/torch_snapshots/snap_default.pickle.gz");
+  return bytes;
+}
+
+void BM_PickleParse(benchmark::State& state) {
+  const std::string& bytes = recording();
+  for (auto _ : state) {
+    auto doc = gmb::pickle::parse(bytes, "snap_default.pickle");
+    benchmark::DoNotOptimize(doc.root());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes.size()));
+}
+BENCHMARK(BM_PickleParse)->Unit(benchmark::kMillisecond);
+
+void BM_SnapshotConvert(benchmark::State& state) {
+  const std::string& bytes = recording();
+  std::size_t entries = 0;
+  for (auto _ : state) {
+    gmb::PyTorchSnapshot s = gmb::convert_pytorch_snapshot(bytes, "snap_default.pickle");
+    entries = s.ops.size() + s.segment_events.size();
+    benchmark::DoNotOptimize(s.ops.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * 94588));
+  state.counters["ops"] = static_cast<double>(entries);
+}
+BENCHMARK(BM_SnapshotConvert)->Unit(benchmark::kMillisecond);
+
+}  // namespace
