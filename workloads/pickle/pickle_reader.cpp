@@ -1,7 +1,6 @@
 #include "workloads/pickle/pickle_reader.h"
 
 #include <cstring>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -192,14 +191,19 @@ class Builder {
     items.insert(items.end(), kv.begin(), kv.end());
   }
 
+  // The memo is a vector: Python numbers it 0, 1, 2... An index may skip ahead, but never past
+  // the input's length, so the vector stays within four bytes per input byte.
   void memo_put(std::uint64_t index) {
-    if (index > UINT32_MAX) fail(op_at_, fmt::format("memo index {} is too large", index));
-    memo_[static_cast<std::uint32_t>(index)] = top();
+    if (index > UINT32_MAX - 1 || index >= in_.size())
+      fail(op_at_, fmt::format("memo index {} is larger than the pickle", index));
+    if (index >= memo_.size()) memo_.resize(index + 1, kNoMemo);
+    if (memo_[index] == kNoMemo) ++memo_count_;
+    memo_[index] = top();
   }
   void memo_get(std::uint64_t index) {
-    auto it = index <= UINT32_MAX ? memo_.find(static_cast<std::uint32_t>(index)) : memo_.end();
-    if (it == memo_.end()) fail(op_at_, fmt::format("memo index {} was never stored", index));
-    push(it->second);
+    if (index >= memo_.size() || memo_[index] == kNoMemo)
+      fail(op_at_, fmt::format("memo index {} was never stored", index));
+    push(memo_[index]);
   }
   std::uint64_t decimal(std::string_view s, const char* what) {
     std::uint64_t v = 0;
@@ -455,7 +459,7 @@ class Builder {
         return;
       }
       // Memo.
-      case 0x94: memo_put(memo_.size()); return;  // MEMOIZE
+      case 0x94: memo_put(memo_count_); return;  // MEMOIZE: index = entries stored so far (len(memo))
       case 'q': memo_put(le(1)); return;          // BINPUT
       case 'r': memo_put(le(4)); return;          // LONG_BINPUT
       case 'p': memo_put(decimal(line(), "PUT index")); return;
@@ -489,7 +493,9 @@ class Builder {
   std::size_t pos_ = 0, op_at_ = 0;
   std::vector<Ref> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<std::uint32_t, Ref> memo_;
+  static constexpr Ref kNoMemo = UINT32_MAX;
+  std::vector<Ref> memo_;
+  std::size_t memo_count_ = 0;
   Document doc_;
 };
 
