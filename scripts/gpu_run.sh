@@ -2,7 +2,7 @@
 # The one command for the GPU machine (device tool): build, run the GPU tests and the whole
 # suite, run configs on the real GPU, and collect everything into $OUT.
 #
-#   STAGES="build test configs frontier bench reference torchbench" bash scripts/gpu_run.sh
+#   STAGES="build test snapshots configs frontier bench reference torchbench" bash scripts/gpu_run.sh
 #   CONFIGS="configs/hole_pattern.yaml ..." (default: every configs/*.yaml)
 #
 # Brings back (<= 8 files): gpu_run.log, gpu_results.tar.gz (results/, test and bench
@@ -81,6 +81,20 @@ if has configs && [ -x "$BIN" ]; then
     fi
     pack
   done
+fi
+
+# Real PyTorch snapshots (tests/data/torch_snapshots/) replayed on the GPU through `caching`
+# with their own settings: the replay's figures and its self-check against the recording.
+if has snapshots && [ -x "$BIN" ]; then
+  mkdir -p "$COLLECT/results/snapshots"
+  for snap in ${SNAPSHOTS:-tests/data/torch_snapshots/snap_*.pickle.gz}; do
+    name=$(basename "$snap" .pickle.gz)
+    log "replay $snap on cuda"
+    timeout "${CONFIG_TIMEOUT:-240}" "$BIN" replay --trace "$snap" --allocator caching --device cuda \
+      > "$COLLECT/results/snapshots/$name.log" 2>&1 || { log "replay $snap exit $?"; status=1; }
+    grep -i -E "reproduces|peak reserved|differs" "$COLLECT/results/snapshots/$name.log" | head -3 | tee -a "$LOG"
+  done
+  pack
 fi
 
 # OOM frontiers: every config with a `frontier:` section (or FRONTIER_CONFIGS), on the GPU.
