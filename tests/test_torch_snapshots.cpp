@@ -16,29 +16,13 @@
 #include "allocators/recorded_placement_device.h"
 #include "allocators/registry.h"
 #include "harness/snapshot_check.h"
-#include "test_helpers.h"
-#include "workloads/byte_input.h"
-#include "workloads/pytorch_snapshot.h"
+#include "torch_snapshot_data.h"
 
 namespace gmb {
 namespace {
 
-std::string data_dir() {
-  const char* env = std::getenv("GMB_TORCH_SNAPSHOT_DIR");  // another set of recordings, same layout
-  return env ? env : testing::source_path("tests/data/torch_snapshots");
-}
-
-PyTorchSnapshot load(const std::string& path) {
-  auto in = ByteInput::open(path);
-  std::string content;
-  while (true) {
-    auto b = in->buffered();
-    content.append(b.data(), b.size());
-    in->consume(b.size());
-    if (!in->refill()) break;
-  }
-  return convert_pytorch_snapshot(content, path);
-}
+using testing::load_torch_snapshot;
+std::string data_dir() { return testing::torch_snapshot_dir(); }
 
 struct Replayed {
   AllocatorStats stats;
@@ -74,7 +58,7 @@ TEST(TorchSnapshots, ReplaysGiveWhatPyTorchRecorded) {
   for (const auto& run : expected) {
     const std::string name = run.at("name");
     SCOPED_TRACE(name);
-    PyTorchSnapshot s = load(data_dir() + "/" + name + ".pickle.gz");
+    PyTorchSnapshot s = load_torch_snapshot(data_dir() + "/" + name + ".pickle.gz");
     EXPECT_EQ(s.alloc_conf, run.at("alloc_conf").get<std::string>());
     // The card, and the limit of set_per_process_memory_fraction where there was one: PyTorch
     // checks the limit before asking for memory, and an expandable segment then maps whole
