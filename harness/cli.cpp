@@ -20,6 +20,7 @@
 #include "harness/config.h"
 #include "harness/frontier.h"
 #include "harness/report.h"
+#include "harness/rmm_log_writer.h"
 #include "harness/snapshot_check.h"
 #include "harness/snapshot_export.h"
 #include "harness/workload_need.h"
@@ -250,7 +251,8 @@ std::string recorded_vs_replayed(const CaseResult& c) {
 }
 
 struct ReplayArgs {
-  std::string trace, allocator, alloc_conf, capacity, memory_limit, device, timeline, output, format, export_snapshot;
+  std::string trace, allocator, alloc_conf, capacity, memory_limit, device, timeline, output, format, export_snapshot,
+      export_rmm_log;
   bool alloc_conf_given = false;
   int trace_device = -1;
   bool quiet = false;
@@ -346,6 +348,15 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   report.command_line = cmd;
   report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
   report.on_oom = to_string(settings.on_oom);
+  std::optional<RmmLogWriter> rmm_log;  // written as the replay runs, renamed into place at the end
+  if (!a.export_rmm_log.empty()) {
+    try {
+      rmm_log.emplace(a.export_rmm_log);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(fmt::format("--export-rmm-log: {}", e.what()));
+    }
+    settings.event_sink = &*rmm_log;
+  }
   const std::string trace_path = a.trace;
   CaseSpec cs{a.allocator, options, [trace_path, open_options] { return make_trace_workload(trace_path, open_options); }};
   CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
@@ -354,6 +365,12 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     report.device = device->info();
   }
   report.cases.push_back(std::move(result));
+  if (rmm_log) {
+    rmm_log->commit();
+    if (!a.quiet)
+      std::cerr << "gpumembench: wrote the replay as an RMM log: " << a.export_rmm_log << " (" << rmm_log->rows()
+                << " rows)\n";
+  }
   if (!a.timeline.empty()) {
     write_timeline_csv(a.timeline + ".tmp", report.cases[0].timeline);
     std::filesystem::rename(a.timeline + ".tmp", a.timeline);
@@ -529,6 +546,8 @@ int run_cli(int argc, char** argv) {
   replay->add_option("--timeline", ra.timeline, "write allocated/reserved bytes after every event to this CSV");
   replay->add_option("--export-snapshot", ra.export_snapshot,
                      "write the simulated run as a PyTorch memory snapshot (opens in PyTorch's memory_viz)");
+  replay->add_option("--export-rmm-log", ra.export_rmm_log,
+                     "write the replayed run as an RMM memory event log (Thread,Time,Action,Pointer,Size,Stream)");
   replay->add_option("--output", ra.output, "also write results files (and oom/ block maps) into this folder");
   replay->add_option("--format", ra.format, "formats written to --output: md, csv, json, latex (default md,csv,json)");
   replay->add_flag("--quiet,-q", ra.quiet, "no notices on stderr");

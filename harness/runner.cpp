@@ -53,6 +53,7 @@ struct CaseRun {
   const WorkloadNeed& need;
   CaseResult& result;  // timeline / steps / block map are filled on the first run only
   bool first_run;
+  AllocatorEventGate* event_gate;  // events exported (first run): closed before the clean-up
 
   BufferTable live{};
   RunMetrics m{};
@@ -329,7 +330,9 @@ struct CaseRun {
       result.memory_stats = allocator.memory_stats();
       result.memory_summary = allocator.memory_summary();
     }
-    // Release what is still live so the allocator shuts down cleanly.
+    // Release what is still live so the allocator shuts down cleanly (the harness's doing, not
+    // the workload's: not reported to an event sink).
+    if (event_gate) event_gate->close();
     live.for_each([this](BufferId, DevPtr ptr) { allocator.deallocate(ptr); });
     live.clear();
   }
@@ -354,7 +357,16 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
       if (device->simulated() && !settings.segment_placements.empty())
         device = std::make_unique<RecordedPlacementDevice>(std::move(device), settings.segment_placements);
       auto workload = spec.make_workload();
-      auto allocator = make_allocator(spec.allocator, *device, spec.options);
+      // With an event sink, the allocator runs on a logging device inside a logging adaptor.
+      std::optional<AllocatorEventGate> gate;
+      std::optional<LoggingDevice> logging_device;
+      if (r == 0 && settings.event_sink) {
+        gate.emplace(*settings.event_sink);
+        logging_device.emplace(*device, *gate);
+      }
+      auto allocator = make_allocator(spec.allocator, logging_device ? static_cast<Device&>(*logging_device) : *device,
+                                      spec.options);
+      if (gate) allocator = std::make_unique<LoggingAllocator>(std::move(allocator), *gate);
       if (r == 0) {
         result.workload = workload->kind();
         result.workload_label = workload->label();
@@ -365,7 +377,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
         result.throughput_modeled = device->simulated();
         result.memory_modeled = device->simulated() && spec.allocator != "caching";
       }
-      CaseRun run{settings, *device, *allocator, *workload, *result.need, result, r == 0};
+      CaseRun run{settings, *device, *allocator, *workload, *result.need, result, r == 0, gate ? &*gate : nullptr};
       run.run(progress, r);
       result.runs.push_back(run.m);
     } catch (const DeviceError& e) {

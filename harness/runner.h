@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "allocators/allocator.h"
+#include "allocators/logging_allocator.h"
 #include "harness/results.h"
 #include "workloads/workload.h"
 
@@ -46,6 +47,10 @@ struct RunSettings {
   // Sim only: (bytes, address) of recorded cudaMallocs, handed out in order while the sizes
   // agree (RecordedPlacementDevice): a PyTorch snapshot replayed with its own settings.
   std::vector<std::pair<Bytes, DevPtr>> segment_placements;
+  // First run only: every allocator event (allocations, frees, failures, segment changes) as it
+  // happens, through logging adaptors around the allocator and its device (--export-rmm-log).
+  // The release of what is still live when the workload ends is not reported.
+  AllocatorEventSink* event_sink = nullptr;
 };
 
 // Called after every step: (repeat index, step, steps in total).

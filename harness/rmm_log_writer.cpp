@@ -1,0 +1,56 @@
+#include "harness/rmm_log_writer.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace gmb {
+
+RmmLogWriter::RmmLogWriter(std::string path)
+    : path_(std::move(path)), tmp_(path_ + ".tmp"), start_(std::chrono::steady_clock::now()) {
+  f_ = std::fopen(tmp_.c_str(), "w");
+  if (!f_) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp_, std::strerror(errno)));
+  std::setvbuf(f_, nullptr, _IOFBF, std::size_t(1) << 20);
+  fmt::print(f_, "Thread,Time,Action,Pointer,Size,Stream\n");
+}
+
+RmmLogWriter::~RmmLogWriter() {
+  if (!f_) return;
+  std::fclose(f_);
+  std::remove(tmp_.c_str());
+}
+
+void RmmLogWriter::on_event(const AllocatorEvent& e) {
+  const char* action = nullptr;
+  switch (e.kind) {
+    case AllocatorEvent::Kind::Alloc: action = "allocate"; break;
+    case AllocatorEvent::Kind::Free: action = "free"; break;
+    case AllocatorEvent::Kind::AllocFailed: action = "allocate failure"; break;
+    default: return;  // segment changes: not part of an RMM log
+  }
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count();
+  const long long s = us / 1000000;
+  fmt::print(f_, "1,{:02}:{:02}:{:02}.{:06},{},", s / 3600, s / 60 % 60, s % 60, us % 1000000, action);
+  if (e.ptr) fmt::print(f_, "{:#x}", e.ptr);
+  else fmt::print(f_, "(nil)");
+  fmt::print(f_, ",{},{:#x}\n", e.bytes, static_cast<unsigned>(e.stream));
+  ++rows_;
+}
+
+void RmmLogWriter::commit() {
+  const bool write_error = std::ferror(f_) != 0;
+  const int close_rc = std::fclose(f_);
+  f_ = nullptr;
+  if (write_error || close_rc != 0) {
+    std::remove(tmp_.c_str());
+    throw std::runtime_error(fmt::format("could not write all of {} (disk full?)", path_));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp_, path_, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp_, path_, ec.message()));
+}
+
+}  // namespace gmb
