@@ -1,0 +1,87 @@
+// Trace replay speed: the native CSV reader alone, and a whole replay through `caching` on the
+// simulated device (open, the need pass, the timed run: what `gpumembench replay` does), per
+// event. The trace (1 M events: a ring of 1024 live buffers, 512 B - 1 MiB with a few 2-64 MiB
+// requests, two streams) is generated into a temporary file once.
+//
+//   BM_NativeCsvRead      open_trace + read() to the end, chunks of 65,536 ops
+//   BM_TraceReplayCaching make_trace_workload + run_case (caching, sim, on_oom continue)
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "harness/runner.h"
+#include "workloads/trace.h"
+
+namespace gmb {
+namespace {
+
+constexpr std::uint64_t kEvents = 1000000;
+
+const std::string& trace_file() {
+  static const std::string path = [] {
+    const std::string p = (std::filesystem::temp_directory_path() / "gmb_bench_trace_1m.csv").string();
+    std::FILE* f = std::fopen(p.c_str(), "w");
+    std::fputs("action,id,bytes,stream\n", f);
+    constexpr std::uint32_t kLive = 1024;
+    std::vector<bool> live(kLive);
+    std::uint64_t x = 42;
+    for (std::uint64_t i = 0, slot = 0; i < kEvents; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      const unsigned stream = (slot >> 3) & 1;
+      if (live[slot]) {
+        std::fprintf(f, "free,%u,,%u\n", unsigned(slot), stream);
+        live[slot] = false;
+        slot = (slot + 1) % kLive;
+      } else {
+        const std::uint64_t bytes = (x >> 59) == 0 ? (std::uint64_t(2) << 20) << ((x >> 20) % 6)
+                                                   : (std::uint64_t(512) << ((x >> 24) % 12)) + (x >> 40) % 512;
+        std::fprintf(f, "alloc,%u,%llu,%u\n", unsigned(slot), static_cast<unsigned long long>(bytes), stream);
+        live[slot] = true;
+        if ((x >> 33) & 1) slot = (slot + 1) % kLive;
+      }
+    }
+    std::fclose(f);
+    return p;
+  }();
+  return path;
+}
+
+void BM_NativeCsvRead(benchmark::State& state) {
+  const std::string& path = trace_file();
+  std::uint64_t ops = 0;
+  for (auto _ : state) {
+    auto src = open_trace(path);
+    std::vector<Op> chunk;
+    chunk.reserve(kTraceChunkOps);
+    for (;;) {
+      chunk.clear();
+      const std::size_t n = src->read(chunk, kTraceChunkOps);
+      if (n == 0) break;
+      ops += n;
+    }
+  }
+  state.SetItemsProcessed(std::int64_t(ops));
+  state.SetBytesProcessed(std::int64_t(std::filesystem::file_size(path) * state.iterations()));
+}
+BENCHMARK(BM_NativeCsvRead)->Unit(benchmark::kMillisecond);
+
+void BM_TraceReplayCaching(benchmark::State& state) {
+  const std::string& path = trace_file();
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    CaseSpec spec{"caching", {}, [&] { return make_trace_workload(path); }};
+    DeviceSpec dev;
+    dev.choice = DeviceChoice::Sim;
+    RunSettings settings;
+    settings.on_oom = OnOom::Continue;
+    CaseResult r = run_case(spec, dev, settings);
+    events += r.runs.at(0).events;
+  }
+  state.SetItemsProcessed(std::int64_t(events));
+}
+BENCHMARK(BM_TraceReplayCaching)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace gmb
