@@ -20,6 +20,7 @@ class CudaMallocAllocator final : public TrackingAllocator {
   }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
+    if (refuse_larger_than_device(bytes, "cudaMalloc")) return std::nullopt;
     auto ptr = device_.malloc(bytes);
     if (!ptr) {
       record_oom(bytes, fmt::format("cudaMalloc of {} failed: out of memory", format_bytes(bytes)));

@@ -27,6 +27,7 @@ class CudaManagedAllocator final : public TrackingAllocator {
   }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
+    if (refuse_larger_than_device(bytes, "cudaMallocManaged")) return std::nullopt;
     Bytes charged = page_round(bytes);
     if (outstanding_ + charged > cap_) {
       // Refused here: the driver never sees a request that would oversubscribe the card.

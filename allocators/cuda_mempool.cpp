@@ -33,6 +33,7 @@ class CudaMemPoolAllocator final : public TrackingAllocator {
   }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
+    if (refuse_larger_than_device(bytes, "cudaMallocAsync")) return std::nullopt;
     Bytes before = device_.pool_usage(pool_).reserved_current;
     auto ptr = device_.malloc_async(pool_, bytes, stream);
     if (!ptr) {

@@ -126,6 +126,9 @@ struct PoolModel {
 class SimDevice final : public Device {
  public:
   explicit SimDevice(const SimDeviceOptions& o) {
+    if (o.capacity_bytes > kMaxDeviceBytes)
+      throw DeviceError(fmt::format("simulated device: capacity {} is above the largest accepted, {}",
+                                    o.capacity_bytes, kMaxDeviceBytes));
     info_.kind = DeviceKind::Sim;
     info_.name = o.name;
     info_.capacity_bytes = o.capacity_bytes;
@@ -141,6 +144,7 @@ class SimDevice final : public Device {
     ++counters_.mallocs;
     counters_.modeled_call_seconds += malloc_cost(bytes);
     if (bytes == 0) return DevPtr{0};
+    if (bytes > info_.capacity_bytes) return std::nullopt;  // before rounding: no overflow
     if (bytes <= kPackLimit) return malloc_small(bytes);
     Bytes size = round_up(bytes, info_.page_bytes);
     if (used_ + size > info_.capacity_bytes) return std::nullopt;
@@ -167,6 +171,7 @@ class SimDevice final : public Device {
   Bytes vmm_granularity() const override { return info_.page_bytes; }
 
   std::optional<DevPtr> reserve_address_range(Bytes bytes) override {
+    if (bytes > 2 * kMaxDeviceBytes) return std::nullopt;  // more address space than modeled
     Bytes size = round_up(bytes, info_.page_bytes);
     return new_region(size, /*vmm=*/true);
   }
@@ -176,7 +181,7 @@ class SimDevice final : public Device {
   bool map(DevPtr addr, Bytes bytes) override {
     ++counters_.vmm_maps;
     counters_.modeled_call_seconds += 44e-6 * static_cast<double>(bytes / info_.page_bytes);
-    if (used_ + bytes > info_.capacity_bytes) return false;
+    if (bytes > info_.capacity_bytes || used_ + bytes > info_.capacity_bytes) return false;
     used_ += bytes;
     mapped_[addr] = bytes;
     return true;
@@ -195,6 +200,7 @@ class SimDevice final : public Device {
   std::optional<DevPtr> malloc_managed(Bytes bytes) override {
     ++counters_.managed_mallocs;
     counters_.modeled_call_seconds += kManagedCallCost;
+    if (bytes > info_.capacity_bytes) return std::nullopt;  // before rounding: no overflow
     // Modeled: managed ranges in 64 KiB GPU pages (as the cuda_managed cap charges them).
     Bytes size = round_up(std::max<Bytes>(bytes, 1), 64 * KiB);
     if (used_ + size > info_.capacity_bytes) return std::nullopt;  // no oversubscription
@@ -247,6 +253,8 @@ class SimDevice final : public Device {
     ++counters_.async_mallocs;
     counters_.modeled_call_seconds += kAsyncMallocCost;
     PoolModel& pool = pool_at(h);
+    // Larger than the device: refused before rounding and before counting its 32 MiB granules.
+    if (bytes > info_.capacity_bytes) return std::nullopt;
     const Bytes size = round_up(std::max<Bytes>(bytes, 1), kPoolStep);
 
     // Free gaps between the occupied ranges (live blocks, and ranges freed on other streams

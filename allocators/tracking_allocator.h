@@ -2,9 +2,13 @@
 // (cuda_malloc, cuda_managed, cuda_mempool): live pointers, stats, peaks, the last OOM.
 #pragma once
 
+#include <algorithm>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "allocators/allocator.h"
+#include "allocators/units.h"
 
 namespace gmb {
 
@@ -44,6 +48,17 @@ class TrackingAllocator : public Allocator {
     stats_.allocated_bytes -= l.bytes;
     stats_.requested_bytes -= l.bytes;
     return l;
+  }
+
+  // A request larger than the whole device is refused before the driver or any rounding sees
+  // it: the same capacity OOM on every allocator, and no size arithmetic near 2^64.
+  bool refuse_larger_than_device(Bytes bytes, const char* call) {
+    const DeviceInfo& info = device_.info();
+    const Bytes device = std::max(info.total_bytes, info.capacity_bytes);
+    if (bytes <= device) return false;
+    record_oom(bytes, fmt::format("{} of {} refused: larger than the whole device ({})", call,
+                                  format_bytes(bytes), format_bytes(device)));
+    return true;
   }
 
   void set_reserved(Bytes reserved, std::uint64_t segments) {

@@ -62,6 +62,8 @@ Bytes parse_capacity(const std::string& text) {
   auto v = parse_size(text);
   if (!v || *v == 0)
     throw UsageError(fmt::format("--capacity: '{}' is not a size (e.g. 24GiB, 512MiB, 1073741824)", text));
+  if (*v > kMaxDeviceBytes)
+    throw UsageError(fmt::format("--capacity: {} is larger than 1024TiB, the largest device accepted", text));
   return *v;
 }
 

@@ -47,6 +47,12 @@ void parse_device(const YamlReader& y, const YAML::Node& n, Config& c) {
   y.expect_map(n, "device", {"capacity", "kind"});
   if (n["capacity"]) {  // one size, or a list: a capacity sweep
     c.capacities = y.sizes(n["capacity"], "device.capacity");
+    for (std::size_t i = 0; i < c.capacities.size(); ++i)
+      if (c.capacities[i] > kMaxDeviceBytes) {
+        const bool list = n["capacity"].IsSequence();
+        y.fail(list ? n["capacity"][i] : n["capacity"], list ? fmt::format("device.capacity[{}]", i) : "device.capacity",
+               fmt::format("{} is larger than 1024TiB, the largest device accepted", c.capacities[i]));
+      }
     c.device.capacity_bytes = c.capacities.front();
   }
   if (n["kind"]) {

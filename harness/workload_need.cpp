@@ -10,8 +10,16 @@ namespace gmb {
 Bytes torch_rounded_size(Bytes requested) {
   constexpr Bytes kBlock = 512;
   if (requested < kBlock) return kBlock;
+  if (requested > UINT64_MAX - kBlock) return UINT64_MAX;  // saturates: more than any card anyway
   return requested + (kBlock - requested % kBlock) % kBlock;
 }
+
+namespace {
+// Sums of live bytes are kept in 128 bits (a trace may ask for 2^64 - 1 bytes, then more) and
+// reported saturated at 2^64 - 1: more than any card, never wrapped to a small number.
+using Wide = unsigned __int128;
+Bytes saturated(Wide v) { return v > UINT64_MAX ? UINT64_MAX : static_cast<Bytes>(v); }
+}  // namespace
 
 WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) {
   WorkloadNeed need;
@@ -19,7 +27,7 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
   const std::uint64_t steps = max_steps ? std::min(max_steps, workload.num_steps()) : workload.num_steps();
   if (steps != Workload::kUnknownSteps) need.step_peak_requested_bytes.reserve(steps);
   BufferTable live;  // id -> requested bytes
-  Bytes requested = 0, rounded = 0;
+  Wide requested = 0, rounded = 0;
   std::uint64_t event = 0;
   std::vector<Op> ops;
   for (std::uint64_t step = 0; step < steps; ++step) {
@@ -27,7 +35,7 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
     StepInfo info;
     workload.step_ops(step, ops, info);
     if (info.end) break;
-    Bytes step_peak = requested;  // what is live when the step starts counts for it
+    Bytes step_peak = saturated(requested);  // what is live when the step starts counts for it
     for (const Op& op : ops) {
       if (op.kind == Op::Kind::Compute) continue;
       if (op.kind == Op::Kind::Alloc) {
@@ -38,17 +46,17 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
         live.put(op.id, op.bytes);
         requested += op.bytes;
         rounded += torch_rounded_size(op.bytes);
-        if (requested > need.peak_requested_bytes) {
-          need.peak_requested_bytes = requested;
+        if (saturated(requested) > need.peak_requested_bytes) {
+          need.peak_requested_bytes = saturated(requested);
           need.peak_requested_step = step;
           need.peak_requested_event = event;
         }
-        if (rounded > need.peak_rounded_bytes) {
-          need.peak_rounded_bytes = rounded;
+        if (saturated(rounded) > need.peak_rounded_bytes) {
+          need.peak_rounded_bytes = saturated(rounded);
           need.peak_rounded_step = step;
           need.peak_rounded_event = event;
         }
-        step_peak = std::max(step_peak, requested);
+        step_peak = std::max(step_peak, saturated(requested));
       } else if (auto bytes = live.take(op.id)) {
         requested -= *bytes;
         rounded -= torch_rounded_size(*bytes);

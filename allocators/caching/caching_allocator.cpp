@@ -373,7 +373,10 @@ class CachingAllocator final : public Allocator {
   // ---- malloc / free -----------------------------------------------------------------------
   Block* malloc(Bytes orig_size, StreamId stream) {
     AllocParams p;
-    p.size = round_size(orig_size);
+    // A request larger than the card fails whatever its size (no block, no device can hold it):
+    // handled as card + 1 bytes it takes PyTorch's decisions (free the cache, retry, OOM)
+    // without rounding near 2^64.
+    p.size = round_size(std::min(orig_size, card_bytes_ + 1));
     p.stream = stream;
     p.pool = pool_by_small_[p.size <= kSmallSize];
 
@@ -840,7 +843,7 @@ class CachingAllocator final : public Allocator {
         "is free. {} allowed; Of the allocated memory {} is allocated by PyTorch, and {} is "
         "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
         "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
-        torch_format_size(p.alloc_size), torch_format_size(total), torch_format_size(device_free),
+        torch_format_size(std::max(p.alloc_size, orig_size)), torch_format_size(total), torch_format_size(device_free),
         torch_format_size(allowed_memory_maximum_), torch_format_size(o.allocated_bytes),
         torch_format_size(o.cached_bytes));
   }
