@@ -185,6 +185,7 @@ Config load_config(const std::string& path) {
     throw ConfigError(path, e.mark.line + 1, e.mark.column + 1, "", "YAML syntax error: " + e.msg);
   }
   if (!root || root.IsNull()) throw ConfigError(path, 0, 0, "", "the config is empty");
+  y.expect_unique_keys(root);
   y.expect_map(root, "", {"name", "description", "device", "allocators", "workloads", "run", "output", "frontier"});
   Config c;
   c.path = path;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -41,6 +42,27 @@ void YamlReader::expect_map(const YAML::Node& node, const std::string& key,
     if (std::find(valid.begin(), valid.end(), name) == valid.end())
       fail(it->first, key.empty() ? name : key + "." + name,
            fmt::format("unknown key '{}' (valid: {})", name, join(valid)));
+  }
+}
+
+void YamlReader::expect_unique_keys(const YAML::Node& node, const std::string& key) const {
+  if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) expect_unique_keys(node[i], fmt::format("{}[{}]", key, i));
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::unordered_map<std::string, YAML::Mark> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string name = it->first.IsScalar() ? it->first.Scalar() : std::string();
+    const std::string path = key.empty() ? name : key + "." + name;
+    if (it->first.IsScalar()) {
+      auto [first, inserted] = seen.emplace(name, it->first.Mark());
+      if (!inserted)
+        fail(it->first, path,
+             fmt::format("'{}' is given twice, at line {} and line {} (keep one)", name, first->second.line + 1,
+                         it->first.Mark().line + 1));
+    }
+    expect_unique_keys(it->second, path);
   }
 }
 

@@ -31,6 +31,9 @@ class YamlReader {
 
   // The node must be a map whose keys are all in `valid`.
   void expect_map(const YAML::Node& node, const std::string& key, const std::vector<std::string>& valid) const;
+  // Every map in the tree has each key once: yaml-cpp keeps a duplicate in iteration while
+  // node[key] finds only the first, so a key given twice would be silently half ignored.
+  void expect_unique_keys(const YAML::Node& node, const std::string& key = "") const;
   void expect_sequence(const YAML::Node& node, const std::string& key) const;
   // Where a key's name sits (for "unknown key" messages); the node's mark if absent.
   YAML::Mark key_mark(const YAML::Node& map, const std::string& name) const;
