@@ -76,6 +76,34 @@ TEST(TraceInput, GzipAndPlainGiveTheSameOpsWhateverTheFileIsCalled) {
   fs::remove_all(dir);
 }
 
+TEST(TraceInput, PlainAndUnusualLinesOfTheNativeCsvReadAlike) {
+  // Plain lines take the reader's one-pass path, the others (blanks, CRLF, 20-digit ids, a free
+  // that names bytes, an empty stream) the general one: the same ops either way.
+  auto dir = temp_dir("trace_in");
+  write_text(dir / "t.csv",
+             "action,id,bytes,stream\nalloc,1,100,0\nalloc, 2 ,200,1\r\nfree,1,100,0\n"
+             "alloc,18446744073709551614,5,3\nalloc,4,8,\nfree,2,,1\nalloc,12345678901234567890,9,1000000\n");
+  auto ops = read_all((dir / "t.csv").string());
+  ASSERT_EQ(ops.size(), 7u);
+  EXPECT_EQ(ops[1].id, 2u);
+  EXPECT_EQ(ops[1].bytes, 200u);
+  EXPECT_EQ(ops[1].stream, 1);
+  EXPECT_EQ(ops[2].kind, Op::Kind::Free);
+  EXPECT_EQ(ops[2].id, 1u);
+  EXPECT_EQ(ops[3].id, 18446744073709551614ull);
+  EXPECT_EQ(ops[3].stream, 3);
+  EXPECT_EQ(ops[4].stream, 0);
+  EXPECT_EQ(ops[6].id, 12345678901234567890ull);
+  EXPECT_EQ(ops[6].stream, 1000000);
+  for (std::size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(ops[i].source_line, i + 2);
+  write_text(dir / "u.csv", "action,id,bytes,stream\nalloc,1,100,0\nalloc,1,100,0\n");
+  EXPECT_NE(error_of((dir / "u.csv").string()).find("u.csv:3: alloc of id 1 which is already allocated"),
+            std::string::npos);
+  write_text(dir / "s.csv", "action,id,bytes,stream\nalloc,1,100,1000001\n");
+  EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:2: stream '1000001' is not a small"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(TraceInput, ConcatenatedGzipMembersReadAsOneContent) {
   auto dir = temp_dir("trace_in");
   write_text(dir / "t.gz", gzip_of("action,id,bytes\nalloc,1,10\n") + gzip_of("free,1,\n"));
