@@ -131,6 +131,16 @@ TEST(TraceInput, TruncatedAndCorruptGzipNameTheFileAndOffset) {
   EXPECT_NE(err.find("corrupt gzip data"), std::string::npos) << err;
   EXPECT_NE(err.find("compressed byte "), std::string::npos) << err;
 
+  // Through the CLI: found while replaying (past the start checked up front), exit 2, no table.
+  auto r = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "cut.gz").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("cut.gz: byte "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("truncated gzip stream"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("| case |"), std::string::npos) << r.out;
+  r = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "bad.gz").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("bad.gz: byte "), std::string::npos) << r.out;
+
   write_text(dir / "tail.gz", gzip_of(kNative) + "junk");
   err = error_of((dir / "tail.gz").string());
   EXPECT_NE(err.find("not another gzip member"), std::string::npos) << err;
