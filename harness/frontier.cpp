@@ -25,8 +25,8 @@ BisectResult bisect_frontier(FrontierDirection direction, std::uint64_t lo, std:
                              std::uint64_t resolution, const std::function<bool(std::uint64_t)>& passes) {
   if (resolution == 0) resolution = 1;
   if (hi < lo) std::swap(lo, hi);
-  // Keep hi on the grid lo + k * resolution.
-  hi = lo + (hi - lo + resolution - 1) / resolution * resolution;
+  // The values probed: the grid lo + k * resolution below hi, and hi itself (never past it, so
+  // the answer stays in [lo, hi] and nothing is computed beyond hi: no wrap near 2^64).
   std::map<std::uint64_t, bool> seen;
   auto ok = [&](std::uint64_t v) {
     auto it = seen.find(v);
@@ -48,7 +48,7 @@ BisectResult bisect_frontier(FrontierDirection direction, std::uint64_t lo, std:
   // Invariant: `easy` passes, `hard` fails; they close in until one grid step apart.
   while ((easy > hard ? easy - hard : hard - easy) > resolution) {
     std::uint64_t a = std::min(easy, hard), b = std::max(easy, hard);
-    std::uint64_t mid = a + (b - a) / resolution / 2 * resolution;
+    std::uint64_t mid = a + std::max<std::uint64_t>((b - a) / resolution / 2, 1) * resolution;
     (ok(mid) ? easy : hard) = mid;
   }
   r.pass = easy;
@@ -247,6 +247,11 @@ FrontierReport run_frontier(const Config& config, const FrontierSpec& spec, Devi
   if (spec.lo && spec.hi && spec.lo > spec.hi)
     throw std::invalid_argument(fmt::format("--lo ({}) is above --hi ({})", value_text(spec.param, spec.lo),
                                             value_text(spec.param, spec.hi)));
+  if (spec.lo && spec.hi && spec.resolution && spec.resolution > std::max<std::uint64_t>(spec.hi - spec.lo, 1))
+    throw std::invalid_argument(fmt::format("--resolution: {} is wider than the range [{}, {}] (valid: {} to {})",
+                                            value_text(spec.param, spec.resolution), value_text(spec.param, spec.lo),
+                                            value_text(spec.param, spec.hi), is_capacity(spec) ? "1 B" : "1",
+                                            value_text(spec.param, std::max<std::uint64_t>(spec.hi - spec.lo, 1))));
   if (!is_capacity(spec))
     for (const auto& w : config.workloads) {
       bool has = std::any_of(w.params.begin(), w.params.end(), [&](auto& kv) { return kv.first == spec.param; });

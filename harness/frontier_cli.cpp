@@ -19,6 +19,9 @@ std::uint64_t parse_value(const std::string& flag, const std::string& text, cons
     auto v = parse_size(text);
     if (!v || *v == 0)
       throw std::invalid_argument(fmt::format("{}: '{}' is not a size (e.g. 24GiB, 512MiB, 1073741824)", flag, text));
+    if (*v > kMaxDeviceBytes)
+      throw std::invalid_argument(
+          fmt::format("{}: {} is larger than 1024TiB, the largest device accepted (valid: 1 B to 1024TiB)", flag, text));
     return *v;
   }
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 18 ||

@@ -17,7 +17,12 @@ FrontierSpec parse_frontier_section(const YamlReader& y, const YAML::Node& n, co
   const bool capacity = f.param == "capacity";
   auto value = [&](const char* k) -> std::uint64_t {
     std::string key = std::string("frontier.") + k;
-    return capacity ? y.size(n[k], key, false) : y.count(n[k], key, 1);
+    if (!capacity) return y.count(n[k], key, 1);
+    const Bytes v = y.size(n[k], key, false);
+    if (v > kMaxDeviceBytes)
+      y.fail(n[k], key, fmt::format("{} is larger than 1024TiB, the largest device accepted (valid: 1 B to 1024TiB)",
+                                    n[k].Scalar()));
+    return v;
   };
   if (n["lo"]) f.lo = value("lo");
   if (n["hi"]) f.hi = value("hi");
