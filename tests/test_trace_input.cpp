@@ -78,10 +78,10 @@ TEST(TraceInput, GzipAndPlainGiveTheSameOpsWhateverTheFileIsCalled) {
 
 TEST(TraceInput, PlainAndUnusualLinesOfTheNativeCsvReadAlike) {
   // Plain lines take the reader's one-pass path, the others (blanks, CRLF, 20-digit ids, a free
-  // that names bytes, an empty stream) the general one: the same ops either way.
+  // with a blank bytes field, an empty stream) the general one: the same ops either way.
   auto dir = temp_dir("trace_in");
   write_text(dir / "t.csv",
-             "action,id,bytes,stream\nalloc,1,100,0\nalloc, 2 ,200,1\r\nfree,1,100,0\n"
+             "action,id,bytes,stream\nalloc,1,100,0\nalloc, 2 ,200,1\r\nfree,1, ,0\n"
              "alloc,18446744073709551614,5,3\nalloc,4,8,\nfree,2,,1\nalloc,12345678901234567890,9,1000000\n");
   auto ops = read_all((dir / "t.csv").string());
   ASSERT_EQ(ops.size(), 7u);

@@ -82,7 +82,7 @@ class NativeCsvSource final : public TraceSource {
       if (!digits(v)) return nullptr;
       op.bytes = v;
     } else if (p < end && *p != ',' && *p != '\n') {
-      if (!digits(v)) return nullptr;  // a free's bytes: read and ignored, as the general path does
+      return nullptr;  // a free that carries bytes: the general path reports it
     }
     if (p < end && *p == ',' && has_stream_) {
       ++p;
@@ -108,14 +108,16 @@ class NativeCsvSource final : public TraceSource {
       std::vector<std::string_view> f(CsvLines::split(line, nullptr, 0));
       CsvLines::split(line, f.data(), f.size());
       for (int i = 0; i < static_cast<int>(f.size()); ++i) {
-        if (f[i] == "action") col_[0] = i;
-        else if (f[i] == "id") col_[1] = i;
-        else if (f[i] == "bytes") col_[2] = i;
-        else if (f[i] == "stream") col_[3] = i;
-        else
+        int c = 0;
+        while (c < 4 && f[i] != kColumns[c]) ++c;
+        if (c == 4)
           fail(fmt::format("unknown column '{}' in the header (valid: action, id, bytes, stream)",
                            escaped_excerpt(f[i], 60)));
+        if (col_[c] >= 0)
+          fail(fmt::format("column '{}' is named twice in the header (fields {} and {})", kColumns[c], col_[c] + 1, i + 1));
+        col_[c] = i;
       }
+      header_fields_ = f.size();
       if (col_[0] < 0 || col_[1] < 0 || col_[2] < 0) fail("the header line must name the columns action,id,bytes[,stream]");
       canonical_ = f.size() <= 4 && col_[0] == 0 && col_[1] == 1 && col_[2] == 2 && (col_[3] == 3 || col_[3] < 0);
       has_stream_ = col_[3] == 3;
@@ -132,6 +134,9 @@ class NativeCsvSource final : public TraceSource {
     const std::size_t count = CsvLines::split(line, f, kMaxFields);
     if (count < static_cast<std::size_t>(min_fields_))
       fail(fmt::format("expected {} fields, found {}: '{}'", needed_, count, escaped_excerpt(line, 200)));
+    if (count > header_fields_)
+      fail(fmt::format("expected at most {} fields (the header's), found {}: '{}'", header_fields_, count,
+                       escaped_excerpt(line, 80)));
     if (needed_ > kMaxFields) return parse_wide(line);
     return parse_fields(f, count);
   }
@@ -165,6 +170,9 @@ class NativeCsvSource final : public TraceSource {
       op.kind = Op::Kind::Alloc;
       op.bytes = bytes;
     } else if (action == "free") {
+      if (!f[col_[2]].empty())
+        fail(fmt::format("a free carries no bytes (found '{}'): leave the bytes field empty",
+                         escaped_excerpt(f[col_[2]], 60)));
       if (!live_.erase(id)) fail(fmt::format("free of unknown id {} (never allocated, or already freed)", id));
       op.kind = Op::Kind::Free;
     } else {
@@ -179,6 +187,7 @@ class NativeCsvSource final : public TraceSource {
   TraceMeta meta_;
   int col_[4] = {-1, -1, -1, -1};  // action, id, bytes, stream
   int needed_ = 0, min_fields_ = 0;
+  std::size_t header_fields_ = 0;  // a row has at most as many fields as the header
   bool canonical_ = false, has_stream_ = false;  // header action,id,bytes[,stream] exactly: the fast path
   LiveIdSet live_;
 };
