@@ -14,6 +14,10 @@ namespace gmb {
 
 namespace {
 
+// The longest sequence length (and any length-like count) a config may ask for: 16 M tokens,
+// far past any model, so products of lengths and batch sizes stay far from 64-bit overflow.
+constexpr std::uint64_t kMaxTokens = std::uint64_t{1} << 24;
+
 const std::vector<std::string> kSeqCommonKeys = {"dist", "seed", "pad_to_multiple", "buckets", "pad_to_max",
                                                  "pack", "pack_length"};
 
@@ -38,7 +42,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
   s.seed = default_seed;
   if (n.IsScalar()) {  // `seq_len: 1024`: a fixed length
     s.dist = SeqDist::Fixed;
-    s.value = y.count(n, key, 1);
+    s.value = y.count(n, key, 1, kMaxTokens);
     return s;
   }
   if (!n.IsMap())
@@ -58,7 +62,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
                fmt::format("unknown key '{}' for dist {} (valid: {})", name, dist, join(valid)));
     }
   }
-  auto cnt = [&](const char* k, std::uint64_t min) { return y.count(n[k], key + "." + k, min); };
+  auto cnt = [&](const char* k, std::uint64_t min) { return y.count(n[k], key + "." + k, min, kMaxTokens); };
   auto num = [&](const char* k, double lo, double hi) { return y.number(n[k], key + "." + k, lo, hi); };
   auto need = [&](const char* k) {
     if (!n[k]) y.fail(n, key + "." + k, fmt::format("missing: dist {} needs {}", dist, k));
@@ -106,7 +110,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
         y.fail(v, key + ".values", fmt::format("at most {} lengths", kMaxSequenceValues));
       s.values.reserve(v.size());
       for (std::size_t i = 0; i < v.size(); ++i)
-        s.values.push_back(y.count(v[i], fmt::format("{}.values[{}]", key, i), 1));
+        s.values.push_back(y.count(v[i], fmt::format("{}.values[{}]", key, i), 1, kMaxTokens));
       break;
     }
     case SeqDist::Uniform: break;
@@ -118,7 +122,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
     if (n["min"]) s.min = cnt("min", 1);
     if (s.min > s.max) y.fail(n["min"], key + ".min", fmt::format("min ({}) is greater than max ({})", s.min, s.max));
   }
-  if (n["seed"]) s.seed = cnt("seed", 0);
+  if (n["seed"]) s.seed = y.count(n["seed"], key + ".seed");
   if (n["pad_to_multiple"]) s.pad_to_multiple = cnt("pad_to_multiple", 1);
   if (n["pad_to_max"]) s.pad_to_max = y.boolean(n["pad_to_max"], key + ".pad_to_max");
   if (n["pack"]) s.pack = y.boolean(n["pack"], key + ".pack");
@@ -127,7 +131,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
     const YAML::Node b = n["buckets"];
     if (!b.IsSequence() || b.size() == 0) y.fail(b, key + ".buckets", "expected a non-empty list of lengths");
     for (std::size_t i = 0; i < b.size(); ++i)
-      s.buckets.push_back(y.count(b[i], fmt::format("{}.buckets[{}]", key, i), 1));
+      s.buckets.push_back(y.count(b[i], fmt::format("{}.buckets[{}]", key, i), 1, kMaxTokens));
   }
   try {
     SeqLenSampler check(s);

@@ -38,7 +38,7 @@ WorkloadSpec parse_hole_pattern(const YamlReader& y, const YAML::Node& n, const 
     }
   }
   if (n["probe"]) p.probes = y.sizes(n["probe"], key + ".probe");
-  if (n["repeat"]) p.repeat = y.count(n["repeat"], key + ".repeat", 1);
+  if (n["repeat"]) p.repeat = y.count(n["repeat"], key + ".repeat", 1, 100'000'000);  // as transformer steps
   return {"hole_pattern", [p] { return make_hole_pattern(p); }, {}, {}, {}};
 }
 

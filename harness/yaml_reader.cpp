@@ -7,15 +7,16 @@
 #include <fmt/format.h>
 
 #include "allocators/units.h"
+#include "workloads/byte_input.h"  // escaped_excerpt: input quoted back is short and printable
 
 namespace gmb {
 
 ConfigError::ConfigError(const std::string& file_, int line_, int column_, const std::string& key_,
                          const std::string& message)
     : std::runtime_error(line_ > 0 ? fmt::format("{}:{}:{}: {}{}", file_, line_, column_,
-                                                 key_.empty() ? "" : "key '" + key_ + "': ", message)
+                                                 key_.empty() ? "" : "key '" + escaped_excerpt(key_, 120) + "': ", message)
                                    : fmt::format("{}: {}{}", file_,
-                                                 key_.empty() ? "" : "key '" + key_ + "': ", message)),
+                                                 key_.empty() ? "" : "key '" + escaped_excerpt(key_, 120) + "': ", message)),
       file(file_), line(line_), column(column_), key(key_) {}
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
@@ -41,7 +42,7 @@ void YamlReader::expect_map(const YAML::Node& node, const std::string& key,
     std::string name = it->first.Scalar();
     if (std::find(valid.begin(), valid.end(), name) == valid.end())
       fail(it->first, key.empty() ? name : key + "." + name,
-           fmt::format("unknown key '{}' (valid: {})", name, join(valid)));
+           fmt::format("unknown key '{}' (valid: {})", escaped_excerpt(name, 80), join(valid)));
   }
 }
 
@@ -86,7 +87,7 @@ std::string YamlReader::choice(const YAML::Node& node, const std::string& key,
                                const std::vector<std::string>& valid) const {
   std::string v = string(node, key);
   if (std::find(valid.begin(), valid.end(), v) == valid.end())
-    fail(node, key, fmt::format("'{}' is not a valid choice (valid: {})", v, join(valid)));
+    fail(node, key, fmt::format("'{}' is not a valid choice (valid: {})", escaped_excerpt(v, 80), join(valid)));
   return v;
 }
 
@@ -97,7 +98,7 @@ Bytes YamlReader::size(const YAML::Node& node, const std::string& key, bool allo
     fail(node, key,
          fmt::format("'{}' is not a size (a non-negative byte count, or a number with B, KiB, MiB, GiB, "
                      "TiB, KB, MB, GB, TB)",
-                     node.Scalar()));
+                     escaped_excerpt(node.Scalar(), 80)));
   if (!allow_zero && *v == 0) fail(node, key, "must be greater than zero");
   return *v;
 }
@@ -119,7 +120,7 @@ std::uint64_t YamlReader::count(const YAML::Node& node, const std::string& key, 
   if (!node.IsScalar()) fail(node, key, "expected an integer");
   const std::string& s = node.Scalar();
   if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19)
-    fail(node, key, fmt::format("'{}' is not a non-negative integer", s));
+    fail(node, key, fmt::format("'{}' is not a non-negative integer", escaped_excerpt(s, 80)));
   std::uint64_t v = std::stoull(s);
   if (v < min || v > max)
     fail(node, key, max == UINT64_MAX ? fmt::format("{} is out of range (at least {})", v, min)
@@ -135,17 +136,17 @@ double YamlReader::number(const YAML::Node& node, const std::string& key, double
     v = std::stod(node.Scalar(), &used);
     if (used != node.Scalar().size()) throw std::invalid_argument("trailing");
   } catch (...) {
-    fail(node, key, fmt::format("'{}' is not a number", node.Scalar()));
+    fail(node, key, fmt::format("'{}' is not a number", escaped_excerpt(node.Scalar(), 80)));
   }
   if (!std::isfinite(v) || v < min || v > max)
-    fail(node, key, fmt::format("{} is out of range ({} to {})", node.Scalar(), min, max));
+    fail(node, key, fmt::format("{} is out of range ({} to {})", escaped_excerpt(node.Scalar(), 80), min, max));
   return v;
 }
 
 bool YamlReader::boolean(const YAML::Node& node, const std::string& key) const {
   if (!node.IsScalar()) fail(node, key, "expected true or false");
   auto v = parse_bool(node.Scalar());
-  if (!v) fail(node, key, fmt::format("'{}' is not a boolean (valid: true, false)", node.Scalar()));
+  if (!v) fail(node, key, fmt::format("'{}' is not a boolean (valid: true, false)", escaped_excerpt(node.Scalar(), 80)));
   return *v;
 }
 
