@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "allocators/text_excerpt.h"
 #include "allocators/units.h"
-#include "workloads/byte_input.h"  // escaped_excerpt: input quoted back is short and printable
 
 namespace gmb {
 

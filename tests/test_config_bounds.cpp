@@ -72,3 +72,17 @@ TEST(ConfigBounds, EndlessFilesAreErrorsNotHangs) {
   EXPECT_FALSE(fs::exists(dir / "out"));
   fs::remove_all(dir);
 }
+
+TEST(ConfigBounds, AllocConfErrorsQuoteAShortEscapedExcerpt) {
+  auto dir = temp_dir("cfgallocconf");
+  const std::string big = "\\e[2J" + std::string(1 << 20, 'y');
+  write_text(dir / "a.yaml", "allocators:\n  - caching: {alloc_conf: \"" + big + ":True\"}\nworkloads: [hole_pattern]\n");
+  auto r = run_config(dir / "a.yaml", dir / "out");
+  EXPECT_EQ(r.status, 2) << r.out.substr(0, 400);
+  EXPECT_NE(r.out.find("a.yaml:2:"), std::string::npos) << r.out.substr(0, 400);
+  EXPECT_NE(r.out.find("\\x1b[2Jyyy"), std::string::npos) << r.out.substr(0, 400);
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << "no raw escape byte reaches the terminal";
+  EXPECT_LT(r.out.size(), 1500u) << r.out.substr(0, 400);
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  fs::remove_all(dir);
+}

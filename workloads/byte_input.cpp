@@ -176,24 +176,5 @@ void ByteInput::fail_at(std::uint64_t offset, const std::string& message) const 
   throw TraceError::at_byte(path_, offset, message);
 }
 
-std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes) {
-  std::string out;
-  const std::size_t n = std::min(bytes.size(), max_bytes);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      default:
-        if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
-        else out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  if (bytes.size() > max_bytes) out += "...";
-  return out;
-}
 
 }  // namespace gmb

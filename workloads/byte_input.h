@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "allocators/text_excerpt.h"  // escaped_excerpt, for the readers' messages
 #include "workloads/trace_error.h"
 
 namespace gmb {
@@ -61,8 +62,5 @@ class ByteInput {
   bool ended_ = false;
 };
 
-// At most max_bytes of `bytes` as printable ASCII: other bytes as \xNN, \n \r \t \\ \" escaped,
-// "..." when cut. For error messages: never raw bytes to the terminal.
-std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes = 40);
 
 }  // namespace gmb

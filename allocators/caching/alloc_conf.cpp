@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "allocators/allocator.h"
+#include "allocators/text_excerpt.h"
 
 namespace gmb::caching {
 namespace {
@@ -52,8 +53,8 @@ class Tokens {
 
   void expect(std::size_t i, const char* token, const std::string& after) const {
     if (i >= toks_.size() || toks_[i] != token)
-      fail(fmt::format("expected '{}' after '{}' but got {}", token, after,
-                       i < toks_.size() ? "'" + toks_[i] + "'" : std::string("the end")));
+      fail(fmt::format("expected '{}' after '{}' but got {}", token, escaped_excerpt(after, 80),
+                       i < toks_.size() ? "'" + escaped_excerpt(toks_[i], 80) + "'" : std::string("the end")));
   }
 
   std::uint64_t to_size(std::size_t i, const std::string& key) const {
@@ -63,7 +64,7 @@ class Tokens {
     errno = 0;
     unsigned long long v = digits ? std::strtoull(t.c_str(), nullptr, 10) : 0;
     if (!digits || errno == ERANGE)
-      fail(fmt::format("invalid value '{}' for {}: expected a non-negative integer", t, key));
+      fail(fmt::format("invalid value '{}' for {}: expected a non-negative integer", escaped_excerpt(t, 80), key));
     return v;
   }
 
@@ -73,7 +74,7 @@ class Tokens {
     errno = 0;
     double v = std::strtod(t.c_str(), &end);
     if (t.empty() || end != t.c_str() + t.size() || errno == ERANGE || !std::isfinite(v))
-      fail(fmt::format("invalid value '{}' for {}: expected a number", t, key));
+      fail(fmt::format("invalid value '{}' for {}: expected a number", escaped_excerpt(t, 80), key));
     return v;
   }
 
@@ -82,12 +83,12 @@ class Tokens {
     if (t == "True") return true;
     if (t == "False") return false;
     fail(fmt::format("Expected 'True' or 'False' at index {} in ConfigTokenizer but got '{}'", i,
-                     t));
+                     escaped_excerpt(t, 80)));
   }
 
   [[noreturn]] void fail(const std::string& message) const {
     throw OptionError("alloc_conf",
-                      fmt::format("alloc_conf \"{}\": {}", std::string(text_), message),
+                      fmt::format("alloc_conf \"{}\": {}", escaped_excerpt(text_, 80), message),
                       alloc_conf_keys_text());
   }
 
@@ -178,9 +179,9 @@ CachingConfig parse_alloc_conf(std::string_view text) {
   for (std::size_t i = 0; i < t.size(); ++i) {
     const std::string key = t.at(i);
     if (key == "," || key == ":" || key == "[" || key == "]")
-      t.fail(fmt::format("unexpected '{}' at token {}", key, i));
+      t.fail(fmt::format("unexpected '{}' at token {}", escaped_excerpt(key, 80), i));
     if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end())
-      t.fail(fmt::format("Unrecognized key '{}' in Accelerator allocator config.", key));
+      t.fail(fmt::format("Unrecognized key '{}' in Accelerator allocator config.", escaped_excerpt(key, 80)));
     t.expect(i + 1, ":", key);
     i += 2;  // the value
     if (key == "large_segment_size_mb") {
