@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "allocators/units.h"
+#include "harness/bounded_read.h"
 #include "harness/report.h"
 #include "harness/table_format.h"
 
@@ -228,12 +229,14 @@ CompareInput load_compare_input(const std::string& path) {
   in.path = path;
   std::error_code ec;
   if (fs::is_directory(path, ec)) in.path = (fs::path(path) / "results.json").string();
-  std::ifstream f(in.path, std::ios::binary);
-  if (!f) throw CompareError(fmt::format("{}: cannot open (no such file, or not readable)", in.path));
-  std::stringstream ss;
-  ss << f.rdbuf();
+  std::string text;
   try {
-    in.results = json::parse(ss.str());
+    text = read_file_bounded(in.path, 1024 * MiB);  // results.json of the longest sweeps: tens of MB
+  } catch (const BoundedReadError& e) {
+    throw CompareError(fmt::format("{}: {}", in.path, e.what()));
+  }
+  try {
+    in.results = json::parse(text);
   } catch (const json::parse_error& e) {
     throw CompareError(fmt::format("{}: not JSON (parse error at byte {}); expected a gpumembench results.json",
                                    in.path, e.byte));

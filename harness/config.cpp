@@ -1,8 +1,5 @@
 #include "harness/config.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -12,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
+#include "harness/bounded_read.h"
 
 namespace gmb {
 
@@ -179,42 +177,14 @@ void select_allocators(Config& config, const std::vector<std::string>& flags) {
   config.allocators = std::move(kept);
 }
 
-namespace {
-
-constexpr std::size_t kMaxConfigBytes = 16 * MiB;
-
-// The whole file, at most kMaxConfigBytes (/dev/zero ends in an error, not in all memory). Opened
-// without blocking: a FIFO nobody writes to reads as empty instead of waiting for ever.
-std::string read_config_text(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw ConfigError(path, 0, 0, "", fmt::format("cannot open the config file: {}", std::strerror(errno)));
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a pipe with a writer: wait for its bytes
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw ConfigError(path, 0, 0, "", fmt::format("cannot read the config file: {}", std::strerror(err)));
-    }
-    if (n == 0) break;
-    if (text.size() + static_cast<std::size_t>(n) > kMaxConfigBytes) {
-      ::close(fd);
-      throw ConfigError(path, 0, 0, "", "the config is larger than 16 MiB (a config is a short YAML file)");
-    }
-    text.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return text;
-}
-
-}  // namespace
-
 Config load_config(const std::string& path) {
   YamlReader y(path);
-  const std::string text = read_config_text(path);
+  std::string text;
+  try {
+    text = read_file_bounded(path, 16 * MiB);  // a config is a short YAML file
+  } catch (const BoundedReadError& e) {
+    throw ConfigError(path, 0, 0, "", fmt::format("the config file: {}", e.what()));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);

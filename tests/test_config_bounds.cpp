@@ -55,7 +55,7 @@ TEST(ConfigBounds, EndlessFilesAreErrorsNotHangs) {
   auto dir = temp_dir("cfgendless");
   auto r = run_gpumembench("--device sim --quiet --config /dev/zero --output " + (dir / "out").string());
   EXPECT_EQ(r.status, 2) << r.out.substr(0, 400);
-  EXPECT_NE(r.out.find("/dev/zero: the config is larger than 16 MiB"), std::string::npos) << r.out.substr(0, 400);
+  EXPECT_NE(r.out.find("/dev/zero: the config file: larger than 16 MiB"), std::string::npos) << r.out.substr(0, 400);
   ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);
   // Under timeout(1): before the fix the open blocked for ever, waiting for a writer.
   r = CommandResult{};
