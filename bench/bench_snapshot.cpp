@@ -11,13 +11,7 @@ namespace {
 
 std::string inflated(const std::string& path) {
   auto in = gmb::ByteInput::open(path);
-  std::string content;
-  while (true) {
-    auto b = in->buffered();
-    content.append(b.data(), b.size());
-    in->consume(b.size());
-    if (!in->refill()) break;
-  }
+  std::string content = in->read_rest();
   return content;
 }
 

@@ -45,15 +45,7 @@ TEST(GpuTorchSnapshots, ReplaysOnTheRealDeviceGiveWhatPyTorchRecorded) {
       options["memory_limit_bytes"] = std::to_string(run.at("memory_limit").get<Bytes>());
     auto device = make_cuda_device(0);  // the whole card, as in the recording
     auto allocator = make_allocator("caching", *device, options);
-    std::unordered_map<BufferId, DevPtr> live;
-    for (const Op& op : s.ops) {
-      if (op.kind == Op::Kind::Alloc) {
-        if (auto p = allocator->allocate(op.bytes, op.stream)) live[op.id] = *p;
-      } else if (auto it = live.find(op.id); it != live.end()) {
-        allocator->deallocate(it->second);
-        live.erase(it);
-      }
-    }
+    auto live = testing::replay_snapshot_ops(s, *allocator);
     std::unordered_map<std::string, std::int64_t> got;
     for (auto& [k, v] : allocator->memory_stats()) got[k] = v;
     const auto& want = run.at("memory_stats");

@@ -34,15 +34,7 @@ Replayed replay(const PyTorchSnapshot& s, const AllocatorOptions& options, Bytes
   o.capacity_bytes = capacity;
   RecordedPlacementDevice sim(make_sim_device(o), recorded_placements(s));
   auto allocator = make_allocator("caching", sim, options);
-  std::unordered_map<BufferId, DevPtr> live;
-  for (const Op& op : s.ops) {
-    if (op.kind == Op::Kind::Alloc) {
-      if (auto p = allocator->allocate(op.bytes, op.stream)) live[op.id] = *p;
-    } else if (auto it = live.find(op.id); it != live.end()) {
-      allocator->deallocate(it->second);
-      live.erase(it);
-    }
-  }
+  testing::replay_snapshot_ops(s, *allocator);
   Replayed r;
   r.stats = allocator->stats();
   for (auto& [k, v] : allocator->memory_stats()) r.memory_stats[k] = v;

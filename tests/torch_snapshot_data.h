@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <string>
+#include <unordered_map>
+
+#include "allocators/allocator.h"
 
 #include "test_helpers.h"
 #include "workloads/byte_input.h"
@@ -19,14 +22,23 @@ inline std::string torch_snapshot_dir() {
 // The whole file (plain or gzip) converted; the tests need every op at once.
 inline PyTorchSnapshot load_torch_snapshot(const std::string& path) {
   auto in = ByteInput::open(path);
-  std::string content;
-  while (true) {
-    auto b = in->buffered();
-    content.append(b.data(), b.size());
-    in->consume(b.size());
-    if (!in->refill()) break;
-  }
+  std::string content = in->read_rest();
   return convert_pytorch_snapshot(content, path);
+}
+
+// A snapshot's ops through an allocator as PyTorch ran them (a free of a block whose allocation
+// failed is skipped); returns the blocks still live, by id.
+inline std::unordered_map<BufferId, DevPtr> replay_snapshot_ops(const PyTorchSnapshot& s, Allocator& allocator) {
+  std::unordered_map<BufferId, DevPtr> live;
+  for (const Op& op : s.ops) {
+    if (op.kind == Op::Kind::Alloc) {
+      if (auto p = allocator.allocate(op.bytes, op.stream)) live[op.id] = *p;
+    } else if (auto it = live.find(op.id); it != live.end()) {
+      allocator.deallocate(it->second);
+      live.erase(it);
+    }
+  }
+  return live;
 }
 
 }  // namespace gmb::testing

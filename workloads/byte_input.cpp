@@ -134,6 +134,16 @@ std::unique_ptr<ByteInput> ByteInput::open(const std::string& path) {
   return std::make_unique<FileBytes>(path, f);
 }
 
+std::string ByteInput::read_rest() {
+  std::string content;
+  do {
+    const std::string_view b = buffered();
+    content.append(b.data(), b.size());
+    consume(b.size());
+  } while (refill());
+  return content;
+}
+
 bool ByteInput::refill() {
   if (ended_) return false;
   // Keep the unconsumed bytes at the front; grow when they fill half the buffer.

@@ -40,6 +40,9 @@ class ByteInput {
   // Offset of the first unconsumed byte.
   std::uint64_t offset() const { return base_ + pos_; }
   bool at_end() { return pos_ == end_ && !refill(); }
+  // Everything not yet consumed, to the end of the content (inflated), consumed. For formats
+  // that are parsed whole (pickles).
+  std::string read_rest();
 
   // For binary readers: exactly n bytes, or TraceError "truncated: ... at byte N (expected
   // <what>)".

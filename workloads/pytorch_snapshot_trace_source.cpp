@@ -63,13 +63,7 @@ const PyTorchSnapshot* pytorch_snapshot_of(const TraceSource& source) {
 }
 
 std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions& options) {
-  std::string content;
-  while (true) {
-    std::string_view b = in->buffered();
-    content.append(b.data(), b.size());
-    in->consume(b.size());
-    if (!in->refill()) break;
-  }
+  std::string content = in->read_rest();
   const bool gzip = in->gzip();
   const std::string path = in->path();
   in.reset();
