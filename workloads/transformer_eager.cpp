@@ -291,7 +291,12 @@ class EagerStep {
                        bool into_view = false);
   // The attention of q, k, v (views of a projection's output, or llama's rotated copies).
   Attn attention(bool causal);
+  BufferId explicit_attention_back(Attn& at, BufferId& da, bool causal);
+  void sdpa_back_scratch();
   void dropout_fwd(std::uint64_t n, Bytes e, BufferId& mask, BufferId& out);
+  void embedding_dropout_back(BufferId& g, BufferId& mask);
+  BufferId branch_grad(BufferId g, BufferId& mask, const char* bf16_name);
+  BufferId mlp_back(Layer& y, BufferId g);
   void embedding_back(BufferId& g, bool free_g, std::uint64_t indices, std::uint64_t weights, std::size_t t,
                       bool tied_first_is_view);
 
@@ -414,6 +419,113 @@ BufferId EagerStep::linear_back(Lin& l, BufferId& g, bool free_g, bool free_in, 
   }
   if (into && dx) dx = *into = accumulate(*into, into_view, dx, dx_view, T * l.in_f * (ac ? 2 : pe));
   return dx;
+}
+
+// The explicit attention's backward, from the grad of its merged output (da, freed) to the
+// grad of the qkv projection's output (returned); frees what the forward saved. causal: the
+// scores went through masked_fill, whose backward comes before the scale's and frees the mask.
+BufferId EagerStep::explicit_attention_back(Attn& at, BufferId& da, bool causal) {
+  const std::uint64_t S = b * nh * s * s;
+  BufferId dctx = A(T * h * me, "grad_attention_context");  // the merge's reshape, backward
+  F(da);
+  BufferId dv = gemm(T * h * me, "grad_v", true);
+  BufferId dp = gemm(S * me, "grad_probs", true);
+  F(dctx);
+  F(at.vc, "v_contiguous");
+  if (ac) F(at.pc, "probs_bf16");
+  if (ac) {
+    BufferId d32 = A(S * 4, "grad_probs_fp32");
+    F(dp);
+    dp = d32;
+  }
+  if (dropout) {
+    BufferId d = A(S * (ac ? 4 : me), "grad_attention_dropout");
+    F(dp);
+    F(at.dmask);
+    if (!ac) F(at.dout);
+    dp = d;
+  }
+  BufferId dsm = A(S * (ac ? 4 : me), "grad_softmax_in");
+  BufferId tmp = A(S * (ac ? 4 : me), "softmax_backward_temp");
+  F(tmp);
+  F(dp);
+  F(at.sm, "softmax_out");
+  if (ac) {
+    BufferId d16 = A(S * 2, "grad_scores_bf16");
+    F(dsm);
+    dsm = d16;
+  }
+  if (causal) {
+    BufferId dm = A(S * me, "grad_masked_fill");
+    F(dsm);
+    F(at.mask, "causal_mask");
+    dsm = dm;
+  }
+  BufferId dsc = A(S * me, "grad_scale");
+  F(dsm);
+  BufferId dk = gemm(T * h * me, "grad_k", true);
+  BufferId dq = gemm(T * h * me, "grad_q", true);
+  F(dsc);
+  F(at.qc, "q_contiguous");
+  F(at.kc, "k_contiguous");
+  BufferId dvc = A(T * h * me, "grad_v_reshape");
+  F(dv);
+  BufferId dqc = A(T * h * me, "grad_q_reshape");
+  F(dq);
+  BufferId dqkv = A(T * 3 * h * me, "grad_qkv_cat");
+  F(dqc);
+  F(dk);
+  F(dvc);
+  return dqkv;
+}
+
+// The grad of a residual branch's output from the residual's grad g (kept): autocast's bf16
+// copy of it, then the branch's dropout backward, which frees the mask.
+BufferId EagerStep::branch_grad(BufferId g, BufferId& mask, const char* bf16_name) {
+  if (ac) g = A(T * h * 2, bf16_name);
+  if (dropout) {
+    BufferId d = A(T * h * me, "grad_dropout");
+    if (ac) F(g);
+    F(mask);
+    g = d;
+  }
+  return g;
+}
+
+// The MLP branch (fc1, gelu, fc2, dropout) backward from the residual's grad g to the grad of
+// fc1's output (returned); frees what fc2 and gelu saved.
+BufferId EagerStep::mlp_back(Layer& y, BufferId g) {
+  BufferId g2 = branch_grad(g, y.m2, "grad_fc2_out_bf16");
+  BufferId dgelu = linear_back(y.lfc2, g2, ac || dropout, true);
+  BufferId dfc1 = A(T * f * me, "grad_gelu_in");
+  F(dgelu);
+  F(y.fc1, "fc1_out");
+  return dfc1;
+}
+
+// The embeddings' dropout backward: g (freed) becomes the grad of the dropout's input.
+void EagerStep::embedding_dropout_back(BufferId& g, BufferId& mask) {
+  BufferId d = A(T * h * xe, "grad_dropout");
+  F(g);
+  F(mask);
+  g = d;
+}
+
+// The scratch of sdpa's backward kernel, allocated and freed inside it: flash's softmax row
+// sums and dq accumulator, or memory-efficient attention's delta and workspace.
+void EagerStep::sdpa_back_scratch() {
+  if (p_.attention == Attention::SdpaFlash) {
+    BufferId sd = A(b * nh * round_up(s, 128) * 4, "flash_softmax_d");
+    BufferId acc = A(b * round_up(s, 128) * nh * round_up(hd, 32) * 4, "flash_dq_accum");
+    F(acc);
+    F(sd);
+  } else {
+    const std::uint64_t R = round_up(s, 128);
+    BufferId delta = A(b * nh * s * 4, "mem_efficient_delta");
+    BufferId ws = A(b * nh * R * hd * 4 + b * nh * (R / 128) * 16, "mem_efficient_workspace");
+    F(delta);
+    F(ws);
+  }
 }
 
 void EagerStep::dropout_fwd(std::uint64_t n, Bytes e, BufferId& mask, BufferId& out) {
@@ -683,97 +795,21 @@ void EagerStep::gpt() {
   for (std::size_t l = L; l-- > 0;) {
     Layer& y = ls[l];
     // x_out = x_mid + fc2(...): the grad flows to both; autocast converts the bf16 branch's.
-    BufferId g2 = gx;
-    if (ac) g2 = A(T * h * 2, "grad_fc2_out_bf16");
-    if (dropout) {
-      BufferId d = A(T * h * me, "grad_dropout");
-      if (ac) F(g2);
-      F(y.m2);
-      g2 = d;
-    }
-    BufferId dgelu = linear_back(y.lfc2, g2, ac || dropout, true);
-    BufferId dfc1 = A(T * f * me, "grad_gelu_in");
-    F(dgelu);
-    F(y.fc1, "fc1_out");
+    BufferId dfc1 = mlp_back(y, gx);
     BufferId dln2 = linear_back(y.lfc1, dfc1, true, !ac);
     BufferId dxm = 0;
     layer_norm_back(y.n2, dln2, true, &dxm);
     gx = accumulate(gx, false, dxm, false, T * h * xe);
-    BufferId g1 = gx;
-    if (ac) g1 = A(T * h * 2, "grad_proj_out_bf16");
-    if (dropout) {
-      BufferId d = A(T * h * me, "grad_dropout");
-      if (ac) F(g1);
-      F(y.m1);
-      g1 = d;
-    }
+    BufferId g1 = branch_grad(gx, y.m1, "grad_proj_out_bf16");
     const bool sdpa = !explicit_attn;
     BufferId da = linear_back(y.lproj, g1, ac || dropout, !sdpa);
     Attn& at = y.at;
     BufferId dqkv = 0;
     if (explicit_attn) {
-      const std::uint64_t S = b * nh * s * s;
-      BufferId dctx = A(T * h * me, "grad_attention_context");  // the merge's reshape, backward
-      F(da);
-      BufferId dv = gemm(T * h * me, "grad_v", true);
-      BufferId dp = gemm(S * me, "grad_probs", true);
-      F(dctx);
-      F(at.vc, "v_contiguous");
-      if (ac) F(at.pc, "probs_bf16");
-      if (ac) {
-        BufferId d32 = A(S * 4, "grad_probs_fp32");
-        F(dp);
-        dp = d32;
-      }
-      if (dropout) {
-        BufferId d = A(S * (ac ? 4 : me), "grad_attention_dropout");
-        F(dp);
-        F(at.dmask);
-        if (!ac) F(at.dout);
-        dp = d;
-      }
-      BufferId dsm = A(S * (ac ? 4 : me), "grad_softmax_in");
-      BufferId tmp = A(S * (ac ? 4 : me), "softmax_backward_temp");
-      F(tmp);
-      F(dp);
-      F(at.sm, "softmax_out");
-      if (ac) {
-        BufferId d16 = A(S * 2, "grad_scores_bf16");
-        F(dsm);
-        dsm = d16;
-      }
-      BufferId dm = A(S * me, "grad_masked_fill");
-      F(dsm);
-      F(at.mask, "causal_mask");
-      BufferId dsc = A(S * me, "grad_scale");
-      F(dm);
-      BufferId dk = gemm(T * h * me, "grad_k", true);
-      BufferId dq = gemm(T * h * me, "grad_q", true);
-      F(dsc);
-      F(at.qc, "q_contiguous");
-      F(at.kc, "k_contiguous");
-      BufferId dvc = A(T * h * me, "grad_v_reshape");
-      F(dv);
-      BufferId dqc = A(T * h * me, "grad_q_reshape");
-      F(dq);
-      dqkv = A(T * 3 * h * me, "grad_qkv_cat");
-      F(dqc);
-      F(dk);
-      F(dvc);
+      dqkv = explicit_attention_back(at, da, true);
     } else {
       BufferId dq = A(T * h * me, "grad_q"), dk = A(T * h * me, "grad_k"), dv = A(T * h * me, "grad_v");
-      if (p_.attention == Attention::SdpaFlash) {
-        BufferId sd = A(b * nh * round_up(s, 128) * 4, "flash_softmax_d");
-        BufferId acc = A(b * round_up(s, 128) * nh * round_up(hd, 32) * 4, "flash_dq_accum");
-        F(acc);
-        F(sd);
-      } else {
-        const std::uint64_t R = round_up(s, 128);
-        BufferId delta = A(b * nh * s * 4, "mem_efficient_delta");
-        BufferId ws = A(b * nh * R * hd * 4 + b * nh * (R / 128) * 16, "mem_efficient_workspace");
-        F(delta);
-        F(ws);
-      }
+      sdpa_back_scratch();
       F(da);
       F(y.qkv, "qkv_out");
       F(at.lse);
@@ -791,12 +827,7 @@ void EagerStep::gpt() {
     gx = accumulate(gx, false, dxin, false, T * h * xe);
   }
   // x = wte(idx) + wpe(pos): wpe's grad is summed over the rows first (broadcast).
-  if (dropout) {
-    BufferId d = A(T * h * xe, "grad_dropout");
-    F(gx);
-    F(emask);
-    gx = d;
-  }
+  if (dropout) embedding_dropout_back(gx, emask);
   // (sum_to reduces the leading dimension even when it is 1: a new tensor.)
   BufferId gp = A(s * h * xe, "grad_wpe_out");
   embedding_back(gp, true, s, params_[1].elems / h, 1, false);
@@ -892,85 +923,18 @@ void EagerStep::bert() {
     BufferId ds3 = 0;
     layer_norm_back(y.n2, gx, true, &ds3);
     // s3 = x1 + dropout(fc2): the fc2 branch (bf16 under autocast), then x1's.
-    BufferId g2 = ds3;
-    if (ac) g2 = A(T * h * 2, "grad_fc2_out_bf16");
-    if (dropout) {
-      BufferId d = A(T * h * me, "grad_dropout");
-      if (ac) F(g2);
-      F(y.m2);
-      g2 = d;
-    }
-    BufferId dgelu = linear_back(y.lfc2, g2, ac || dropout, true);
-    BufferId dfc1 = A(T * f * me, "grad_gelu_in");
-    F(dgelu);
-    F(y.fc1, "fc1_out");
+    BufferId dfc1 = mlp_back(y, ds3);
     BufferId gx1 = linear_back(y.lfc1, dfc1, true, !ac, true, &ds3, false);
     BufferId dsm = 0;
     layer_norm_back(y.n1, gx1, true, &dsm);
-    BufferId g1 = dsm;
-    if (ac) g1 = A(T * h * 2, "grad_proj_out_bf16");
-    if (dropout) {
-      BufferId d = A(T * h * me, "grad_dropout");
-      if (ac) F(g1);
-      F(y.m1);
-      g1 = d;
-    }
+    BufferId g1 = branch_grad(dsm, y.m1, "grad_proj_out_bf16");
     BufferId da = linear_back(y.lproj, g1, ac || dropout, true);
     Attn& at = y.at;
-    const std::uint64_t S = b * nh * s * s;
-    BufferId dctx = A(T * h * me, "grad_attention_context");
-    F(da);
-    BufferId dv = gemm(T * h * me, "grad_v", true);
-    BufferId dp = gemm(S * me, "grad_probs", true);
-    F(dctx);
-    F(at.vc, "v_contiguous");
-    if (ac) F(at.pc, "probs_bf16");
-    if (ac) {
-      BufferId d32 = A(S * 4, "grad_probs_fp32");
-      F(dp);
-      dp = d32;
-    }
-    if (dropout) {
-      BufferId d = A(S * (ac ? 4 : me), "grad_attention_dropout");
-      F(dp);
-      F(at.dmask);
-      if (!ac) F(at.dout);
-      dp = d;
-    }
-    BufferId dsmx = A(S * (ac ? 4 : me), "grad_softmax_in");
-    BufferId tmp = A(S * (ac ? 4 : me), "softmax_backward_temp");
-    F(tmp);
-    F(dp);
-    F(at.sm, "softmax_out");
-    if (ac) {
-      BufferId d16 = A(S * 2, "grad_scores_bf16");
-      F(dsmx);
-      dsmx = d16;
-    }
-    BufferId dsc = A(S * me, "grad_scale");
-    F(dsmx);
-    BufferId dk = gemm(T * h * me, "grad_k", true);
-    BufferId dq = gemm(T * h * me, "grad_q", true);
-    F(dsc);
-    F(at.qc, "q_contiguous");
-    F(at.kc, "k_contiguous");
-    BufferId dvc = A(T * h * me, "grad_v_reshape");
-    F(dv);
-    BufferId dqc = A(T * h * me, "grad_q_reshape");
-    F(dq);
-    BufferId dqkv = A(T * 3 * h * me, "grad_qkv_cat");
-    F(dqc);
-    F(dk);
-    F(dvc);
+    BufferId dqkv = explicit_attention_back(at, da, false);
     // The layer input's grads: the residual's (ln1's input grad) and the qkv projection's.
     gx = linear_back(y.lqkv, dqkv, true, !ac, true, &dsm, false);
   }
-  if (dropout) {
-    BufferId d = A(T * h * xe, "grad_dropout");
-    F(gx);
-    F(emask);
-    gx = d;
-  }
+  if (dropout) embedding_dropout_back(gx, emask);
   BufferId ds2 = 0;
   layer_norm_back(ne, gx, true, &ds2);
   // s2 = (wte + wpe) + tte: tte's embedding first (created last), then wpe's, then wte's.
@@ -1176,18 +1140,7 @@ void EagerStep::llama() {
       throw std::invalid_argument("transformer: llama with explicit attention is not modeled yet");
     }
     dq = A(T * h * me, "grad_q"), dk = A(T * h * me, "grad_k"), dv = A(T * h * me, "grad_v");
-    if (p_.attention == Attention::SdpaFlash) {
-      BufferId sd = A(b * nh * round_up(s, 128) * 4, "flash_softmax_d");
-      BufferId acc = A(b * round_up(s, 128) * nh * round_up(hd, 32) * 4, "flash_dq_accum");
-      F(acc);
-      F(sd);
-    } else {
-      const std::uint64_t R = round_up(s, 128);
-      BufferId delta = A(b * nh * s * 4, "mem_efficient_delta");
-      BufferId ws = A(b * nh * R * hd * 4 + b * nh * (R / 128) * 16, "mem_efficient_workspace");
-      F(delta);
-      F(ws);
-    }
+    sdpa_back_scratch();
     F(da);
     F(y.k, "repeat_k");
     F(y.q, "rotary_q");
