@@ -60,6 +60,9 @@ struct OomDetails {
   Bytes cached_bytes = 0;          // reserved but not allocated
   Bytes largest_free_block = 0;    // largest cached free block (0 where there is no cache)
   bool retried_after_freeing_cache = false;
+  // The allocator's own memory limit (PyTorch's set_per_process_memory_fraction: the bytes it may
+  // reserve); 0 where it has none but the device. An OOM is judged against the smaller of the two.
+  Bytes limit_bytes = 0;
   std::string message;
 };
 

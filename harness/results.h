@@ -45,7 +45,7 @@ struct OomRecord {
   Bytes reserved_bytes = 0;
   Bytes cached_bytes = 0;
   Bytes largest_free_block = 0;
-  Bytes capacity_bytes = 0;
+  Bytes capacity_bytes = 0;  // what the allocator may take: the device, or its own smaller limit
   bool retried_after_freeing_cache = false;
   // The workload's most live requested bytes from this OOM's step to the end of the run (as if
   // no OOM happened): what the classification compares with the capacity.

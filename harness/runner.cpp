@@ -96,7 +96,10 @@ struct CaseRun {
     r.reserved_bytes = s.reserved_bytes;
     r.cached_bytes = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
     r.largest_free_block = d.largest_free_block;
+    // What the allocator may take: the device, or less where the allocator has its own limit
+    // (a memory fraction); a need above it is a capacity OOM whatever the card holds.
     r.capacity_bytes = device.info().capacity_bytes;
+    if (d.limit_bytes && d.limit_bytes < r.capacity_bytes) r.capacity_bytes = d.limit_bytes;
     r.retried_after_freeing_cache = d.retried_after_freeing_cache;
     r.need_from_here_bytes = need.requested_from(step);
     r.kind = classify_oom(need, step, r.capacity_bytes);

@@ -56,6 +56,17 @@ TEST(CliSnapshot, RealRecordingUnderAMemoryFractionReproducesItsOoms) {
   EXPECT_TRUE(has(r.out, "reproduces the recorded run: yes (166 segment events and 2 OOMs, same sizes, same order)")) << r.out;
 }
 
+// Under a memory fraction the OOM is judged against the fraction, not the card: this run needs
+// 16.20 GiB of live tensors later on, more than the 16 GiB PyTorch was allowed, so no allocator
+// could have run it there (a capacity OOM), although the card had 124 GiB free.
+TEST(CliSnapshot, AnOomUnderAMemoryFractionIsJudgedAgainstTheFraction) {
+  auto r = run_gpumembench("replay --device sim --allocator caching --capacity 150109880320 --memory-limit 16GiB --trace " +
+                           recorded("snap_oom_cap16g"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "| capacity | needs at least 16.20 GiB (short by 209.0 MiB) |")) << r.out;
+  EXPECT_FALSE(has(r.out, "fits with a non-fragmenting allocator")) << r.out;
+}
+
 TEST(CliSnapshot, PicksTheTraceDevice) {
   auto r = run_gpumembench("replay --device sim --allocator caching --trace-device 0 --trace " + synthetic("two_devices.pickle"));
   ASSERT_EQ(r.status, 0) << r.out;

@@ -834,6 +834,7 @@ class CachingAllocator final : public Allocator {
       for (Block* b = pool->blocks.first(); b; b = pool->blocks.next(b))
         o.largest_free_block = std::max(o.largest_free_block, b->size);
     o.retried_after_freeing_cache = retried;
+    o.limit_bytes = allowed_memory_maximum_;
     const DeviceInfo& info = device_.info();
     const Bytes total = card_bytes_;
     const Bytes used = device_.used_bytes();
