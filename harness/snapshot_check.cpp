@@ -22,16 +22,6 @@ struct Event {
   std::uint64_t entry;  // recorded side: the trace entry
 };
 
-RecordedSegmentEvent::Kind kind_of(DeviceCall::Kind k) {
-  switch (k) {
-    case DeviceCall::Kind::Malloc: return RecordedSegmentEvent::Kind::Alloc;
-    case DeviceCall::Kind::Free: return RecordedSegmentEvent::Kind::Free;
-    case DeviceCall::Kind::Map: return RecordedSegmentEvent::Kind::Map;
-    case DeviceCall::Kind::Unmap: return RecordedSegmentEvent::Kind::Unmap;
-  }
-  return RecordedSegmentEvent::Kind::Alloc;
-}
-
 // Maps and unmaps of contiguous pages during one op are one range (PyTorch records one event
 // per range; the simulated device is called per page).
 void append_coalesced(std::vector<Event>& out, const Event& e) {
@@ -106,7 +96,7 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
     // The allocator's destructor gives everything back: not part of the recorded run.
     std::vector<Event> replayed, recorded;
     for (const DeviceCall& call : rec.calls())
-      append_coalesced(replayed, {kind_of(call.kind), call.bytes, call.address, call.mark, 0});
+      append_coalesced(replayed, {call.kind, call.bytes, call.address, call.mark, 0});
     for (const RecordedSegmentEvent& e : s.segment_events)
       append_coalesced(recorded, {e.kind, e.bytes, e.address, e.before_op, e.entry});
     c.checked = true;

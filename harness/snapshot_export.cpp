@@ -12,6 +12,7 @@
 #include "allocators/recording_device.h"
 #include "allocators/registry.h"
 #include "workloads/pickle/pickle_writer.h"
+#include "workloads/pytorch_snapshot.h"  // to_string(DeviceCall::Kind): the trace action names
 
 namespace gmb {
 
@@ -47,16 +48,6 @@ class PickleFile {
   FILE* f_;
   std::string buf_;
 };
-
-const char* action_of(DeviceCall::Kind k) {
-  switch (k) {
-    case DeviceCall::Kind::Malloc: return "segment_alloc";
-    case DeviceCall::Kind::Free: return "segment_free";
-    case DeviceCall::Kind::Map: return "segment_map";
-    case DeviceCall::Kind::Unmap: return "segment_unmap";
-  }
-  return "?";
-}
 
 void write_frames(pickle::Writer& w, const std::string& origin) {
   w.begin_list();
@@ -168,7 +159,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
       const auto& calls = rec.calls();
       for (; calls_done < calls.size(); ++calls_done) {
         const DeviceCall& c = calls[calls_done];
-        write_entry(w, action_of(c.kind), c.address, c.bytes, 0, time);
+        write_entry(w, to_string(c.kind), c.address, c.bytes, 0, time);
         ++summary.entries;
       }
     };

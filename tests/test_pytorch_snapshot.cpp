@@ -47,7 +47,7 @@ TEST(PyTorchSnapshot, ConvertsAllocAndFreeCompletedWithDenseReusedIds) {
   EXPECT_TRUE(s.native_allocator);
   EXPECT_EQ(s.device_capacity, 0u);
   ASSERT_EQ(s.segment_events.size(), 3u);
-  EXPECT_EQ(s.segment_events[0].kind, RecordedSegmentEvent::Kind::Alloc);
+  EXPECT_EQ(s.segment_events[0].kind, RecordedSegmentEvent::Kind::Malloc);
   EXPECT_EQ(s.segment_events[0].bytes, 2 * kMiB);
   EXPECT_EQ(s.segment_events[0].before_op, 0u);
   EXPECT_EQ(s.segment_events[2].bytes, 30 * kMiB);

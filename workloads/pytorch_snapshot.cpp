@@ -14,9 +14,9 @@ using pickle::Document;
 using pickle::Ref;
 using pickle::Type;
 
-const char* to_string(RecordedSegmentEvent::Kind kind) {
+const char* to_string(DeviceCall::Kind kind) {
   switch (kind) {
-    case RecordedSegmentEvent::Kind::Alloc: return "segment_alloc";
+    case RecordedSegmentEvent::Kind::Malloc: return "segment_alloc";
     case RecordedSegmentEvent::Kind::Free: return "segment_free";
     case RecordedSegmentEvent::Kind::Map: return "segment_map";
     case RecordedSegmentEvent::Kind::Unmap: return "segment_unmap";
@@ -351,7 +351,7 @@ class Converter {
       } else if (action == "segment_alloc" || action == "segment_free" || action == "segment_map" ||
                  action == "segment_unmap") {
         RecordedSegmentEvent ev;
-        ev.kind = action == "segment_alloc"  ? RecordedSegmentEvent::Kind::Alloc
+        ev.kind = action == "segment_alloc"  ? RecordedSegmentEvent::Kind::Malloc
                   : action == "segment_free" ? RecordedSegmentEvent::Kind::Free
                   : action == "segment_map"  ? RecordedSegmentEvent::Kind::Map
                                              : RecordedSegmentEvent::Kind::Unmap;
@@ -512,7 +512,7 @@ class Converter {
 std::vector<std::pair<Bytes, DevPtr>> recorded_placements(const PyTorchSnapshot& snapshot) {
   std::vector<std::pair<Bytes, DevPtr>> out;
   for (const RecordedSegmentEvent& e : snapshot.segment_events)
-    if (e.kind == RecordedSegmentEvent::Kind::Alloc) out.emplace_back(e.bytes, e.address);
+    if (e.kind == RecordedSegmentEvent::Kind::Malloc) out.emplace_back(e.bytes, e.address);
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "allocators/recording_device.h"  // DeviceCall: the same four calls, replayed
 #include "workloads/trace_source.h"
 #include "workloads/workload.h"
 
@@ -31,14 +32,14 @@ namespace gmb {
 
 // A device call PyTorch's allocator made, as the snapshot recorded it.
 struct RecordedSegmentEvent {
-  enum class Kind : std::uint8_t { Alloc, Free, Map, Unmap };
-  Kind kind = Kind::Alloc;
+  using Kind = DeviceCall::Kind;
+  Kind kind = Kind::Malloc;
   Bytes bytes = 0;
   DevPtr address = 0;
   std::uint64_t before_op = 0;  // happened before ops[before_op] (ops.size(): after the last)
   std::uint64_t entry = 0;      // index in device_traces[device]
 };
-const char* to_string(RecordedSegmentEvent::Kind kind);  // "segment_alloc"...
+const char* to_string(DeviceCall::Kind kind);  // PyTorch's trace action: "segment_alloc"...
 
 struct RecordedOom {
   Bytes bytes = 0;        // the request, rounded by the allocator
