@@ -1,6 +1,7 @@
 // The native trace format: CSV with a header naming the columns action,id,bytes[,stream] in any
 // order; `#` comments and blank lines are skipped; `bytes` is empty on a free. Ids are the
 // file's own (any 64-bit value, reusable once freed).
+#include <cassert>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -137,15 +138,10 @@ class NativeCsvSource final : public TraceSource {
     if (count > header_fields_)
       fail(fmt::format("expected at most {} fields (the header's), found {}: '{}'", header_fields_, count,
                        escaped_excerpt(line, 80)));
-    if (needed_ > kMaxFields) return parse_wide(line);
+    // The header names each of the four columns at most once (unknown and repeated names are
+    // errors), so every used column lies within kMaxFields.
+    assert(needed_ <= kMaxFields);
     return parse_fields(f, count);
-  }
-
-  // Headers that repeat a column can put the used columns beyond kMaxFields: split again.
-  Op parse_wide(std::string_view line) {
-    std::vector<std::string_view> f(static_cast<std::size_t>(needed_) + 1);
-    const std::size_t count = CsvLines::split(line, f.data(), f.size());
-    return parse_fields(f.data(), count);
   }
 
   Op parse_fields(const std::string_view* f, std::size_t count) {
