@@ -9,7 +9,7 @@
 //              range (cuMemGetAddressRange) and cudaMemGetInfo's free value after every call;
 //              passes: right after the primary context is created, the same again (is the
 //              state reproducible once everything is freed?), and with resident allocations.
-//              Checks the model of ../shared/GPU.md: VA regions of the request rounded up
+//              Checks the driver placement model (README "Devices"): VA regions of the request rounded up
 //              to 32 MiB, placed top-down, carved newest-region-first best-fit from the low
 //              end, released when empty.
 //   small      device memory taken by N small cudaMallocs (free-memory delta) and the
