@@ -1,5 +1,5 @@
 // The caching allocator against numbers worked out from PyTorch 2.11's rules (and, for the
-// hole pattern, measured on the H200: ../shared/GPU.md).
+// hole pattern, measured on the H200 with real PyTorch 2.11: 850 MiB reserved, 4 segments).
 #include <gtest/gtest.h>
 
 #include <map>
