@@ -18,7 +18,9 @@ Rules the traces follow (and a replayer must honour):
   * an alloc that runs out of memory leaves its id unallocated; a later free of that id
     must be skipped (traces meant to OOM under a limit rely on this);
   * blocks still live at the end of a trace are left live (the replayer snapshots the
-    segments, then frees them).
+    segments, then frees them);
+  * a row ``empty_cache,,,0`` calls torch.cuda.empty_cache() (the allocator's empty_cache());
+    only the reference replayers read it, gpumembench's trace reader does not.
 
 Standard library only (no torch, no numpy): everything is seeded, the output is the same
 on every machine and Python version >= 3.8.
@@ -69,6 +71,9 @@ class Trace:
         self.live_bytes -= nbytes
         self.rows.append(("free", i, None, stream))
 
+    def empty_cache(self):
+        self.rows.append(("empty_cache", None, None, 0))
+
     def free_all(self, order="lifo"):
         ids = sorted(self.live)
         if order == "lifo":
@@ -85,6 +90,8 @@ class Trace:
             for action, i, nbytes, stream in self.rows:
                 if action == "alloc":
                     f.write("alloc,%d,%d,%d\n" % (i, nbytes, stream))
+                elif action == "empty_cache":
+                    f.write("empty_cache,,,0\n")
                 else:
                     f.write("free,%d,,%d\n" % (i, stream))
 
@@ -92,10 +99,12 @@ class Trace:
         allocs = [r for r in self.rows if r[0] == "alloc"]
         sizes = [r[2] for r in allocs]
         streams = sorted(set(r[3] for r in self.rows))
+        n_ec = sum(1 for r in self.rows if r[0] == "empty_cache")
         return {
             "events": len(self.rows),
             "allocs": len(allocs),
-            "frees": len(self.rows) - len(allocs),
+            "frees": len(self.rows) - len(allocs) - n_ec,
+            "empty_cache": n_ec,
             "min_bytes": min(sizes) if sizes else 0,
             "max_bytes": max(sizes) if sizes else 0,
             "total_alloc_bytes": sum(sizes),
@@ -417,6 +426,17 @@ def fragmentation_oom(name, seed, rounds, unit, big_factor):
     return t
 
 
+def with_empty_cache(t, every):
+    """The trace with an empty_cache row after every `every` rows (at least one, mid-run)."""
+    rows = []
+    for k, row in enumerate(t.rows, 1):
+        rows.append(row)
+        if k % every == 0 and k < len(t.rows):
+            rows.append(("empty_cache", None, None, 0))
+    t.rows = rows
+    return t
+
+
 def boundaries(seed=7):
     """Every boundary size alone, in pairs and with splits, on one stream."""
     rng = random.Random(seed)
@@ -585,6 +605,34 @@ def build_traces():
     add(fragmentation_oom("oom_frag_small", 407, 20, 3 * MiB, 6.0))
     add(transformer("oom_xf", "transformer-like with sequence lengths 512..4096: under a limit "
                     "the long steps OOM", 408, 5, 4, 1024, 16, 4, 512, 4096))
+
+    # expandable segments under a memory cap that the run keeps hitting: OOM, release the
+    # cache (unmapping free pages), retry; empty_cache mid-run in the *_ec traces
+    mix_heavy = mixture([(50, small_size), (20, large1_size), (15, large2_size),
+                         (15, huge_size)])
+    huge_heavy = mixture([(30, small_size), (20, large2_size), (50, huge_size)])
+    add(pressure("es_press_a", "small/large/huge (50/20/15/15 %), believed live set up to "
+                 "16 GiB, for limits of 5..6 GiB", 501, 1500, mix_heavy, 16 * GiB))
+    add(pressure("es_press_b", "small/large/huge (50/20/15/15 %), believed live set up to "
+                 "8 GiB, for limits of 2..3 GiB", 502, 1500, mix_heavy, 8 * GiB))
+    add(pressure("es_press_c", "mostly huge sizes (30/20/50 % small/10..100 MiB/huge), "
+                 "believed live set up to 30 GiB, for a 10 GiB limit", 503, 1200, huge_heavy,
+                 30 * GiB))
+    add(with_empty_cache(pressure("es_press_ec", "small/large/huge, believed live set up to "
+                                  "14 GiB, empty_cache every 125 events", 504, 1500, mix_heavy,
+                                  14 * GiB), 125))
+    add(pressure("es_press_2s", "two streams, small/large/huge, believed live set up to "
+                 "16 GiB", 505, 1500, mix_heavy, 16 * GiB, streams=(0, 1)))
+    add(transformer("es_xf_dyn", "transformer-like, 6 layers, hidden 1536, batch 4, sequence "
+                    "length uniform 256..4096 per step (long steps pass 8-10 GiB)", 506, 10, 6,
+                    1536, 16, 4, 256, 4096))
+    add(with_empty_cache(transformer("es_xf_dyn_ec", "transformer-like, 6 layers, hidden 1024, "
+                                     "batch 4, sequence length uniform 512..4096, empty_cache "
+                                     "every 300 events", 507, 10, 6, 1024, 16, 4, 512, 4096),
+                         300))
+    add(transformer("es_xf_walk", "transformer-like, 4 layers, hidden 2048, batch 2, sequence "
+                    "length random walk 512..6144", 508, 10, 4, 2048, 16, 2, 512, 6144,
+                    seq_mode="walk"))
     return {t.name: t for t in traces}
 
 
@@ -675,6 +723,31 @@ def build_cases(traces):
     case("es__oom_two_stream__2g", "oom_two_stream", ES, gib(2), ES + ", limit 2 GiB, "
          "two streams")
     case("es__oom_xf__6g", "oom_xf", ES, gib(6), ES + ", limit 6 GiB, transformer")
+
+    # expandable segments under a cap the run keeps hitting (OOM, release, retry), alone and
+    # with roundup_power2_divisions:2; caps 2..10 GiB
+    esrp = ES + ",roundup_power2_divisions:2"
+    for conf, tag in [(ES, "es"), (esrp, "esrp2")]:
+        for tr, cap in [("es_press_a", 5), ("es_press_a", 6), ("es_xf_dyn", 8),
+                        ("es_xf_dyn", 10)]:
+            case("%s__%s__%dg" % (tag, tr, cap), tr, conf, gib(cap), "%s, limit %d GiB: %s"
+                 % (conf, cap, traces[tr].description))
+    case("es__es_press_b__2g", "es_press_b", ES, gib(2), ES + ", limit 2 GiB")
+    case("esrp2__es_press_b__3g", "es_press_b", esrp, gib(3), esrp + ", limit 3 GiB")
+    case("es__es_press_c__10g", "es_press_c", ES, gib(10), ES + ", limit 10 GiB, huge sizes")
+    case("es__es_press_ec__4g", "es_press_ec", ES, gib(4), ES + ", limit 4 GiB, empty_cache "
+         "every 125 events")
+    case("esrp2__es_press_ec__6g", "es_press_ec", esrp, gib(6), esrp + ", limit 6 GiB, "
+         "empty_cache every 125 events")
+    case("es__es_press_2s__6g", "es_press_2s", ES, gib(6), ES + ", limit 6 GiB, two streams")
+    case("es__es_xf_dyn_ec__8g", "es_xf_dyn_ec", ES, gib(8), ES + ", limit 8 GiB, "
+         "transformer, empty_cache every 300 events")
+    case("esrp2__es_xf_walk__8g", "es_xf_walk", esrp, gib(8), esrp + ", limit 8 GiB, "
+         "transformer, random-walk lengths")
+    esgc = ES + ",garbage_collection_threshold:0.8"
+    case("esgc08__es_press_a__6g", "es_press_a", esgc, gib(6), esgc + ", limit 6 GiB")
+    esms = ES + ",max_split_size_mb:64"
+    case("esms64__es_press_b__3g", "es_press_b", esms, gib(3), esms + ", limit 3 GiB")
 
     # combinations
     combo1 = "max_split_size_mb:128,roundup_power2_divisions:4,garbage_collection_threshold:0.6"

@@ -15,7 +15,8 @@ statistics are recorded. Output (in --out):
                            num_alloc_retries,num_ooms,num_device_alloc,num_device_free,oom
                            (values after the event; ptr is the returned address in decimal,
                            0 on an OOM and on frees; a free of an id whose alloc failed is
-                           skipped by the replay and recorded with unchanged stats)
+                           skipped by the replay and recorded with unchanged stats; an
+                           empty_cache row, id -1, is torch.cuda.empty_cache())
   <case>.segments.json.gz  torch.cuda.memory_snapshot() at the end of the trace, summarized
   manifest.json            torch / GPU / driver, totals, per case: alloc_conf, limits (the
                            requested one and the exact one PyTorch applies), event count,
@@ -74,6 +75,8 @@ def read_trace(path):
                 rows.append(("alloc", int(line[ii]), int(line[ib]), stream))
             elif action == "free":
                 rows.append(("free", int(line[ii]), None, stream))
+            elif action == "empty_cache":
+                rows.append(("empty_cache", -1, None, 0))
             else:
                 raise ValueError("%s: unknown action %r" % (path, action))
     return rows
@@ -266,6 +269,9 @@ def worker(args):
                     oom = 1
                     n_oom += 1
                 b = str(nbytes)
+            elif action == "empty_cache":
+                torch.cuda.empty_cache()
+                b = ""
             else:
                 p = ptrs.pop(i, None)
                 if p is None:

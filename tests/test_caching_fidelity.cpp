@@ -32,6 +32,7 @@ namespace {
 using namespace torch_ref;
 
 std::string describe(const Row& r) {
+  if (r.empty_cache) return fmt::format("#{} empty_cache", r.event);
   return r.alloc ? fmt::format("#{} alloc id={} bytes={} ({}) stream={}", r.event, r.id, r.bytes,
                                format_bytes(r.bytes), r.stream)
                  : fmt::format("#{} free id={} stream={}", r.event, r.id, r.stream);

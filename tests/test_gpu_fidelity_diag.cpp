@@ -356,7 +356,7 @@ ReplayResult replay(const Case& c, Bytes card, Device& base, const ReplayOptions
         diff += fmt::format(" {} pytorch {} ours {};", kFields[i], r.v[i], ours.v[i]);
       if (!diff.empty()) {
         res.mismatch_event = r.event;
-        res.mismatch = fmt::format("#{} {} id={}{}:{}", r.event, r.alloc ? "alloc" : "free", r.id,
+        res.mismatch = fmt::format("#{} {} id={}{}:{}", r.event, r.alloc ? "alloc" : r.empty_cache ? "empty_cache" : "free", r.id,
                                    r.alloc ? fmt::format(" bytes={}", r.bytes) : std::string(),
                                    diff);
         break;

@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "allocators/registry.h"
@@ -110,6 +112,31 @@ std::size_t count_differences(const std::vector<Bytes>& a, const std::vector<Byt
 
 double mib(Bytes b) { return double(b) / double(MiB); }
 
+// With GMB_GPU_NATIVE_DUMP=DIR, every op of a mix with the GPU's and the model's figures after
+// it goes to DIR/<name>.csv (for calibrating the models; the test's verdict is unchanged).
+void dump_mix(const std::string& name, const std::vector<MixOp>& ops, const MixRun& gpu, const MixRun& sim) {
+  const char* dir = std::getenv("GMB_GPU_NATIVE_DUMP");
+  if (!dir || !*dir) return;
+  const std::string path = std::string(dir) + "/" + name + ".csv";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr) << "cannot write " << path;
+  std::fprintf(f, "op,kind,slot,bytes,gpu_reserved,sim_reserved,gpu_offset,sim_offset\n");
+  std::size_t k = 0;  // index into the offsets (allocations only)
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    long long go = -1, so = -1;
+    if (ops[i].alloc) {
+      if (k < gpu.offset.size()) go = gpu.offset[k];
+      if (k < sim.offset.size()) so = sim.offset[k];
+      ++k;
+    }
+    std::fprintf(f, "%zu,%s,%zu,%llu,%llu,%llu,%lld,%lld\n", i, ops[i].alloc ? "alloc" : "free", ops[i].slot,
+                 (unsigned long long)ops[i].bytes,
+                 (unsigned long long)(i < gpu.reserved.size() ? gpu.reserved[i] : 0),
+                 (unsigned long long)(i < sim.reserved.size() ? sim.reserved[i] : 0), go, so);
+  }
+  ASSERT_EQ(std::fclose(f), 0) << "cannot write " << path;
+}
+
 }  // namespace
 
 TEST(GpuNative, MemPoolModelMatchesTheGpuOnTheHolePattern) {
@@ -147,6 +174,7 @@ TEST(GpuNative, MemPoolModelMatchesTheGpuOnSeededRandomMixes) {
                 100.0 * (double(sim.peak_reserved) - double(gpu.peak_reserved)) / double(gpu.peak_reserved),
                 count_differences(gpu.reserved, sim.reserved), count_differences(gpu.offset, sim.offset),
                 gpu.offset.size(), (unsigned long long)gpu.ooms, (unsigned long long)sim.ooms);
+    dump_mix("mempool_seed" + std::to_string(seed), ops, gpu, sim);
     EXPECT_NEAR(double(sim.peak_reserved), double(gpu.peak_reserved), 0.05 * double(gpu.peak_reserved))
         << "seed " << seed;
   }
@@ -175,6 +203,7 @@ TEST(GpuNative, CudaMallocPlacementModelMatchesTheGpu) {
                 (unsigned long long)seed, (unsigned long long)gpu.peak_reserved,
                 (unsigned long long)sim.peak_reserved, off, gpu.offset.size(),
                 count_differences(gpu.reserved, sim.reserved));
+    dump_mix("malloc_seed" + std::to_string(seed), ops, gpu, sim);
     EXPECT_EQ(gpu.peak_reserved, sim.peak_reserved) << "seed " << seed;
     EXPECT_EQ(off, 0u) << "seed " << seed;
   }

@@ -44,6 +44,7 @@ inline constexpr int kDeviceAllocField = 8;
 struct Row {
   std::int64_t event = 0;
   bool alloc = false;
+  bool empty_cache = false;  // torch.cuda.empty_cache() (id -1); neither alloc nor free
   std::int64_t id = 0;
   Bytes bytes = 0;
   StreamId stream = 0;
@@ -97,6 +98,9 @@ inline std::vector<Row> parse_rows(const std::string& text, const std::string& n
     Row r;
     r.event = std::stoll(f[0]);
     r.alloc = f[1] == "alloc";
+    r.empty_cache = f[1] == "empty_cache";
+    if (!r.alloc && !r.empty_cache && f[1] != "free")
+      throw std::runtime_error(name + ": unknown action '" + f[1] + "' (valid: alloc, free, empty_cache): " + line);
     r.id = std::stoll(f[2]);
     r.bytes = f[3].empty() ? 0 : std::stoull(f[3]);
     r.stream = static_cast<StreamId>(std::stoi(f[4]));
@@ -145,7 +149,9 @@ inline AllocatorOptions case_options(const nlohmann::json& c, Bytes card) {
 // skipped (the recording skips it too).
 inline int apply_event(Allocator& alloc, std::unordered_map<std::int64_t, DevPtr>& live,
                        const Row& r) {
-  if (r.alloc) {
+  if (r.empty_cache) {
+    alloc.empty_cache();
+  } else if (r.alloc) {
     auto p = alloc.allocate(r.bytes, r.stream);
     if (!p) return 1;
     live[r.id] = *p;
