@@ -9,7 +9,8 @@
 #    synchronized after every free, longer mixes) and through cudaMalloc (one fresh process
 #    per seed, twice: is the driver deterministic?)                      -> probe/
 # 3. the reference traces whose cases use expandable segments under a memory cap, replayed
-#    through real PyTorch (scripts/torch_reference.py, the tests/data/torch_ref format) -> ref/
+#    through real PyTorch (scripts/torch_reference.py, the tests/data/torch_ref format, with
+#    PyTorch's own trace of every page mapped and unmapped: <case>.history.json.gz)  -> ref/
 # 4. once the build is there: the two GpuNative model tests with per-op dumps (twice), the
 #    real snapshots through cuda_mempool with timelines, dynamic_seq through cuda_mempool
 #    (twice, 150 steps: the pool's growth with real kernels)     -> native/, replay/, dyn/
@@ -71,7 +72,7 @@ pack
 log "PyTorch reference: expandable segments under a cap"
 if python3 scripts/gen_reference_traces.py "$W/traces" >> "$LOG" 2>&1; then
   PYTHONUNBUFFERED=1 timeout 200 python3 scripts/torch_reference.py --traces "$W/traces" --out "$W/ref" \
-    --only es__es_,esrp2__,esgc08__,esms64__ --budget-s 150 >> "$LOG" 2>&1 || { log "torch_reference failed"; status=1; }
+    --only es__es_,esrp2__,esgc08__,esms64__ --budget-s 150 --history >> "$LOG" 2>&1 || { log "torch_reference failed"; status=1; }
   tail -25 "$LOG" | grep -E "events|done|!!" | tail -22
 else
   log "trace generation FAILED"; status=1

@@ -249,6 +249,11 @@ def worker(args):
                 except Exception as e:  # noqa: BLE001
                     res["fraction_reported"] = repr(e)
         res["initial_stats"] = dict(zip(HEADER[6:16], get_stats()))
+        if args.history:
+            # PyTorch's own trace of the run (no stacks): which pages it mapped and unmapped
+            torch.cuda.memory._record_memory_history(enabled="all", context=None,
+                                                     stacks="python", max_entries=10000000,
+                                                     clear_history=True)
 
         # replay
         ptrs = {}
@@ -313,6 +318,20 @@ def worker(args):
                       if isinstance(v, (int, float))}
 
         write_gz_bytes(os.path.join(args.out, name + ".csv.gz"), out.getvalue().encode())
+        if args.history:
+            entries = []
+            try:
+                snap = torch.cuda.memory._snapshot()
+                for e in snap["device_traces"][dev]:
+                    entries.append([e.get("action"), int(e.get("addr", 0)),
+                                    int(e.get("size", 0)), stream_index.get(int(e.get("stream", 0)))])
+                torch.cuda.memory._record_memory_history(enabled=None)
+            except Exception as ex:  # noqa: BLE001 - the replay's figures stand without it
+                res["history_error"] = repr(ex)
+            write_gz_bytes(os.path.join(args.out, name + ".history.json.gz"),
+                           json.dumps({"case": name, "columns": ["action", "addr", "size",
+                                                                 "stream_index"],
+                                       "entries": entries}).encode())
         write_gz_bytes(os.path.join(args.out, name + ".segments.json.gz"),
                        json.dumps({"case": name, "segments": segs}, indent=0).encode())
 
@@ -366,6 +385,9 @@ def main():
                     help="start no case after this many seconds (default 240); the cases "
                          "left are recorded as skipped")
     ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    ap.add_argument("--history", action="store_true",
+                    help="also write <case>.history.json.gz: PyTorch's allocator trace "
+                         "(alloc, free, segment map/unmap, oom entries with addresses)")
     # worker mode (internal)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--cases", default=None, help=argparse.SUPPRESS)
@@ -425,6 +447,8 @@ def main():
                "--traces", args.traces, "--out", args.out,
                "--cases", ",".join(c["name"] for c in cs), "--result-file", result_file,
                "--deadline", repr(deadline), "--t0", repr(time.time())]
+        if args.history:
+            cmd.append("--history")
         print("== process %d/%d PYTORCH_CUDA_ALLOC_CONF=%r: %d cases"
               % (gi + 1, len(groups), conf, len(cs)), flush=True)
         t_proc = time.time()
