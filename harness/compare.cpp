@@ -12,8 +12,8 @@
 
 #include "allocators/units.h"
 #include "harness/bounded_read.h"
-#include "harness/report.h"
-#include "harness/table_format.h"
+#include "harness/report/report.h"
+#include "harness/report/table_format.h"
 
 namespace gmb {
 

@@ -10,7 +10,7 @@
 
 #include "allocators/registry.h"
 #include "allocators/units.h"
-#include "harness/report.h"
+#include "harness/report/report.h"
 #include "harness/workload_need.h"
 #include "workloads/transformer.h"
 

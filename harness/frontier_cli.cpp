@@ -7,7 +7,7 @@
 
 #include "allocators/units.h"
 #include "harness/frontier.h"
-#include "harness/report.h"
+#include "harness/report/report.h"
 
 namespace gmb {
 

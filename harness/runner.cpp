@@ -391,16 +391,4 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
   return result;
 }
 
-void write_timeline_csv(const std::string& path, const std::vector<TimelineRow>& rows) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error(fmt::format("cannot write timeline {}", path));
-  out << "event,action,id,bytes,allocated_bytes,reserved_bytes,segments,oom\n";
-  for (const auto& r : rows) {
-    out << r.event << ',' << (r.action == 'a' ? "alloc" : "free") << ',' << r.id << ',';
-    if (r.action == 'a') out << r.bytes;
-    out << ',' << r.allocated_bytes << ',' << r.reserved_bytes << ',' << r.segments << ','
-        << (r.oom ? 1 : 0) << '\n';
-  }
-}
-
 }  // namespace gmb

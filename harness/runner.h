@@ -59,7 +59,4 @@ using ProgressFn = std::function<void(std::uint64_t, std::uint64_t, std::uint64_
 CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device, const RunSettings& settings,
                     const ProgressFn& progress = {});
 
-// Writes the timeline CSV (DESIGN.md contract).
-void write_timeline_csv(const std::string& path, const std::vector<TimelineRow>& rows);
-
 }  // namespace gmb

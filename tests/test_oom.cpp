@@ -7,8 +7,9 @@
 
 #include "allocators/units.h"
 #include "harness/frontier.h"
-#include "harness/oom_report.h"
-#include "harness/report.h"
+#include "harness/report/oom_block_map.h"
+#include "harness/report/markdown_report.h"
+#include "harness/report/report.h"
 #include "harness/runner.h"
 #include "harness/workload_need.h"
 #include "test_helpers.h"

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/units.h"
-#include "harness/oom_diagnosis.h"
-#include "harness/report.h"
+#include "harness/report/oom_diagnosis.h"
+#include "harness/report/report.h"
 #include "test_helpers.h"
 
 using namespace gmb::testing;

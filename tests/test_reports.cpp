@@ -12,8 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/units.h"
-#include "harness/report.h"
-#include "harness/table_format.h"
+#include "harness/report/csv_report.h"
+#include "harness/report/json_report.h"
+#include "harness/report/latex_report.h"
+#include "harness/report/markdown_report.h"
+#include "harness/report/report.h"
+#include "harness/report/table_format.h"
 #include "test_helpers.h"
 
 using namespace gmb::testing;

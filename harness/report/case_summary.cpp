@@ -1,4 +1,4 @@
-#include "harness/case_summary.h"
+#include "harness/report/case_summary.h"
 
 #include <algorithm>
 
@@ -25,6 +25,18 @@ CaseSummary summarize(const CaseResult& c) {
     }
   s.clean = c.error.empty() && std::all_of(c.runs.begin(), c.runs.end(), [](const RunMetrics& m) { return m.ooms == 0; });
   return s;
+}
+
+const RunMetrics* representative(const CaseResult& c) { return summarize(c).run; }
+
+double alloc_share(const CaseResult& c, const RunMetrics& m) {
+  if (m.seconds <= 0) return 0;
+  return c.throughput_modeled ? m.modeled_call_seconds / m.seconds : m.alloc_seconds / m.seconds;
+}
+
+std::optional<double> harness_share(const CaseResult& c, const RunMetrics& m) {
+  if (c.throughput_modeled || m.seconds <= 0) return std::nullopt;
+  return m.harness_seconds / m.seconds;
 }
 
 }  // namespace gmb

@@ -1,4 +1,4 @@
-#include "harness/table_format.h"
+#include "harness/report/table_format.h"
 
 #include <algorithm>
 #include <cctype>

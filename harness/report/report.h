@@ -1,19 +1,14 @@
-// Reports of a run: the terminal/Markdown table, CSV, LaTeX and results.json.
+// Writing a run's reports: one file per chosen format (each format has its own reporter:
+// json_report.h, csv_report.h, markdown_report.h, latex_report.h) plus the per-case timelines
+// (timeline_report.h) and the OOM block maps (oom_block_map.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "harness/results.h"
 
 namespace gmb {
-
-nlohmann::json to_json(const RunReport& report);
-std::string markdown_table(const RunReport& report);
-std::string csv_table(const RunReport& report);
-std::string latex_table(const RunReport& report);
 
 // Writes results.{json,csv,md,tex} for the chosen formats plus timelines/ and OOM block maps
 // into dir. Files are written to a temporary name and renamed, so none is left half-written.

@@ -2,6 +2,8 @@
 // line (\linewidth: the text width in a one-column article, the whole page in a two-column
 // paper's table*); the allocator and OOM columns wrap, the number columns do not. What is the
 // same for every row (workload, capacity, device, runs) is said once, under the table.
+#include "harness/report/latex_report.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -11,9 +13,8 @@
 #include <fmt/format.h>
 
 #include "allocators/units.h"
-#include "harness/case_summary.h"
-#include "harness/report.h"
-#include "harness/table_format.h"
+#include "harness/report/case_summary.h"
+#include "harness/report/table_format.h"
 
 namespace gmb {
 

@@ -1,4 +1,4 @@
-#include "harness/oom_diagnosis.h"
+#include "harness/report/oom_diagnosis.h"
 
 #include <algorithm>
 

@@ -1,6 +1,7 @@
 // The state at a case's first OOM, as files a person can read: the segment/block map as JSON
 // and as an SVG picture, the allocated-vs-reserved series up to the OOM (CSV and SVG), and
-// every OOM of the run (CSV). Written under DIR/oom/ by write_reports.
+// every OOM of the run (CSV). Written under DIR/oom/ by write_reports; the usage series is
+// drawn by timeline_report.h.
 #pragma once
 
 #include <cstddef>
@@ -30,9 +31,7 @@ nlohmann::json oom_state_json(const CaseResult& c, const DeviceInfo& device, con
 // One row per segment: used blocks, holes (free blocks), unmapped tail; sizes labelled; the
 // device's capacity bar and the failed request drawn at the same scale.
 std::string block_map_svg(const CaseResult& c, const DeviceInfo& device);
-// Allocated and reserved bytes per event up to the first OOM, with the capacity line.
-std::string usage_svg(const CaseResult& c);
-std::string usage_csv(const CaseResult& c);
+// Every OOM of the first run, one row each.
 std::string oom_events_csv(const CaseResult& c);
 
 // Writes the files above for every case with OOM details into dir/oom/.

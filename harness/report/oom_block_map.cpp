@@ -1,4 +1,4 @@
-#include "harness/oom_report.h"
+#include "harness/report/oom_block_map.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,12 +9,16 @@
 #include <fmt/format.h>
 
 #include "allocators/units.h"
-#include "harness/oom_diagnosis.h"
-#include "harness/report.h"
+#include "harness/report/oom_diagnosis.h"
+#include "harness/report/report.h"
+#include "harness/report/svg.h"
+#include "harness/report/table_format.h"
+#include "harness/report/timeline_report.h"
 
 namespace gmb {
 
 using nlohmann::json;
+using namespace svg;
 
 bool has_oom_details(const CaseResult& c) {
   return !c.runs.empty() && c.runs.front().first_oom && !c.oom_events.empty();
@@ -74,118 +78,12 @@ json oom_record_json(const OomRecord& o) {
   return j;
 }
 
-// CSV field: quoted, quotes doubled.
-std::string csv_quote(const std::string& s) {
-  std::string e = "\"";
-  for (char ch : s) e += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return e + "\"";
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
-
-// Text width at the SVG's sans-serif font sizes, roughly: enough to decide whether a label fits.
-double text_width(const std::string& s, double font_px) { return 0.6 * font_px * double(s.size()); }
-
-// Colours of the picture (also in the legend).
-constexpr const char* kUsed = "#3b6fb6";
-constexpr const char* kHole = "#f2a33a";
-constexpr const char* kUnmapped = "#e6e6e6";
-constexpr const char* kDeviceFree = "#d9f0d3";
-constexpr const char* kRequest = "#d62728";
-
-struct Svg {
-  std::string body;
-  void rect(double x, double y, double w, double h, const char* fill, const std::string& title,
-            const char* stroke = "#ffffff", const char* extra = "") {
-    body += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}" stroke="{}" {}>)",
-                        x, y, std::max(w, 1.0), h, fill, stroke, extra);
-    if (!title.empty()) body += "<title>" + xml_escape(title) + "</title>";
-    body += "</rect>\n";
-  }
-  void text(double x, double y, const std::string& s, double size = 11, const char* anchor = "start",
-            const char* fill = "#222222", const char* weight = "normal") {
-    body += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="{}" text-anchor="{}" fill="{}" font-weight="{}">{}</text>)",
-                        x, y, size, anchor, fill, weight, xml_escape(s));
-    body += "\n";
-  }
-  // Text wrapped at spaces to max_width; returns the y below the last line.
-  double lines(double x, double y, const std::string& s, double size, double max_width, const char* weight = "normal",
-               const char* fill = "#222222") {
-    const std::size_t per_line = std::max<std::size_t>(20, std::size_t(max_width / (0.6 * size)));
-    std::string rest = s;
-    while (!rest.empty()) {
-      std::size_t cut = rest.size();
-      if (cut > per_line) {
-        cut = rest.rfind(' ', per_line);
-        if (cut == std::string::npos || cut == 0) cut = per_line;
-      }
-      text(x, y, rest.substr(0, cut), size, "start", fill, weight);
-      rest = cut < rest.size() ? rest.substr(rest[cut] == ' ' ? cut + 1 : cut) : "";
-      y += size * 1.35;
-    }
-    return y;
-  }
-  // A label centred in a box when it fits there.
-  void label_in(double x, double w, double y, const std::string& s, const char* fill = "#ffffff", double size = 10) {
-    if (text_width(s, size) + 6 <= w) text(x + w / 2, y, s, size, "middle", fill);
-  }
-  std::string finish(double width, double height) const {
-    return fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">)",
-                       width, height, width, height) +
-           "\n" + fmt::format(R"(<rect x="0" y="0" width="{:.0f}" height="{:.0f}" fill="#ffffff"/>)", width, height) +
-           "\n" + body + "</svg>\n";
-  }
-};
-
 std::string device_words(const CaseResult& c, const DeviceInfo& d) {
   std::string s = fmt::format("{} ({})", d.name, to_string(d.kind));
   if (d.kind == DeviceKind::Sim && c.memory_modeled) s += ", reserved bytes modeled";
   return s;
 }
 
-// A round tick spacing: 1, 2, 2.5 or 5 times a power of ten, at least raw.
-double nice_step(double raw) {
-  double mag = 1;
-  while (mag > raw) mag /= 10;
-  while (mag * 10 <= raw) mag *= 10;
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (raw <= m * mag) return m * mag;
-  return 10 * mag;
-}
-
-// A byte axis up to ymax: its unit (the largest binary unit below ymax) and its tick step.
-struct ByteAxis {
-  double unit = 1;
-  const char* name = "B";
-  double step = 1;  // in bytes
-  std::string label(double bytes) const { return fmt::format("{:g} {}", bytes / unit, name); }
-};
-ByteAxis byte_axis(double ymax) {
-  ByteAxis a;
-  const char* names[] = {"KiB", "MiB", "GiB", "TiB"};
-  double u = 1024;
-  for (const char* n : names) {
-    if (ymax >= u) {
-      a.unit = u;
-      a.name = n;
-    }
-    u *= 1024;
-  }
-  a.step = nice_step(ymax / a.unit / 5) * a.unit;
-  return a;
-}
 
 }  // namespace
 
@@ -477,13 +375,6 @@ std::string block_map_svg(const CaseResult& c, const DeviceInfo& device) {
   return g.finish(kWidth, y + 8);
 }
 
-std::string usage_csv(const CaseResult& c) {
-  std::string out = "event,step,allocated_bytes,reserved_bytes\n";
-  for (const auto& u : c.oom_usage)
-    out += fmt::format("{},{},{},{}\n", u.event, u.step, u.allocated_bytes, u.reserved_bytes);
-  return out;
-}
-
 std::string oom_events_csv(const CaseResult& c) {
   std::string out =
       "index,step,event,kind,requested_bytes,allocated_bytes,reserved_bytes,cached_bytes,"
@@ -496,89 +387,6 @@ std::string oom_events_csv(const CaseResult& c) {
                        csv_quote(o.message));
   }
   return out;
-}
-
-std::string usage_svg(const CaseResult& c) {
-  constexpr double kWidth = 1120, kX0 = 100, kX1 = 1090, kPlotH = 320;
-  const OomRecord& o = *c.runs.front().first_oom;
-  Svg g;
-  double top = g.lines(16, 24, fmt::format("Allocated and reserved bytes up to the first OOM: {}", c.label), 15,
-                       kWidth - 32, "bold", "#111111");
-  top = g.lines(16, top,
-         fmt::format("{} OOM at event {} (step {}): {} requested with {} allocated and {} reserved of {}{}",
-                     to_string(o.kind), o.event, o.step, format_bytes(o.requested_bytes),
-                     format_bytes(o.allocated_bytes), format_bytes(o.reserved_bytes), format_bytes(o.capacity_bytes),
-                     !c.oom_usage.empty() && c.oom_usage.front().event > 0
-                         ? fmt::format(" (the last {} events drawn)", c.oom_usage.size())
-                         : ""),
-         12, kWidth - 32);
-  const double kY0 = top + 16, kY1 = kY0 + kPlotH, kHeight = kY1 + 76;
-  const auto& u = c.oom_usage;
-  Bytes ymax_b = o.capacity_bytes;
-  for (const auto& s : u) ymax_b = std::max({ymax_b, s.reserved_bytes, s.allocated_bytes});
-  const double ymax = double(std::max<Bytes>(ymax_b, 1)) * 1.05;
-  const std::uint64_t e0 = u.empty() ? 0 : u.front().event, e1 = u.empty() ? 1 : std::max(u.back().event, e0 + 1);
-  auto px = [&](std::uint64_t e) { return kX0 + (kX1 - kX0) * double(e - e0) / double(e1 - e0); };
-  auto py = [&](double b) { return kY1 - (kY1 - kY0) * b / ymax; };
-  // Axes and grid.
-  const ByteAxis axis = byte_axis(ymax);
-  for (double b = 0; b <= ymax; b += axis.step) {
-    double yy = py(b);
-    g.body += fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#e0e0e0"/>)", kX0, yy, kX1, yy) + "\n";
-    g.text(kX0 - 6, yy + 4, axis.label(b), 10, "end");
-  }
-  const std::uint64_t xstep = std::max<std::uint64_t>(1, std::uint64_t(nice_step(double(e1 - e0) / 6)));
-  for (std::uint64_t e = (e0 + xstep - 1) / xstep * xstep; e <= e1; e += xstep)
-    g.text(px(e), kY1 + 16, std::to_string(e), 10, "middle");
-  g.text((kX0 + kX1) / 2, kY1 + 34, "event", 11, "middle");
-  g.body += fmt::format(R"(<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#444"/><line x1="{0}" y1="{2}" x2="{3}" y2="{2}" stroke="#444"/>)",
-                        kX0, kY0, kY1, kX1) + "\n";
-  // Capacity line.
-  g.body += fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="{}" stroke-dasharray="6 4"/>)",
-                        kX0, py(double(o.capacity_bytes)), kX1, py(double(o.capacity_bytes)), kRequest) + "\n";
-  g.text(kX1, py(double(o.capacity_bytes)) - 4, "capacity " + format_bytes(o.capacity_bytes), 10, "end", kRequest);
-  // Series as steps (bytes change at events), one point per pixel column at most (the column's
-  // highest value, so peaks stay visible).
-  auto series = [&](auto value, const char* colour, double width) {
-    std::string pts;
-    double last_x = -1, col_max = 0, prev_y = -1;
-    auto flush = [&] {
-      if (last_x < 0) return;
-      double yy = py(col_max);
-      if (prev_y >= 0) pts += fmt::format("{:.1f},{:.1f} ", last_x, prev_y);
-      pts += fmt::format("{:.1f},{:.1f} ", last_x, yy);
-      prev_y = yy;
-    };
-    for (const auto& s : u) {
-      double x = std::floor(px(s.event));
-      if (x != last_x) {
-        flush();
-        last_x = x;
-        col_max = 0;
-      }
-      col_max = std::max(col_max, double(value(s)));
-    }
-    flush();
-    g.body += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="{}" points="{}"/>)", colour, width, pts) +
-              "\n";
-  };
-  series([](const UsageSample& s) { return s.reserved_bytes; }, kHole, 4);
-  series([](const UsageSample& s) { return s.allocated_bytes; }, kUsed, 1.6);
-  // The OOM: the request stacked on what was allocated.
-  double ox = px(o.event);
-  g.body += fmt::format(R"(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" stroke="{3}" stroke-width="3"/>)", ox,
-                        py(double(o.allocated_bytes)), py(double(o.allocated_bytes + o.requested_bytes)), kRequest) + "\n";
-  g.text(ox - 6, py(double(o.allocated_bytes + o.requested_bytes)) - 4, "OOM: +" + format_bytes(o.requested_bytes), 10,
-         "end", kRequest);
-  // Legend.
-  const double ly = kY1 + 56;
-  g.rect(kX0, ly - 6, 16, 4, kUsed, "");
-  g.text(kX0 + 22, ly, "allocated", 11);
-  g.rect(kX0 + 110, ly - 6, 16, 4, kHole, "");
-  g.text(kX0 + 132, ly, "reserved", 11);
-  g.rect(kX0 + 220, ly - 8, 4, 10, kRequest, "");
-  g.text(kX0 + 232, ly, "the failed request, on top of what was allocated", 11);
-  return g.finish(kWidth, kHeight);
 }
 
 void write_oom_reports(const RunReport& report, const std::string& dir) {

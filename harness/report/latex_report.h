@@ -1,0 +1,12 @@
+// results.tex: a booktabs table ready to \input in a paper.
+#pragma once
+
+#include <string>
+
+#include "harness/results.h"
+
+namespace gmb {
+
+std::string latex_table(const RunReport& report);
+
+}  // namespace gmb

@@ -1,0 +1,12 @@
+// results.md, also printed on the terminal: the tables a person reads.
+#pragma once
+
+#include <string>
+
+#include "harness/results.h"
+
+namespace gmb {
+
+std::string markdown_table(const RunReport& report);
+
+}  // namespace gmb

@@ -1,0 +1,58 @@
+#include "harness/report/report.h"
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "harness/report/csv_report.h"
+#include "harness/report/json_report.h"
+#include "harness/report/latex_report.h"
+#include "harness/report/markdown_report.h"
+#include "harness/report/oom_block_map.h"
+#include "harness/report/timeline_report.h"
+
+namespace gmb {
+
+std::string utc_now(const char* format) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", path));
+    out << text;
+    if (!out) throw std::runtime_error(fmt::format("error writing {}", path));
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+void write_reports(const RunReport& r, const std::string& dir, const std::vector<std::string>& formats) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  auto has = [&](const char* f) { return std::find(formats.begin(), formats.end(), f) != formats.end(); };
+  if (has("json")) write_file_atomically((fs::path(dir) / "results.json").string(), to_json(r).dump(2) + "\n");
+  if (has("csv")) write_file_atomically((fs::path(dir) / "results.csv").string(), csv_table(r));
+  if (has("md")) write_file_atomically((fs::path(dir) / "results.md").string(), markdown_table(r));
+  if (has("latex")) write_file_atomically((fs::path(dir) / "results.tex").string(), latex_table(r));
+  bool any_timeline = std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return !c.timeline.empty(); });
+  if (any_timeline) {
+    fs::create_directories(fs::path(dir) / "timelines");
+    for (std::size_t i = 0; i < r.cases.size(); ++i)
+      if (!r.cases[i].timeline.empty())
+        write_timeline_csv((fs::path(dir) / "timelines" / fmt::format("case{:02}.csv", i)).string(),
+                           r.cases[i].timeline);
+  }
+  write_oom_reports(r, dir);  // oom/: block map, usage series and OOM list per case with an OOM
+}
+
+}  // namespace gmb
