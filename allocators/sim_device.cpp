@@ -27,7 +27,9 @@
 // H200 (results/h200/probe/); managed and VMM calls are medians measured on the H200 the same
 // way (cudaMallocManaged/cudaFree about 13 us each; VMM map of 2 MiB 44 us, unmap 33 us).
 #include <algorithm>
+#include <cassert>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <set>
 #include <vector>
@@ -117,6 +119,10 @@ struct PoolModel {
   std::map<Bytes, PoolBlock> live;                      // offset -> block
   std::map<Bytes, std::pair<Bytes, StreamId>> pending;  // freed, not reusable by other streams yet
   std::set<std::uint64_t> backed;                       // granule indices with physical memory
+  // The free ranges between live blocks, merged, in address order (start -> end): what first
+  // fit searches, so that a request does not walk every live block. The last one ends at
+  // kPoolSpan unless a live block does.
+  std::map<Bytes, Bytes> gaps{{0, kPoolSpan}};
   MemPoolUsage usage;
 
   bool cross_stream_reuse() const {
@@ -245,6 +251,7 @@ class SimDevice final : public Device {
     used_ -= pool.backed.size() * kPoolGranule;
     pool.backed.clear();
     pool.live.clear();
+    pool.gaps = {{0, kPoolSpan}};
     pool.pending.clear();
     pool.usage.reserved_current = pool.usage.used_current = 0;
     pool.alive = false;
@@ -258,34 +265,44 @@ class SimDevice final : public Device {
     if (bytes > info_.capacity_bytes) return std::nullopt;
     const Bytes size = round_up(std::max<Bytes>(bytes, 1), kPoolStep);
 
-    // Free gaps between the occupied ranges (live blocks, and ranges freed on other streams
-    // that this stream may not reuse yet), in address order; the last one is unbounded.
-    std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
-    occupied.reserve(pool.live.size() + pool.pending.size());
-    for (const auto& [off, b] : pool.live) occupied.emplace_back(off, off + b.size);
-    for (const auto& [off, p] : pool.pending)
-      if (p.second != stream) occupied.emplace_back(off, off + p.first);
-    if (!pool.pending.empty()) std::sort(occupied.begin(), occupied.end());
-
     auto fully_backed = [&](Bytes start) {
       for (std::uint64_t g = start / kPoolGranule; g <= (start + size - 1) / kPoolGranule; ++g)
         if (!pool.backed.count(g)) return false;
       return true;
     };
+    // First fit over the free gaps in address order, the last one unbounded: the first gap that
+    // fits and is fully backed, else the first that fits. True when the search is over.
     std::optional<Bytes> backed_fit, any_fit;
-    Bytes gap_start = 0;
-    for (const auto& [s, e] : occupied) {
-      if (s > gap_start && s - gap_start >= size) {
-        if (!any_fit) any_fit = gap_start;
-        if (fully_backed(gap_start)) {
-          backed_fit = gap_start;
-          break;
-        }
+    auto consider = [&](Bytes start, Bytes end, bool unbounded) {
+      if (!unbounded && end - start < size) return false;
+      if (!any_fit) any_fit = start;
+      if (fully_backed(start)) backed_fit = start;
+      return backed_fit.has_value();
+    };
+    bool blocked = false;  // ranges freed on other streams that this stream may not reuse yet
+    for (const auto& [off, p] : pool.pending) blocked |= p.second != stream;
+    if (!blocked) {  // the gaps between live blocks
+      const auto last = pool.gaps.rbegin();
+      const Bytes tail = last != pool.gaps.rend() && last->second == kPoolSpan ? last->first : kPoolSpan;
+      bool done = false;
+      for (auto it = pool.gaps.begin(); !done && it != pool.gaps.end() && it->first != tail; ++it)
+        done = consider(it->first, it->second, false);
+      if (!done) consider(tail, kPoolSpan, true);
+    } else {  // the gaps between live blocks and those ranges
+      std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
+      occupied.reserve(pool.live.size() + pool.pending.size());
+      for (const auto& [off, b] : pool.live) occupied.emplace_back(off, off + b.size);
+      for (const auto& [off, p] : pool.pending)
+        if (p.second != stream) occupied.emplace_back(off, off + p.first);
+      std::sort(occupied.begin(), occupied.end());
+      Bytes gap_start = 0;
+      bool done = false;
+      for (auto it = occupied.begin(); !done && it != occupied.end(); ++it) {
+        if (it->first > gap_start) done = consider(gap_start, it->first, false);
+        gap_start = std::max(gap_start, it->second);
       }
-      gap_start = std::max(gap_start, e);
+      if (!done) consider(gap_start, kPoolSpan, true);
     }
-    if (!backed_fit && fully_backed(gap_start)) backed_fit = gap_start;
-    if (!any_fit) any_fit = gap_start;
     const Bytes offset = backed_fit ? *backed_fit : *any_fit;
     if (offset + size > kPoolSpan)
       throw DeviceError("simulated device: memory pool virtual address range exhausted");
@@ -306,6 +323,7 @@ class SimDevice final : public Device {
       pool.usage.reserved_current = pool.backed.size() * kPoolGranule;
     }
     drop_pending_overlap(pool, offset, offset + size);
+    take_gap(pool, offset, offset + size);
     pool.live[offset] = PoolBlock{size, bytes, stream};
     pool.usage.used_current += bytes;
     pool.usage.used_high = std::max(pool.usage.used_high, pool.usage.used_current);
@@ -322,6 +340,7 @@ class SimDevice final : public Device {
     if (it == pool.live.end()) return;
     pool.usage.used_current -= it->second.requested;
     if (!pool.cross_stream_reuse()) pool.pending[it->first] = {it->second.size, stream};
+    return_gap(pool, it->first, it->first + it->second.size);
     pool.live.erase(it);
     // Memory above the release threshold goes back at the next synchronization, not here.
   }
@@ -522,6 +541,29 @@ class SimDevice final : public Device {
       used_ -= kPoolGranule;
       pool.usage.reserved_current -= kPoolGranule;
     }
+  }
+
+  // [start, end) lies in one free gap (it was chosen among them): cut it out.
+  static void take_gap(PoolModel& pool, Bytes start, Bytes end) {
+    auto it = std::prev(pool.gaps.upper_bound(start));
+    const Bytes s = it->first, e = it->second;
+    assert(s <= start && end <= e);
+    pool.gaps.erase(it);
+    if (s < start) pool.gaps.emplace(s, start);
+    if (end < e) pool.gaps.emplace(end, e);
+  }
+  // A live block's range becomes free: merged with the gaps it touches.
+  static void return_gap(PoolModel& pool, Bytes start, Bytes end) {
+    auto next = pool.gaps.lower_bound(start);
+    if (next != pool.gaps.end() && next->first == end) {
+      end = next->second;
+      next = pool.gaps.erase(next);
+    }
+    if (next != pool.gaps.begin() && std::prev(next)->second == start) {
+      std::prev(next)->second = end;
+      return;
+    }
+    pool.gaps.emplace_hint(next, start, end);
   }
 
   // A range reused by its own stream is no longer pending.
