@@ -75,6 +75,7 @@ struct Region {
   Bytes size = 0;
   std::uint64_t created = 0;           // creation order: newest region is searched first
   std::map<Bytes, Bytes> free_ranges;  // offset -> length
+  Bytes largest_free = 0;              // the longest of free_ranges: whether a request can fit at all
   std::uint64_t live = 0;
   bool vmm = false;     // a cuMemAddressReserve range: never carved by cudaMalloc
   bool pinned = false;  // the context's own region: never released
@@ -183,7 +184,7 @@ class SimDevice final : public Device {
     return new_region(size, /*vmm=*/true);
   }
 
-  void release_address_range(DevPtr base, Bytes) override { regions_.erase(base); }
+  void release_address_range(DevPtr base, Bytes) override { erase_region(regions_.find(base)); }
 
   bool map(DevPtr addr, Bytes bytes) override {
     ++counters_.vmm_maps;
@@ -378,30 +379,37 @@ class SimDevice final : public Device {
   // --- driver VA placement model ---
   DevPtr place(Bytes size) {
     // Existing regions, newest first; best fit inside the first region that can hold it.
-    std::vector<std::pair<std::uint64_t, DevPtr>> order;
-    order.reserve(regions_.size());
-    for (auto& [base, r] : regions_)
-      if (!r.vmm) order.emplace_back(r.created, base);
-    std::sort(order.begin(), order.end(), std::greater<>());
-    for (auto& [created, base] : order) {
-      Region& r = regions_[base];
+    for (auto at = carve_order_.rbegin(); at != carve_order_.rend(); ++at) {
+      Region& r = at->second->second;
+      if (r.largest_free < size) continue;
       auto best = r.free_ranges.end();
       for (auto it = r.free_ranges.begin(); it != r.free_ranges.end(); ++it)
         if (it->second >= size && (best == r.free_ranges.end() || it->second < best->second)) best = it;
-      if (best != r.free_ranges.end()) {
-        Bytes off = best->first, len = best->second;
-        r.free_ranges.erase(best);
-        if (len > size) r.free_ranges.emplace(off + size, len - size);
-        ++r.live;
-        return base + off;
-      }
+      Bytes off = best->first, len = best->second;
+      r.free_ranges.erase(best);
+      if (len > size) r.free_ranges.emplace(off + size, len - size);
+      if (len == r.largest_free) update_largest_free(r);
+      ++r.live;
+      return at->second->first + off;
     }
     DevPtr base = new_region(round_up(size, kRegionGranularity), false);
     Region& r = regions_[base];
     r.free_ranges.clear();
     if (r.size > size) r.free_ranges.emplace(size, r.size - size);
+    update_largest_free(r);
     r.live = 1;
     return base;
+  }
+
+  static void update_largest_free(Region& r) {
+    r.largest_free = 0;
+    for (const auto& [off, len] : r.free_ranges) r.largest_free = std::max(r.largest_free, len);
+  }
+
+  void erase_region(std::map<DevPtr, Region>::iterator it) {
+    if (it == regions_.end()) return;
+    carve_order_.erase(it->second.created);
+    regions_.erase(it);
   }
 
   // Top-down: the highest gap below kVaHigh strictly larger than the region; the region sits
@@ -426,7 +434,9 @@ class SimDevice final : public Device {
     r.created = ++region_seq_;
     r.vmm = vmm;
     r.free_ranges.emplace(0, size);
-    regions_.emplace(base, std::move(r));
+    r.largest_free = size;
+    auto it = regions_.emplace(base, std::move(r)).first;
+    if (!vmm) carve_order_.emplace(it->second.created, it);
     return base;
   }
 
@@ -451,7 +461,8 @@ class SimDevice final : public Device {
       }
     }
     r.free_ranges.emplace(start, len);
-    if (--r.live == 0 && !r.pinned) regions_.erase(it);
+    r.largest_free = std::max(r.largest_free, len);
+    if (--r.live == 0 && !r.pinned) erase_region(it);
   }
 
   // --- small allocations packed into shared 2 MiB pages ---
@@ -590,6 +601,9 @@ class SimDevice final : public Device {
   DeviceInfo info_;
   Bytes used_ = 0;
   std::map<DevPtr, Region> regions_;
+  // The regions cudaMalloc may carve (not VMM reservations), by creation: place() searches
+  // them newest first.
+  std::map<std::uint64_t, std::map<DevPtr, Region>::iterator> carve_order_;
   std::uint64_t region_seq_ = 0;
   std::map<DevPtr, Bytes> large_;
   std::vector<SmallPage> small_pages_;
