@@ -146,14 +146,17 @@ struct CaseRun {
     run_ops.clear();
     const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
     std::size_t next = i;
+    std::uint64_t allocated_bits = 0;  // bit id % 64 of every alloc in the run: most frees skip the search
     for (; next < n_ops && ops[next].kind != Op::Kind::Compute && run_ops.size() < max_run; ++next) {
       const Op& o = ops[next];
       if (o.kind == Op::Kind::Free) {
         bool allocated_in_run = false;
-        for (const PendingOp& p : run_ops) allocated_in_run |= p.op->kind == Op::Kind::Alloc && p.op->id == o.id;
+        if (allocated_bits >> (o.id % 64) & 1)
+          for (const PendingOp& p : run_ops) allocated_in_run |= p.op->kind == Op::Kind::Alloc && p.op->id == o.id;
         if (allocated_in_run) break;
         run_ops.push_back({&o, live.take(o.id).value_or(0), {}, false});
       } else {
+        allocated_bits |= std::uint64_t(1) << (o.id % 64);
         run_ops.push_back({&o, 0, {}, false});
       }
     }
