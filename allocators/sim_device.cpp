@@ -120,10 +120,11 @@ struct PoolModel {
   std::map<Bytes, PoolBlock> live;                      // offset -> block
   std::map<Bytes, std::pair<Bytes, StreamId>> pending;  // freed, not reusable by other streams yet
   std::set<std::uint64_t> backed;                       // granule indices with physical memory
-  // The free ranges between live blocks, merged, in address order (start -> end): what first
-  // fit searches, so that a request does not walk every live block. The last one ends at
-  // kPoolSpan unless a live block does.
-  std::map<Bytes, Bytes> gaps{{0, kPoolSpan}};
+  // The free ranges between live blocks, merged, in address order ([start, end)): what first
+  // fit searches, so that a request does not walk every live block (a vector: a search reads
+  // most of them, and they are few next to the blocks). The last one ends at kPoolSpan unless
+  // a live block does.
+  std::vector<std::pair<Bytes, Bytes>> gaps{{0, kPoolSpan}};
   MemPoolUsage usage;
 
   bool cross_stream_reuse() const {
@@ -283,11 +284,10 @@ class SimDevice final : public Device {
     bool blocked = false;  // ranges freed on other streams that this stream may not reuse yet
     for (const auto& [off, p] : pool.pending) blocked |= p.second != stream;
     if (!blocked) {  // the gaps between live blocks
-      const auto last = pool.gaps.rbegin();
-      const Bytes tail = last != pool.gaps.rend() && last->second == kPoolSpan ? last->first : kPoolSpan;
+      const Bytes tail = !pool.gaps.empty() && pool.gaps.back().second == kPoolSpan ? pool.gaps.back().first : kPoolSpan;
       bool done = false;
       for (auto it = pool.gaps.begin(); !done && it != pool.gaps.end() && it->first != tail; ++it)
-        done = consider(it->first, it->second, false);
+        if (it->second - it->first >= size) done = consider(it->first, it->second, false);
       if (!done) consider(tail, kPoolSpan, true);
     } else {  // the gaps between live blocks and those ranges
       std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
@@ -556,25 +556,35 @@ class SimDevice final : public Device {
 
   // [start, end) lies in one free gap (it was chosen among them): cut it out.
   static void take_gap(PoolModel& pool, Bytes start, Bytes end) {
-    auto it = std::prev(pool.gaps.upper_bound(start));
+    auto it = std::prev(std::upper_bound(pool.gaps.begin(), pool.gaps.end(), std::pair<Bytes, Bytes>(start, kPoolSpan)));
     const Bytes s = it->first, e = it->second;
     assert(s <= start && end <= e);
-    pool.gaps.erase(it);
-    if (s < start) pool.gaps.emplace(s, start);
-    if (end < e) pool.gaps.emplace(end, e);
+    if (s < start && end < e) {
+      it->second = start;
+      pool.gaps.emplace(it + 1, end, e);
+    } else if (s < start) {
+      it->second = start;
+    } else if (end < e) {
+      it->first = end;
+    } else {
+      pool.gaps.erase(it);
+    }
   }
   // A live block's range becomes free: merged with the gaps it touches.
   static void return_gap(PoolModel& pool, Bytes start, Bytes end) {
-    auto next = pool.gaps.lower_bound(start);
-    if (next != pool.gaps.end() && next->first == end) {
-      end = next->second;
-      next = pool.gaps.erase(next);
-    }
-    if (next != pool.gaps.begin() && std::prev(next)->second == start) {
+    auto next = std::lower_bound(pool.gaps.begin(), pool.gaps.end(), std::pair<Bytes, Bytes>(start, 0));
+    const bool joins_prev = next != pool.gaps.begin() && std::prev(next)->second == start;
+    const bool joins_next = next != pool.gaps.end() && next->first == end;
+    if (joins_prev && joins_next) {
+      std::prev(next)->second = next->second;
+      pool.gaps.erase(next);
+    } else if (joins_prev) {
       std::prev(next)->second = end;
-      return;
+    } else if (joins_next) {
+      next->first = start;
+    } else {
+      pool.gaps.emplace(next, start, end);
     }
-    pool.gaps.emplace_hint(next, start, end);
   }
 
   // A range reused by its own stream is no longer pending.
