@@ -19,6 +19,7 @@
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/frontier.h"
+#include "harness/reduce/reduce_cli.h"
 #include "harness/report/markdown_report.h"
 #include "harness/report/report.h"
 #include "harness/report/timeline_report.h"
@@ -464,9 +465,11 @@ const char* kSynopsis =
     "  gpumembench frontier --config FILE [--param capacity|batch|seq_len] [--lo V] [--hi V] [--resolution V]\n"
     "              [--steps N] [--allocator NAME]... [--device ...] [--capacity SIZE] [--output DIR]\n"
     "                                                    smallest capacity (largest batch/seq_len) without an OOM\n"
+    "  gpumembench reduce --trace FILE|--config FILE --allocator NAME [--alloc-conf STR] [--capacity SIZE]\n"
+    "              [--contrast-alloc-conf STR] [--output DIR]   shrink the first OOM to a small reproducer\n"
     "  gpumembench compare RESULTS RESULTS... [--match label|allocator] [--output DIR] [--format ...]\n"
     "                                                    runs side by side\n"
-    "  gpumembench help [replay|frontier|compare]        this help, or a subcommand's\n"
+    "  gpumembench help [replay|frontier|compare|reduce]        this help, or a subcommand's\n"
     "  gpumembench --version\n";
 
 const char* kRunExamples =
@@ -585,14 +588,17 @@ int run_cli(int argc, char** argv) {
                        "search only this allocator of the config (name or row label, as for a run); repeat for more")
       ->allow_extra_args(false);
 
+  ReduceCliArgs reduce_args;
+  auto* reduce = add_reduce_command(app, reduce_args);
+
   // `gpumembench help [SUBCOMMAND]` is answered before parsing: CLI11 would take "help replay"
   // for the replay subcommand itself. It is registered so that --help lists it.
   auto* help = app.add_subcommand("help", "this help, or a subcommand's: gpumembench help frontier");
   help->allow_extras();
   if (argc >= 2 && std::string(argv[1]) == "help") {
     const std::string topic = argc >= 3 ? argv[2] : "";
-    if (!topic.empty() && topic != "replay" && topic != "frontier" && topic != "compare") {
-      std::cerr << "gpumembench help: '" << topic << "' is not a subcommand (valid: replay, frontier, compare)\n";
+    if (!topic.empty() && topic != "replay" && topic != "frontier" && topic != "compare" && topic != "reduce") {
+      std::cerr << "gpumembench help: '" << topic << "' is not a subcommand (valid: replay, frontier, compare, reduce)\n";
       return 2;
     }
     std::cout << (topic.empty() ? app.help() : app.get_subcommand(topic)->help());
@@ -620,6 +626,7 @@ int run_cli(int argc, char** argv) {
     }
     if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match);
     if (frontier->parsed()) return run_frontier_command(frontier_args, cmd);
+    if (reduce->parsed()) return run_reduce_command(reduce_args, cmd);
     if (replay->parsed()) {
       ra.alloc_conf_given = conf_opt->count() > 0;
       return run_replay(ra, cmd);

@@ -1,0 +1,33 @@
+// What `gpumembench reduce` writes into its output folder: the reduced trace (native CSV), its
+// block map at the OOM (SVG), summary.md, and repro_torch.py, a standalone script that replays
+// the reduced trace in real PyTorch and says whether the OOM happens where gpumembench predicts.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "harness/reduce/reduce.h"
+#include "harness/results.h"
+
+namespace gmb {
+
+struct ReproducerInputs {
+  std::string source;        // the input: a trace file, or "CONFIG (workload N)"
+  std::string command_line;
+  ReduceSettings settings;   // target and contrast
+  Bytes memory_limit_bytes = 0;  // --memory-limit (0: the capacity is the limit)
+  ReduceResult result;
+  CaseResult input_case;     // the input replayed by the runner, up to its first OOM
+  CaseResult reduced_case;   // the reduced trace replayed by the runner, with its block map
+  std::optional<CaseResult> reduced_contrast_case;
+  DeviceInfo device;
+};
+
+std::string reproducer_summary_md(const ReproducerInputs& in);
+// Empty when the allocator is not `caching` (only PyTorch's own allocator can be checked in PyTorch).
+std::string repro_torch_py(const ReproducerInputs& in);
+// reduced_trace.csv, oom_block_map.svg, summary.md, repro_torch.py (caching only) into dir;
+// each written to a temporary name and renamed. Throws std::runtime_error naming the file.
+void write_reproducer(const std::string& dir, const ReproducerInputs& in);
+
+}  // namespace gmb

@@ -1,0 +1,159 @@
+// `gpumembench reduce` (issue 17): a trace's first OOM shrunk to a small reproducer, as a user
+// sees it: the files written, the reduced trace replayed by the CLI (same OOM kind, at its last
+// event; none under the contrast settings), every free with its allocation, the same result twice.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "allocators/units.h"
+#include "harness/reduce/reduce.h"
+#include "test_helpers.h"
+#include "workloads/trace.h"
+
+using namespace gmb::testing;
+using gmb::GiB;
+using gmb::MiB;
+using gmb::Op;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every free names a live allocation of the same trace; the last op is an allocation.
+void expect_well_formed(const std::vector<Op>& ops) {
+  std::set<gmb::BufferId> live;
+  for (const Op& op : ops) {
+    if (op.kind == Op::Kind::Alloc) {
+      EXPECT_TRUE(live.insert(op.id).second) << "id " << op.id << " allocated twice";
+    } else {
+      EXPECT_EQ(live.erase(op.id), 1u) << "free of id " << op.id << " without its allocation";
+    }
+  }
+  ASSERT_FALSE(ops.empty());
+  EXPECT_EQ(ops.back().kind, Op::Kind::Alloc);
+}
+
+// The first OOM of `trace` replayed by the CLI (results.json's "oom"), or null.
+json cli_first_oom(const fs::path& trace, const std::string& flags, const fs::path& out) {
+  auto r = run_gpumembench("replay --device sim -q --trace " + trace.string() + " --allocator caching " + flags +
+                           " --output " + out.string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  return json::parse(read_text(out / "results.json"))["cases"][0]["oom"];
+}
+
+std::vector<Op> ops_of(const std::vector<std::tuple<char, gmb::BufferId, gmb::Bytes>>& rows) {
+  std::vector<Op> ops;
+  for (auto [kind, id, bytes] : rows) {
+    Op op;
+    op.kind = kind == 'a' ? Op::Kind::Alloc : Op::Kind::Free;
+    op.id = id;
+    op.bytes = bytes;
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+}  // namespace
+
+// configs/fragmentation_oom.yaml's events (the committed trace, 102 events over three steps): the
+// first OOM (300 MiB at 1.75 GiB, event 25) comes down to its essence: 200 MiB segments split by
+// 110 MiB tensors, holes too small for the request. It still OOMs at its last event when the CLI
+// replays it, as a fragmentation OOM, and runs under expandable_segments:True.
+TEST(Reduce, FragmentationOomComesDownToItsEssence) {
+  auto dir = temp_dir("reduce_frag");
+  const std::string trace = source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv");
+  auto r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 1792MiB "
+                           "--contrast-alloc-conf expandable_segments:True --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("fragmentation OOM at event 25 (300.0 MiB request) reduced from 102 events (26 up to the OOM) to"),
+            std::string::npos) << r.out;
+  for (const char* f : {"reduced_trace.csv", "oom_block_map.svg", "summary.md", "repro_torch.py"})
+    EXPECT_TRUE(fs::exists(dir / "out" / f)) << f;
+  const gmb::Trace reduced = gmb::read_trace((dir / "out" / "reduced_trace.csv").string());
+  expect_well_formed(reduced.ops);
+  EXPECT_LE(reduced.ops.size(), 24u);
+  EXPECT_GE(reduced.ops.size(), 10u);  // a 300 MiB request fails only with the holes in place
+  const json oom = cli_first_oom(dir / "out" / "reduced_trace.csv", "--capacity 1792MiB", dir / "replay");
+  ASSERT_FALSE(oom.is_null());
+  EXPECT_EQ(oom["kind"], "fragmentation");
+  EXPECT_EQ(oom["event"], reduced.ops.size() - 1);
+  EXPECT_TRUE(cli_first_oom(dir / "out" / "reduced_trace.csv",
+                            "--capacity 1792MiB --alloc-conf expandable_segments:True", dir / "contrast").is_null());
+  const std::string summary = read_text(dir / "out" / "summary.md");
+  EXPECT_NE(summary.find("| OOM kind | fragmentation | fragmentation |"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("| under caching[expandable_segments:True] | no OOM up to the request | no OOM |"),
+            std::string::npos) << summary;
+  EXPECT_NE(summary.find("**hole "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("no single allocation (with its free) can be removed"), std::string::npos) << summary;
+  const std::string svg = read_text(dir / "out" / "oom_block_map.svg");
+  EXPECT_NE(svg.find("fragmentation OOM"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// The script is valid Python and says what it needs: without PyTorch or a GPU it exits 3 with a
+// message (on the GPU machine it replays the events; scripts/gpu_reproducers.sh).
+TEST(Reduce, ReproScriptRunsAndSaysWhatItNeeds) {
+  auto dir = temp_dir("reduce_py");
+  auto r = run_gpumembench("reduce -q --trace " + source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv") +
+                           " --allocator caching --capacity 1792MiB --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string py = read_text(dir / "out" / "repro_torch.py");
+  EXPECT_NE(py.find("LIMIT_BYTES = 1879048192"), std::string::npos);
+  EXPECT_NE(py.find("caching_allocator_alloc"), std::string::npos);
+  // Here there is no GPU (and no PyTorch): the script must say so and exit 3, never crash.
+  const std::string cmd = "cd " + (dir / "out").string() + " && python3 repro_torch.py > log.txt 2>&1; echo $? > rc.txt";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_EQ(read_text(dir / "out" / "rc.txt"), "3\n") << read_text(dir / "out" / "log.txt");
+  fs::remove_all(dir);
+}
+
+// The same input gives the same reduced trace, and a capacity OOM stays a capacity OOM: three
+// 1 GiB tensors on a 2 GiB device cannot be fewer than two live ones and the request.
+TEST(Reduce, IsDeterministicAndKeepsACapacityOomACapacityOom) {
+  std::vector<Op> input = ops_of({{'a', 0, 64 * MiB}, {'a', 1, GiB}, {'f', 0, 0}, {'a', 2, 100 * MiB},
+                                  {'a', 3, GiB - 4096}, {'f', 2, 0}, {'a', 4, GiB}, {'a', 5, 8 * MiB}});
+  gmb::ReduceSettings s;
+  s.target = {"caching", {}, 2 * GiB};
+  s.max_seconds = 0;
+  const gmb::ReduceResult a = gmb::reduce_oom(input, s);
+  const gmb::ReduceResult b = gmb::reduce_oom(input, s);
+  EXPECT_EQ(a.oom_event, 6u);
+  EXPECT_EQ(a.kind, gmb::OomKind::Capacity);
+  ASSERT_EQ(a.ops.size(), 3u);
+  expect_well_formed(a.ops);
+  ASSERT_EQ(b.ops.size(), a.ops.size());
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    EXPECT_EQ(a.ops[i].kind, b.ops[i].kind);
+    EXPECT_EQ(a.ops[i].id, b.ops[i].id);
+    EXPECT_EQ(a.ops[i].bytes, b.ops[i].bytes);
+  }
+  EXPECT_EQ(a.replays, b.replays);
+  EXPECT_TRUE(a.stopped_by.empty());
+}
+
+// A budget stops the search early and what is left is still a reproducer; no OOM at all is a
+// clear error, exit 2.
+TEST(Reduce, ABudgetStopsEarlyAndNoOomIsAnError) {
+  auto dir = temp_dir("reduce_budget");
+  const std::string trace = source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv");
+  auto r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 1792MiB --max-replays 5 "
+                           "--output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("stopped by the replay limit"), std::string::npos) << r.out;
+  const gmb::Trace reduced = gmb::read_trace((dir / "out" / "reduced_trace.csv").string());
+  expect_well_formed(reduced.ops);
+  EXPECT_EQ(cli_first_oom(dir / "out" / "reduced_trace.csv", "--capacity 1792MiB", dir / "replay")["event"],
+            reduced.ops.size() - 1);
+  r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 2GiB --output " +
+                      (dir / "none").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("the trace runs without an OOM under caching at 2.00 GiB: nothing to reduce"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(dir / "none"));
+  r = run_gpumembench("reduce -q --trace " + trace + " --allocator cuda_malloc --alloc-conf x --capacity 2GiB");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("apply to the caching allocator, not 'cuda_malloc'"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
