@@ -58,8 +58,8 @@ std::vector<Op> ops_of(const std::vector<std::tuple<char, gmb::BufferId, gmb::By
 }  // namespace
 
 // configs/fragmentation_oom.yaml's events (the committed trace, 102 events over three steps): the
-// first OOM (300 MiB at 1.75 GiB, event 25) comes down to its essence: 200 MiB segments split by
-// 110 MiB tensors, holes too small for the request. It still OOMs at its last event when the CLI
+// first OOM (300 MiB at 1.75 GiB, event 24) comes down to its essence: about 200 MiB segments split
+// by about 110 MiB tensors, holes too small for the request, about 20 events. It still OOMs at its last event when the CLI
 // replays it, as a fragmentation OOM, and runs under expandable_segments:True.
 TEST(Reduce, FragmentationOomComesDownToItsEssence) {
   auto dir = temp_dir("reduce_frag");
@@ -67,7 +67,7 @@ TEST(Reduce, FragmentationOomComesDownToItsEssence) {
   auto r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 1792MiB "
                            "--contrast-alloc-conf expandable_segments:True --output " + (dir / "out").string());
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("fragmentation OOM at event 25 (300.0 MiB request) reduced from 102 events (26 up to the OOM) to"),
+  EXPECT_NE(r.out.find("fragmentation OOM at event 24 (300.0 MiB request) reduced from 102 events (25 up to the OOM) to"),
             std::string::npos) << r.out;
   for (const char* f : {"reduced_trace.csv", "oom_block_map.svg", "summary.md", "repro_torch.py"})
     EXPECT_TRUE(fs::exists(dir / "out" / f)) << f;
@@ -75,6 +75,7 @@ TEST(Reduce, FragmentationOomComesDownToItsEssence) {
   expect_well_formed(reduced.ops);
   EXPECT_LE(reduced.ops.size(), 24u);
   EXPECT_GE(reduced.ops.size(), 10u);  // a 300 MiB request fails only with the holes in place
+  EXPECT_EQ(reduced.ops.back().bytes, 300 * MiB);  // the failed request keeps its size
   const json oom = cli_first_oom(dir / "out" / "reduced_trace.csv", "--capacity 1792MiB", dir / "replay");
   ASSERT_FALSE(oom.is_null());
   EXPECT_EQ(oom["kind"], "fragmentation");
@@ -89,6 +90,37 @@ TEST(Reduce, FragmentationOomComesDownToItsEssence) {
   EXPECT_NE(summary.find("no single allocation (with its free) can be removed"), std::string::npos) << summary;
   const std::string svg = read_text(dir / "out" / "oom_block_map.svg");
   EXPECT_NE(svg.find("fragmentation OOM"), std::string::npos);
+  // Deterministic: the same command gives the same files.
+  r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 1792MiB "
+                      "--contrast-alloc-conf expandable_segments:True --output " + (dir / "again").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(read_text(dir / "again" / "reduced_trace.csv"), read_text(dir / "out" / "reduced_trace.csv"));
+  EXPECT_EQ(read_text(dir / "again" / "repro_torch.py"), read_text(dir / "out" / "repro_torch.py"));
+  fs::remove_all(dir);
+}
+
+// configs/dynamic_seq.yaml's fragmentation OOM (default caching at 24 GiB, step 223, event
+// 490,784; 490,785 events up to it) comes down to a few dozen events at most that still OOM at
+// 24 GiB, as a fragmentation OOM at their last event, and run under expandable_segments:True.
+TEST(Reduce, DynamicSeqOomComesDownToAFewEvents) {
+  auto dir = temp_dir("reduce_dyn");
+  auto r = run_gpumembench("reduce -q --config " + source_path("configs/dynamic_seq.yaml") +
+                           " --steps 224 --allocator caching --capacity 24GiB --contrast-alloc-conf "
+                           "expandable_segments:True --max-seconds 0 --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("fragmentation OOM at event 490,784 (1.01 GiB request) reduced from 492,464 events (490,785 "
+                       "up to the OOM) to"),
+            std::string::npos) << r.out;
+  const gmb::Trace reduced = gmb::read_trace((dir / "out" / "reduced_trace.csv").string());
+  expect_well_formed(reduced.ops);
+  EXPECT_LE(reduced.ops.size(), 300u);
+  const json oom = cli_first_oom(dir / "out" / "reduced_trace.csv", "--capacity 24GiB", dir / "replay");
+  ASSERT_FALSE(oom.is_null());
+  EXPECT_EQ(oom["kind"], "fragmentation");
+  EXPECT_EQ(oom["event"], reduced.ops.size() - 1);
+  EXPECT_EQ(oom["requested_bytes"], 1089571760u);
+  EXPECT_TRUE(cli_first_oom(dir / "out" / "reduced_trace.csv", "--capacity 24GiB --alloc-conf expandable_segments:True",
+                            dir / "contrast").is_null());
   fs::remove_all(dir);
 }
 
@@ -110,19 +142,23 @@ TEST(Reduce, ReproScriptRunsAndSaysWhatItNeeds) {
 }
 
 // The same input gives the same reduced trace, and a capacity OOM stays a capacity OOM: three
-// 1 GiB tensors on a 2 GiB device cannot be fewer than two live ones and the request.
+// 1.5 GiB tensors on a 4 GiB device come down to the two live ones merged into one block (more
+// than 4 GiB - 1.5 GiB) and the request.
 TEST(Reduce, IsDeterministicAndKeepsACapacityOomACapacityOom) {
-  std::vector<Op> input = ops_of({{'a', 0, 64 * MiB}, {'a', 1, GiB}, {'f', 0, 0}, {'a', 2, 100 * MiB},
-                                  {'a', 3, GiB - 4096}, {'f', 2, 0}, {'a', 4, GiB}, {'a', 5, 8 * MiB}});
+  const gmb::Bytes big = 3 * GiB / 2;
+  std::vector<Op> input = ops_of({{'a', 0, 64 * MiB}, {'a', 1, big}, {'f', 0, 0}, {'a', 2, 100 * MiB},
+                                  {'a', 3, big - 4096}, {'f', 2, 0}, {'a', 4, big}, {'a', 5, 8 * MiB}});
   gmb::ReduceSettings s;
-  s.target = {"caching", {}, 2 * GiB};
+  s.target = {"caching", {}, 4 * GiB};
   s.max_seconds = 0;
   const gmb::ReduceResult a = gmb::reduce_oom(input, s);
   const gmb::ReduceResult b = gmb::reduce_oom(input, s);
   EXPECT_EQ(a.oom_event, 6u);
   EXPECT_EQ(a.kind, gmb::OomKind::Capacity);
-  ASSERT_EQ(a.ops.size(), 3u);
+  ASSERT_EQ(a.ops.size(), 2u);
   expect_well_formed(a.ops);
+  EXPECT_GT(a.ops[0].bytes, 4 * GiB - big);
+  EXPECT_EQ(a.ops[1].bytes, big);
   ASSERT_EQ(b.ops.size(), a.ops.size());
   for (std::size_t i = 0; i < a.ops.size(); ++i) {
     EXPECT_EQ(a.ops[i].kind, b.ops[i].kind);

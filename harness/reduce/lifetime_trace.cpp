@@ -84,15 +84,28 @@ std::unique_ptr<Device> LifetimeReplayer::make_device() const {
   return make_sim_device(o);
 }
 
+template <typename Visit>
+void LifetimeReplayer::for_each_event(const std::vector<std::uint32_t>* events, Visit visit) const {
+  if (!events) {
+    for (const LifetimeTrace::Event& e : trace_.events)
+      if (!visit(e)) return;
+    return;
+  }
+  for (std::uint32_t i : *events)
+    if (!visit(trace_.events[i])) return;
+}
+
 ReplayOutcome LifetimeReplayer::replay(Allocator& allocator, const std::vector<char>& keep,
-                                       const std::vector<Bytes>& bytes_of, std::vector<char>* reserved_growth) {
+                                       const std::vector<Bytes>& bytes_of, const std::vector<std::uint32_t>* events,
+                                       std::vector<char>* reserved_growth) {
   ++replays_;
   ReplayOutcome out;
   Bytes live = 0;  // requested bytes live; never above the capacity while every request is served
   std::uint64_t event = 0;
-  for (const LifetimeTrace::Event& e : trace_.events) {
+  bool failed = false;
+  for_each_event(events, [&](const LifetimeTrace::Event& e) {
     const std::uint32_t l = e.lifetime;
-    if (!keep[l]) continue;
+    if (!keep[l]) return true;
     if (e.is_free) {
       allocator.deallocate(ptr_[l]);
       ptr_[l] = 0;
@@ -107,31 +120,32 @@ ReplayOutcome LifetimeReplayer::replay(Allocator& allocator, const std::vector<c
         out.live_requested_bytes = live;
         out.limit_bytes = d.limit_bytes && d.limit_bytes < setup_.capacity_bytes ? d.limit_bytes : setup_.capacity_bytes;
         out.kind = oom_kind_at_request(live, bytes_of[l], out.limit_bytes);
-        events_ += event + 1;
-        return out;
+        failed = true;
+        return false;
       }
       if (reserved_growth) (*reserved_growth)[l] = allocator.in_use().reserved_bytes > before;
       ptr_[l] = *p;
       live += bytes_of[l];
     }
     ++event;
-  }
-  events_ += event;
+    return true;
+  });
+  events_ += event + (failed ? 1 : 0);
   return out;
 }
 
 ReplayOutcome LifetimeReplayer::run(const std::vector<char>& keep, const std::vector<Bytes>& bytes_of,
-                                    std::vector<char>* reserved_growth) {
+                                    const std::vector<std::uint32_t>* events, std::vector<char>* reserved_growth) {
   auto device = make_device();
   auto allocator = make_allocator(setup_.allocator, *device, setup_.options);
-  return replay(*allocator, keep, bytes_of, reserved_growth);
+  return replay(*allocator, keep, bytes_of, events, reserved_growth);
 }
 
 LifetimeReplayer::Kept LifetimeReplayer::run_and_keep(const std::vector<char>& keep, const std::vector<Bytes>& bytes_of) {
   Kept k;
   k.device = make_device();
   k.allocator = make_allocator(setup_.allocator, *k.device, setup_.options);
-  k.outcome = replay(*k.allocator, keep, bytes_of, nullptr);
+  k.outcome = replay(*k.allocator, keep, bytes_of, nullptr, nullptr);
   k.pointers.assign(trace_.lifetimes(), 0);
   std::vector<char> live(trace_.lifetimes(), 0);
   std::uint64_t event = 0;

@@ -63,10 +63,13 @@ OomKind oom_kind_at_request(Bytes live_requested, Bytes request, Bytes limit);
 class LifetimeReplayer {
  public:
   LifetimeReplayer(const LifetimeTrace& trace, ReplaySetup setup);
-  // Replays the kept lifetimes with sizes bytes_of up to the first failed allocation.
-  // reserved_growth, when given, gets per lifetime whether its allocation grew the reserved bytes.
+  // Replays the kept lifetimes with sizes bytes_of up to the first failed allocation. `events`,
+  // when given, lists the indices of trace.events to walk (in order; a superset of the kept ones'
+  // events): a reducer passes its current trace's, so a replay costs what the candidate holds,
+  // not the whole input. reserved_growth, when given, gets per lifetime whether its allocation
+  // grew the reserved bytes.
   ReplayOutcome run(const std::vector<char>& keep, const std::vector<Bytes>& bytes_of,
-                    std::vector<char>* reserved_growth = nullptr);
+                    const std::vector<std::uint32_t>* events = nullptr, std::vector<char>* reserved_growth = nullptr);
   // Replays the kept lifetimes and keeps the allocator as it stands at the end (at the failed
   // request, if one failed), with each lifetime's pointer (0: not live).
   struct Kept {
@@ -81,7 +84,9 @@ class LifetimeReplayer {
 
  private:
   ReplayOutcome replay(Allocator& allocator, const std::vector<char>& keep, const std::vector<Bytes>& bytes_of,
-                       std::vector<char>* reserved_growth);
+                       const std::vector<std::uint32_t>* events, std::vector<char>* reserved_growth);
+  template <typename Visit>
+  void for_each_event(const std::vector<std::uint32_t>* events, Visit visit) const;
   std::unique_ptr<Device> make_device() const;
   const LifetimeTrace& trace_;
   ReplaySetup setup_;

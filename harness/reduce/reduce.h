@@ -4,9 +4,9 @@
 //
 // Steps: replay the trace to its first OOM and drop every event after it; delta debugging (ddmin)
 // over allocation lifetimes, an allocation and its free removed together (first those that were
-// freed and never grew the reserved memory, then all); coarser sizes (each size rounded down or
-// up to the coarsest power-of-two multiple that keeps the OOM); ids renumbered in allocation
-// order. Only candidates that keep the OOM at the request are accepted, so whatever the budget
+// freed and never grew the reserved memory, then all); coarser sizes (each size but the
+// failed request's, rounded down or up to the coarsest power-of-two multiple that keeps the
+// OOM); ids renumbered in allocation order. Only candidates that keep the OOM at the request are accepted, so whatever the budget
 // allows, the result is a valid reproducer. Deterministic: no randomness, and the same replays in
 // the same order, unless the time limit stops it (the replay limit is the deterministic bound).
 #pragma once
@@ -44,7 +44,6 @@ struct ReduceResult {
   OomKind kind = OomKind::Capacity;
   Bytes request_bytes = 0;         // the failed request (input)
   std::vector<Op> ops;             // the reduced trace; its last op is the failed request
-  Bytes reduced_request_bytes = 0; // the request after coarsening
   std::uint64_t replays = 0, events_replayed = 0;
   double seconds = 0;
   std::string stopped_by;          // "": ran to the end (1-minimal in lifetimes); else "time limit", "replay limit"

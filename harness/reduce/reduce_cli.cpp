@@ -240,8 +240,12 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     out.reduced_case = replay_case("reduced_trace.csv", result.ops, a.allocator, options, settings.target.capacity_bytes, true);
     const OomRecord* after = first_oom(out.reduced_case);
     if (!after || after->event + 1 != result.ops.size() || after->kind != result.kind) {
-      std::cerr << "gpumembench reduce: internal error: the reduced trace does not end in the same OOM when the "
-                   "runner replays it\n";
+      std::cerr << fmt::format("gpumembench reduce: internal error: the runner replays the reduced trace ({} events) "
+                               "to {}, not to a {} OOM at its last event\n",
+                               result.ops.size(),
+                               after ? fmt::format("a {} OOM at event {}", to_string(after->kind), after->event)
+                                     : std::string("no OOM"),
+                               to_string(result.kind));
       return 1;
     }
     if (settings.contrast) {

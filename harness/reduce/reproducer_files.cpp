@@ -106,7 +106,7 @@ std::string reproducer_summary_md(const ReproducerInputs& in) {
                    with_commas(r.ops.size()));
   s += fmt::format("| OOM at event | {} | {} |\n", with_commas(r.oom_event), with_commas(r.ops.size() - 1));
   s += fmt::format("| OOM kind | {} | {} |\n", to_string(r.kind), cell(after, [](const OomRecord& o) { return std::string(to_string(o.kind)); }));
-  s += fmt::format("| request | {} | {} |\n", format_bytes(r.request_bytes), format_bytes(r.reduced_request_bytes));
+  s += fmt::format("| request | {} | {} |\n", format_bytes(r.request_bytes), format_bytes(r.ops.back().bytes));
   s += fmt::format("| allocated at the OOM | {} | {} |\n",
                    cell(before, [](const OomRecord& o) { return format_bytes(o.allocated_bytes); }),
                    cell(after, [](const OomRecord& o) { return format_bytes(o.allocated_bytes); }));
@@ -173,7 +173,7 @@ std::string repro_torch_py(const ReproducerInputs& in) {
       "Exit status: 1 the OOM happened at the predicted event (reproduced); 0 no OOM; 2 an OOM at another\n"
       "event; 3 cannot run here (no GPU, not enough free memory, torch already initialised CUDA).\n"
       "\"\"\"\n",
-      GMB_VERSION, r.ops.size(), to_string(r.kind), limit, format_bytes(limit), in.source, r.reduced_request_bytes,
+      GMB_VERSION, r.ops.size(), to_string(r.kind), limit, format_bytes(limit), in.source, r.ops.back().bytes,
       r.ops.size() - 1, after ? after->allocated_bytes : 0, after ? after->reserved_bytes : 0,
       after ? after->largest_free_block : 0);
   s += "import argparse\nimport math\nimport os\nimport sys\n\n";
