@@ -267,7 +267,11 @@ def main():
             print("OOM ELSEWHERE: at event %d, predicted %d" % (i, OOM_EVENT))
             return 2
     print(torch.cuda.memory_summary(0))
-    print("NO OOM: all %d events ran (predicted an OOM at event %d under %r)" % (len(EVENTS), OOM_EVENT, ALLOC_CONF))
+    if args.contrast:
+        print("NO OOM: all %d events ran under the contrast settings %r, as predicted" % (len(EVENTS), conf))
+    else:
+        print("NO OOM: all %d events ran under %r (predicted: an OOM at event %d under %r)"
+              % (len(EVENTS), conf, OOM_EVENT, ALLOC_CONF))
     return 0
 
 
