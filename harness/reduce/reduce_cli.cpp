@@ -84,16 +84,6 @@ CaseResult replay_case(const std::string& name, const std::vector<Op>& ops, cons
   return run_case(cs, spec, settings);
 }
 
-const OomRecord* first_oom(const CaseResult& c) {
-  return c.runs.empty() || !c.runs.front().first_oom ? nullptr : &*c.runs.front().first_oom;
-}
-
-std::string with_commas(std::uint64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(std::size_t(i), ",");
-  return s;
-}
-
 }  // namespace
 
 CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {

@@ -16,16 +16,6 @@ namespace gmb {
 
 namespace {
 
-std::string with_commas(std::uint64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(std::size_t(i), ",");
-  return s;
-}
-
-const OomRecord* first_oom(const CaseResult& c) {
-  return c.runs.empty() || !c.runs.front().first_oom ? nullptr : &*c.runs.front().first_oom;
-}
-
 std::string alloc_conf_of(const AllocatorOptions& o) {
   auto it = o.find("alloc_conf");
   return it == o.end() ? "" : it->second;
@@ -90,6 +80,16 @@ std::string pinning_blocks_md(const ReproducerInputs& in) {
 }
 
 }  // namespace
+
+std::string with_commas(std::uint64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(std::size_t(i), ",");
+  return s;
+}
+
+const OomRecord* first_oom(const CaseResult& c) {
+  return c.runs.empty() || !c.runs.front().first_oom ? nullptr : &*c.runs.front().first_oom;
+}
 
 std::string reproducer_summary_md(const ReproducerInputs& in) {
   const ReduceResult& r = in.result;

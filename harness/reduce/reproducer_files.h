@@ -3,6 +3,7 @@
 // the reduced trace in real PyTorch and says whether the OOM happens where gpumembench predicts.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,11 @@ struct ReproducerInputs {
   std::optional<CaseResult> reduced_contrast_case;
   DeviceInfo device;
 };
+
+// "490,784": counts as the summary and the command line print them.
+std::string with_commas(std::uint64_t v);
+// The first run's first OOM, or null.
+const OomRecord* first_oom(const CaseResult& c);
 
 std::string reproducer_summary_md(const ReproducerInputs& in);
 // Empty when the allocator is not `caching` (only PyTorch's own allocator can be checked in PyTorch).
