@@ -169,8 +169,8 @@ TEST(Reduce, IsDeterministicAndKeepsACapacityOomACapacityOom) {
   EXPECT_TRUE(a.stopped_by.empty());
 }
 
-// A budget stops the search early and what is left is still a reproducer; no OOM at all is a
-// clear error, exit 2.
+// A budget stops the search early and what is left is still a reproducer; no OOM at all, a flag
+// of another allocator or an output folder that cannot be made is a clear error, exit 2.
 TEST(Reduce, ABudgetStopsEarlyAndNoOomIsAnError) {
   auto dir = temp_dir("reduce_budget");
   const std::string trace = source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv");
@@ -191,5 +191,13 @@ TEST(Reduce, ABudgetStopsEarlyAndNoOomIsAnError) {
   r = run_gpumembench("reduce -q --trace " + trace + " --allocator cuda_malloc --alloc-conf x --capacity 2GiB");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("apply to the caching allocator, not 'cuda_malloc'"), std::string::npos) << r.out;
+  // An output folder that cannot be made: exit 2, the folder named, nothing left behind.
+  write_text(dir / "a_file", "x");
+  r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 1792MiB --output " +
+                      (dir / "a_file" / "out").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot write the reproducer into " + (dir / "a_file" / "out").string()), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(dir / "a_file" / "out.tmp-reduce"));
   fs::remove_all(dir);
 }

@@ -282,20 +282,30 @@ if __name__ == "__main__":
 }
 
 void write_reproducer(const std::string& dir, const ReproducerInputs& in) {
+  namespace fs = std::filesystem;
+  // A new folder is written under a temporary name and renamed when complete, so a failed write
+  // leaves nothing; into an existing folder each file is written to a temporary name and renamed.
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create the folder {}: {}", dir, ec.message()));
-  write_trace(dir + "/reduced_trace.csv.tmp", in.result.ops);
-  std::filesystem::rename(dir + "/reduced_trace.csv.tmp", dir + "/reduced_trace.csv");
-  if (first_oom(in.reduced_case)) write_file_atomically(dir + "/oom_block_map.svg", block_map_svg(in.reduced_case, in.device));
-  write_file_atomically(dir + "/summary.md", reproducer_summary_md(in));
-  const std::string py = repro_torch_py(in);
-  if (!py.empty()) {
-    write_file_atomically(dir + "/repro_torch.py", py);
-    std::filesystem::permissions(dir + "/repro_torch.py", std::filesystem::perms::owner_exec |
-                                                              std::filesystem::perms::group_exec |
-                                                              std::filesystem::perms::others_exec,
-                                 std::filesystem::perm_options::add, ec);
+  const bool fresh = !fs::exists(dir, ec);
+  const std::string at = fresh ? dir + ".tmp-reduce" : dir;
+  try {
+    if (fresh) fs::remove_all(at, ec);
+    fs::create_directories(at, ec);
+    if (ec) throw std::runtime_error(fmt::format("cannot create the folder {}: {}", dir, ec.message()));
+    write_trace(at + "/reduced_trace.csv.tmp", in.result.ops);
+    fs::rename(at + "/reduced_trace.csv.tmp", at + "/reduced_trace.csv");
+    if (first_oom(in.reduced_case)) write_file_atomically(at + "/oom_block_map.svg", block_map_svg(in.reduced_case, in.device));
+    write_file_atomically(at + "/summary.md", reproducer_summary_md(in));
+    const std::string py = repro_torch_py(in);
+    if (!py.empty()) {
+      write_file_atomically(at + "/repro_torch.py", py);
+      fs::permissions(at + "/repro_torch.py",
+                      fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add, ec);
+    }
+    if (fresh) fs::rename(at, dir);
+  } catch (const std::exception& e) {
+    if (fresh) fs::remove_all(at, ec);
+    throw std::runtime_error(fmt::format("cannot write the reproducer into {}: {}", dir, e.what()));
   }
 }
 
