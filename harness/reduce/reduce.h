@@ -4,11 +4,15 @@
 //
 // Steps: replay the trace to its first OOM and drop every event after it; delta debugging (ddmin)
 // over allocation lifetimes, an allocation and its free removed together (first those that were
-// freed and never grew the reserved memory, then all); coarser sizes (each size but the
-// failed request's, rounded down or up to the coarsest power-of-two multiple that keeps the
-// OOM); ids renumbered in allocation order. Only candidates that keep the OOM at the request are accepted, so whatever the budget
-// allows, the result is a valid reproducer. Deterministic: no randomness, and the same replays in
-// the same order, unless the time limit stops it (the replay limit is the deterministic bound).
+// freed and never grew the reserved memory, then all); neighbouring never-freed allocations
+// merged into one; coarser sizes (each size but the failed request's, rounded down or up to the
+// coarsest power-of-two multiple that keeps the OOM); ids renumbered in allocation order. A
+// fragmentation OOM must also keep at least the input's room: live requested bytes before the
+// request no more than the input's (else larger sizes could make it an OOM at the brink of the
+// capacity, another story). Only candidates that keep the OOM at the request are accepted, so
+// whatever the budget allows, the result is a valid reproducer. Deterministic: no randomness,
+// the same replays in the same order, unless the time limit stops it (the replay limit is the
+// deterministic bound).
 #pragma once
 
 #include <cstdint>
