@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "allocators/tracking_allocator.h"
-#include "allocators/units.h"
+#include "common/units.h"
 
 namespace gmb {
 namespace {

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "allocators/allocator.h"
-#include "allocators/units.h"
+#include "common/units.h"
 
 namespace gmb {
 

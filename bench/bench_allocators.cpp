@@ -7,7 +7,7 @@
 //
 // <device> is "cuda" or "sim". On sim the wall time is the model's own bookkeeping, not a GPU
 // figure; the counter modeled_us is the modeled driver time per pair (H200 medians, see
-// allocators/sim_device.cpp). device_calls is the driver calls per pair on either device.
+// devices/sim_device.cpp). device_calls is the driver calls per pair on either device.
 // The same sizes for every allocator: 512 B .. 1 GiB.
 #include <benchmark/benchmark.h>
 

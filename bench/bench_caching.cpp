@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "allocators/caching/caching_allocator.h"
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb {
 namespace {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "allocators/device.h"  // DevPtr
+#include "devices/device.h"  // DevPtr
 #include "workloads/workload.h"  // BufferId
 
 namespace gmb {

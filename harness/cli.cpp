@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/frontier.h"

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/bounded_read.h"
 #include "harness/report/report.h"
 #include "harness/report/table_format.h"

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb {
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/report/report.h"
 #include "harness/workload_need.h"
 #include "workloads/transformer.h"

@@ -5,7 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/frontier.h"
 #include "harness/report/report.h"
 

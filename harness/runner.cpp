@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "allocators/recorded_placement_device.h"
+#include "devices/recorded_placement_device.h"
 #include "allocators/registry.h"
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/buffer_table.h"
 #include "harness/step_ops_ahead.h"
 #include "harness/tick_clock.h"

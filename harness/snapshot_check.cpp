@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "allocators/recorded_placement_device.h"
-#include "allocators/recording_device.h"
+#include "devices/recorded_placement_device.h"
+#include "devices/recording_device.h"
 #include "allocators/registry.h"
-#include "allocators/units.h"
+#include "common/units.h"
 
 namespace gmb {
 

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "allocators/caching/alloc_conf.h"
-#include "allocators/recorded_placement_device.h"
-#include "allocators/recording_device.h"
+#include "devices/recorded_placement_device.h"
+#include "devices/recording_device.h"
 #include "allocators/registry.h"
 #include "workloads/pickle/pickle_writer.h"
 #include "workloads/pytorch_snapshot.h"  // to_string(DeviceCall::Kind): the trace action names

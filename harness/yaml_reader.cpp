@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "allocators/text_excerpt.h"
-#include "allocators/units.h"
+#include "common/text_excerpt.h"
+#include "common/units.h"
 
 namespace gmb {
 

@@ -8,7 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 #include "harness/runner.h"
 #include "workloads/hole_pattern.h"
 

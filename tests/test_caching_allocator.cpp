@@ -7,7 +7,7 @@
 #include <string>
 
 #include "allocators/caching/caching_allocator.h"
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb {
 namespace {

@@ -22,8 +22,8 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/caching/caching_allocator.h"
-#include "allocators/device.h"
-#include "allocators/units.h"
+#include "devices/device.h"
+#include "common/units.h"
 #include "torch_ref_data.h"
 
 namespace gmb {

@@ -5,7 +5,7 @@
 
 #include "allocators/caching/alloc_conf.h"
 #include "allocators/caching/caching_allocator.h"
-#include "allocators/device.h"
+#include "devices/device.h"
 #include "allocators/registry.h"
 
 namespace gmb {

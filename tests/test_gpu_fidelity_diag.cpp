@@ -57,7 +57,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/caching/caching_allocator.h"
-#include "allocators/device.h"
+#include "devices/device.h"
 #include "torch_ref_data.h"
 
 namespace gmb {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 #include "test_helpers.h"
 
 using namespace gmb::testing;

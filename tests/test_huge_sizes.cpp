@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 #include "test_helpers.h"
 
 namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 // cuda_managed and cuda_mempool on the simulated device, with the exact figures of the model
-// (allocators/sim_device.cpp, calibrated on the H200: results/h200/native_allocators.md).
+// (devices/sim_device.cpp, calibrated on the H200: results/h200/native_allocators.md).
 #include <gtest/gtest.h>
 
 #include <map>

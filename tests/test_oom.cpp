@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/frontier.h"
 #include "harness/report/oom_block_map.h"
 #include "harness/report/markdown_report.h"

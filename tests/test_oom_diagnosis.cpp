@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/report/oom_diagnosis.h"
 #include "harness/report/report.h"
 #include "test_helpers.h"

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/report/csv_report.h"
 #include "harness/report/json_report.h"
 #include "harness/report/latex_report.h"

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 using namespace gmb;
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 using namespace gmb;
 using nlohmann::json;

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 using namespace gmb;
 using nlohmann::json;

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/recording_device.h"
+#include "devices/recording_device.h"
 #include "harness/snapshot_check.h"
 #include "test_helpers.h"
 

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "allocators/recorded_placement_device.h"
+#include "devices/recorded_placement_device.h"
 #include "allocators/registry.h"
 #include "harness/snapshot_check.h"
 #include "torch_snapshot_data.h"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 
 using namespace gmb;
 

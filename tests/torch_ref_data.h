@@ -23,7 +23,7 @@
 #endif
 
 #include "allocators/allocator.h"
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb::torch_ref {
 

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "allocators/text_excerpt.h"  // escaped_excerpt, for the readers' messages
+#include "common/text_excerpt.h"  // escaped_excerpt, for the readers' messages
 #include "workloads/trace_error.h"
 
 namespace gmb {

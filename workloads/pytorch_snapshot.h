@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "allocators/recording_device.h"  // DeviceCall: the same four calls, replayed
+#include "devices/device_call.h"  // the same four calls, replayed
 #include "workloads/trace_source.h"
 #include "workloads/workload.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "allocators/device.h"  // Bytes, DevPtr, StreamId only
+#include "common/types.h"
 
 namespace gmb {
 

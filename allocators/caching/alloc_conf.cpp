@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "allocators/allocator.h"
-#include "allocators/text_excerpt.h"
+#include "common/text_excerpt.h"
 
 namespace gmb::caching {
 namespace {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb::caching {
 

@@ -34,7 +34,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb::caching {
 

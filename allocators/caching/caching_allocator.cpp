@@ -22,7 +22,7 @@
 #include "allocators/caching/block_set.h"
 #include "allocators/caching/free_block_set.h"
 #include "allocators/registry.h"
-#include "allocators/units.h"
+#include "common/units.h"
 
 namespace gmb {
 namespace caching {

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb::caching {
 

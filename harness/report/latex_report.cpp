@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/report/case_summary.h"
 #include "harness/report/table_format.h"
 

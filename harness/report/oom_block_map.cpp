@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/report/oom_diagnosis.h"
 #include "harness/report/report.h"
 #include "harness/report/svg.h"

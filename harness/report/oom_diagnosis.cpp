@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 
 namespace gmb {
 

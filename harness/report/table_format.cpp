@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 
 namespace gmb {
 

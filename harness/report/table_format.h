@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb {
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/report/svg.h"
 
 namespace gmb {

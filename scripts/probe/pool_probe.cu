@@ -1,5 +1,5 @@
 // pool_probe: how the cudaMemPool (and cudaMalloc) behave on seeded mixes, op by op, for
-// calibrating the sim's models (allocators/sim_device.cpp).
+// calibrating the sim's models (devices/sim_device.cpp).
 //
 // Build:  nvcc -O2 -std=c++17 -o pool_probe scripts/probe/pool_probe.cu
 // Run:    ./pool_probe SECTION OUT_DIR [seeds] [repeats]

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "allocators/device.h"
+#include "common/types.h"
 
 namespace gmb {
 

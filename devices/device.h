@@ -8,21 +8,9 @@
 #include <optional>
 #include <string>
 
+#include "common/types.h"
+
 namespace gmb {
-
-using Bytes = std::uint64_t;
-using DevPtr = std::uint64_t;  // a device address as an integer; 0 is never a valid block
-using StreamId = int;          // 0 = the default stream; others are created on first use
-
-constexpr Bytes KiB = 1024;
-constexpr Bytes MiB = 1024 * KiB;
-constexpr Bytes GiB = 1024 * MiB;
-constexpr Bytes TiB = 1024 * GiB;
-
-// The largest device (capacity) accepted anywhere: 1 PiB, far above any card. A request
-// larger than the device is refused before any rounding, so with sizes bounded by this no
-// rounding, page count or sum of live bytes can overflow 64 bits.
-constexpr Bytes kMaxDeviceBytes = 1024 * TiB;
 
 enum class DeviceKind { Sim, Cuda };
 const char* to_string(DeviceKind kind);

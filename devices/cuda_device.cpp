@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb {
 namespace {

@@ -1,4 +1,4 @@
-#include "allocators/text_excerpt.h"
+#include "common/text_excerpt.h"
 
 #include <algorithm>
 

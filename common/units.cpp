@@ -1,4 +1,4 @@
-#include "allocators/units.h"
+#include "common/units.h"
 
 #include <cctype>
 #include <cmath>

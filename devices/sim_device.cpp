@@ -36,7 +36,7 @@
 
 #include <fmt/format.h>
 
-#include "allocators/device.h"
+#include "devices/device.h"
 
 namespace gmb {
 namespace {

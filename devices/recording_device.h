@@ -11,17 +11,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "allocators/device.h"
+#include "devices/device.h"
+#include "devices/device_call.h"
 
 namespace gmb {
-
-struct DeviceCall {
-  enum class Kind : std::uint8_t { Malloc, Free, Map, Unmap };
-  Kind kind = Kind::Malloc;
-  Bytes bytes = 0;
-  DevPtr address = 0;
-  std::uint64_t mark = 0;  // the caller's mark when the call was made (e.g. the op being replayed)
-};
 
 class RecordingDevice final : public Device {
  public:
