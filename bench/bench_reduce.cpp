@@ -6,7 +6,7 @@
 //   BM_ReduceDynamicSeqOom  counters: events/s replayed, replays, events before and after
 #include <benchmark/benchmark.h>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/config.h"
 #include "harness/reduce/reduce.h"
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/reduce/reduce.h"
 #include "test_helpers.h"
 #include "workloads/trace.h"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
-#include "allocators/units.h"
+#include "common/units.h"
 
 namespace gmb {
 

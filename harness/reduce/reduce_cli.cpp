@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/config.h"
 #include "harness/reduce/reduce.h"
 #include "harness/reduce/reproducer_files.h"

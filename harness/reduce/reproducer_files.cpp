@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
-#include "allocators/units.h"
+#include "common/units.h"
 #include "harness/report/oom_diagnosis.h"
 #include "harness/report/oom_block_map.h"
 #include "harness/report/report.h"
