@@ -281,6 +281,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   auto source = open_trace(a.trace, open_options);
   const TraceMeta meta = source->meta();
   const PyTorchSnapshot* snapshot = pytorch_snapshot_of(*source);
+  auto make_workload = trace_workload_factory(a.trace, open_options, *source);  // a snapshot: parsed once
   if (!snapshot) source.reset();
   if (a.trace_device >= 0 && !snapshot)
     throw UsageError(fmt::format("--trace-device applies to PyTorch snapshots; {} is a {} trace", a.trace, meta.format));
@@ -362,8 +363,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     }
     settings.event_sink = &*rmm_log;
   }
-  const std::string trace_path = a.trace;
-  CaseSpec cs{a.allocator, options, [trace_path, open_options] { return make_trace_workload(trace_path, open_options); }};
+  CaseSpec cs{a.allocator, options, make_workload};
   CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
   {
     auto device = make_device(spec);

@@ -49,10 +49,12 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
   namespace fs = std::filesystem;
   if (fs::path(path).is_relative() && !fs::exists(path) && fs::exists(fs::path(config_dir) / path))
     path = (fs::path(config_dir) / path).string();
-  WorkloadSpec spec{"trace", [path] { return make_trace_workload(path); }, {}, {}, {}};
+  WorkloadSpec spec{"trace", nullptr, {}, {}, {}};
   try {
-    // The format and the start of the file are checked now; the rest as it replays.
+    // The format and the start of the file are checked now; the rest as it replays (a snapshot
+    // is read whole now, once for every case).
     auto source = open_trace(path);
+    spec.make = trace_workload_factory(path, {}, *source);
     for (const auto& line : describe(source->meta())) spec.notes.push_back(fmt::format("trace {}: {}", path, line));
   } catch (const TraceError& e) {
     y.fail(n["path"], key + ".path", e.what());

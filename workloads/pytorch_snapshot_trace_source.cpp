@@ -1,7 +1,7 @@
 // open_trace's reader for PyTorch snapshots: the pickle is read whole (its dict closes only at
 // the end), converted for one device (pytorch_snapshot.h), and the pickle's bytes and tree are
 // freed before the first op is handed out; what stays is the ops (about 40 bytes each) and the
-// distinct origins.
+// distinct origins, shared by every replay_from_start() reader.
 #include <fmt/format.h>
 
 #include "workloads/pytorch_snapshot.h"
@@ -12,7 +12,7 @@ namespace {
 
 class PyTorchSnapshotSource final : public TraceSource {
  public:
-  PyTorchSnapshotSource(PyTorchSnapshot s, bool gzip) : s_(std::move(s)) {
+  PyTorchSnapshotSource(std::shared_ptr<const PyTorchSnapshot> s, bool gzip) : shared_(std::move(s)), s_(*shared_) {
     meta_.format = "pytorch_snapshot";
     meta_.alloc_conf = s_.alloc_conf;
     meta_.has_alloc_conf = s_.has_alloc_conf;
@@ -23,6 +23,10 @@ class PyTorchSnapshotSource final : public TraceSource {
     meta_.recorded_ooms = s_.ooms.size();
     for (const RecordedOom& o : s_.ooms)
       if (meta_.recorded_oom_events.size() < TraceMeta::kMaxRecordedOomEvents) meta_.recorded_oom_events.push_back(o.op);
+  }
+
+  std::unique_ptr<TraceSource> replay_from_start() const override {
+    return std::make_unique<PyTorchSnapshotSource>(shared_, meta_.gzip);
   }
 
   const TraceMeta& meta() const override { return meta_; }
@@ -50,7 +54,8 @@ class PyTorchSnapshotSource final : public TraceSource {
   const PyTorchSnapshot& snapshot() const { return s_; }
 
  private:
-  PyTorchSnapshot s_;
+  std::shared_ptr<const PyTorchSnapshot> shared_;
+  const PyTorchSnapshot& s_;
   TraceMeta meta_;
   std::size_t next_ = 0, chunk_start_ = 0, chunk_before_ = 0;
 };
@@ -67,7 +72,7 @@ std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteIn
   const bool gzip = in->gzip();
   const std::string path = in->path();
   in.reset();
-  PyTorchSnapshot s = convert_pytorch_snapshot(content, path, options.device);
+  auto s = std::make_shared<const PyTorchSnapshot>(convert_pytorch_snapshot(content, path, options.device));
   return std::make_unique<PyTorchSnapshotSource>(std::move(s), gzip);
 }
 

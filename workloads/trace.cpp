@@ -84,6 +84,20 @@ std::unique_ptr<Workload> make_trace_workload(const std::string& path, const Tra
   return std::make_unique<TraceWorkload>(path, open_trace(path, options), chunk_ops);
 }
 
+std::function<std::unique_ptr<Workload>()> trace_workload_factory(const std::string& path,
+                                                                  const TraceOpenOptions& options,
+                                                                  const TraceSource& opened) {
+  std::shared_ptr<const TraceSource> whole = opened.replay_from_start();
+  if (whole)
+    return [path, whole] { return std::make_unique<TraceWorkload>(path, whole->replay_from_start(), kTraceChunkOps); };
+  return [path, options] { return make_trace_workload(path, options); };
+}
+
+std::function<std::unique_ptr<Workload>()> trace_workload_factory(const std::string& path,
+                                                                  const TraceOpenOptions& options) {
+  return trace_workload_factory(path, options, *open_trace(path, options));
+}
+
 std::unique_ptr<Workload> make_trace_workload(Trace trace, std::size_t chunk_ops) {
   std::string path = trace.path;
   return std::make_unique<TraceWorkload>(path, std::make_unique<OpsSource>(std::move(trace.ops)), chunk_ops);

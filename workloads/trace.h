@@ -3,6 +3,7 @@
 // previous chunk replays, so memory does not grow with the trace's length.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,16 @@ constexpr std::size_t kTraceChunkOps = 65536;
 // from step_ops, naming the line or offset) and replays it chunk by chunk.
 std::unique_ptr<Workload> make_trace_workload(const std::string& path, const TraceOpenOptions& options = {},
                                               std::size_t chunk_ops = kTraceChunkOps);
+
+// Makes trace workloads of one file, each replaying it from the start: the file is opened
+// (and checked: TraceError) here, once; a format read whole (a snapshot) is parsed here only
+// and shared, a streamed one is opened again by each workload. Callable from several threads.
+std::function<std::unique_ptr<Workload>()> trace_workload_factory(const std::string& path,
+                                                                  const TraceOpenOptions& options = {});
+// The same, from a reader already open (its meta() for the caller; no read() made yet).
+std::function<std::unique_ptr<Workload>()> trace_workload_factory(const std::string& path,
+                                                                  const TraceOpenOptions& options,
+                                                                  const TraceSource& opened);
 
 // A whole trace in memory: for tests and small tools.
 struct Trace {

@@ -50,6 +50,10 @@ class TraceSource {   // a trace read as a stream, never loaded whole
   // Asked for ops returned by the last two read() calls (the replay reads one chunk ahead), from
   // another thread than read() but never at the same time (the trace workload serialises them).
   virtual std::string origin(const Op&) const { return {}; }
+  // A new reader from the first op, sharing what this one holds in memory (a snapshot, read
+  // whole): so a trace that is parsed whole is parsed once however often it is replayed.
+  // nullptr for a streamed format (open the file again). Safe from several threads.
+  virtual std::unique_ptr<TraceSource> replay_from_start() const { return nullptr; }
 };
 
 struct TraceOpenOptions { int device = -1; /* snapshot device, -1 = the one with most events */ };
