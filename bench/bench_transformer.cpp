@@ -9,8 +9,10 @@
 //                                        into allocator calls, compute calls and the rest
 //   BM_WorkloadNeed                      the workload's need (one pass over its events before the
 //                                        timed runs, once per workload in a config run)
+//   BM_DynamicSeqConfigOnSim             the whole of configs/dynamic_seq.yaml on sim
 #include <benchmark/benchmark.h>
 
+#include "harness/config.h"
 #include "harness/runner.h"
 #include "harness/workload_need.h"
 #include "workloads/transformer.h"
@@ -87,6 +89,26 @@ void BM_WorkloadNeed(benchmark::State& state) {
       benchmark::Counter(double(events), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_WorkloadNeed)->Unit(benchmark::kMillisecond);
+
+// configs/dynamic_seq.yaml on sim as `gpumembench --config configs/dynamic_seq.yaml --device sim`
+// runs it (the need pass once, then its 7 allocator settings x 300 steps, about 4.6 M events),
+// without writing the reports. items/s = allocator events per second.
+void BM_DynamicSeqConfigOnSim(benchmark::State& state) {
+  const Config config = load_config(std::string(GMB_SOURCE_DIR) + "/configs/dynamic_seq.yaml");
+  DeviceSpec dev = config.device;
+  dev.choice = DeviceChoice::Sim;
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    const auto& w = config.workloads.at(0);
+    auto need = std::make_shared<const WorkloadNeed>(compute_workload_need(*w.make(), config.run.max_steps));
+    for (const auto& a : config.allocators) {
+      CaseResult r = run_case(CaseSpec{a.name, a.options, w.make, need}, dev, config.run);
+      events += r.runs.at(0).events;
+    }
+  }
+  state.SetItemsProcessed(std::int64_t(events));
+}
+BENCHMARK(BM_DynamicSeqConfigOnSim)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace
 }  // namespace gmb
