@@ -19,7 +19,7 @@ namespace {
 
 std::string inflated(const std::string& path) {
   auto in = gmb::ByteInput::open(path);
-  std::string content = in->read_rest();
+  std::string content = in->read_rest(gmb::kMaxSnapshotBytes, "the snapshot");
   return content;
 }
 

@@ -1,5 +1,9 @@
 #include "workloads/byte_input.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -32,12 +36,19 @@ constexpr std::size_t kBlock = std::size_t(1) << 20;  // bytes read per refill
 
 class FileBytes final : public ByteInput {
  public:
-  FileBytes(std::string path, std::FILE* f) : ByteInput(std::move(path)), f_(f) {}
+  FileBytes(std::string path, std::FILE* f, std::string head)
+      : ByteInput(std::move(path)), f_(f), head_(std::move(head)) {}
   ~FileBytes() override { std::fclose(f_); }
   bool gzip() const override { return false; }
 
  protected:
   std::size_t produce(char* dst, std::size_t room) override {
+    if (!head_.empty() && room >= head_.size()) {
+      std::memcpy(dst, head_.data(), head_.size());
+      const std::size_t n = head_.size();
+      head_.clear();
+      return n;
+    }
     std::size_t n = std::fread(dst, 1, room, f_);
     if (n == 0 && std::ferror(f_)) throw TraceError(path(), 0, fmt::format("read error: {}", std::strerror(errno)));
     return n;
@@ -45,12 +56,14 @@ class FileBytes final : public ByteInput {
 
  private:
   std::FILE* f_;
+  std::string head_;  // bytes read by open() to tell gzip from plain, delivered first
 };
 
 // gzip members one after another (as `cat a.gz b.gz` makes) inflate as one content.
 class GzipBytes final : public ByteInput {
  public:
-  GzipBytes(std::string path, std::FILE* f) : ByteInput(std::move(path)), f_(f), in_(kBlock / 4) {
+  GzipBytes(std::string path, std::FILE* f, std::string head)
+      : ByteInput(std::move(path)), f_(f), head_(std::move(head)), in_(kBlock / 4) {
     zs_ = z_stream{};
     if (inflateInit2(&zs_, 15 + 16) != Z_OK) throw TraceError(this->path(), 0, "zlib could not start");
   }
@@ -96,7 +109,13 @@ class GzipBytes final : public ByteInput {
 
  private:
   bool fill_input() {
-    const std::size_t n = std::fread(in_.data(), 1, in_.size(), f_);
+    std::size_t n = head_.size();
+    if (n) {
+      std::memcpy(in_.data(), head_.data(), n);
+      head_.clear();
+    } else {
+      n = std::fread(in_.data(), 1, in_.size(), f_);
+    }
     if (n == 0 && std::ferror(f_)) throw TraceError(path(), 0, fmt::format("read error: {}", std::strerror(errno)));
     consumed_in_ += zs_.next_in ? static_cast<std::uint64_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())) : 0;
     zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
@@ -112,6 +131,7 @@ class GzipBytes final : public ByteInput {
   std::uint64_t offset_of_output() const { return out_before_member_ + zs_.total_out; }
 
   std::FILE* f_;
+  std::string head_;  // the magic bytes read by open(), delivered first
   std::vector<char> in_;
   z_stream zs_;
   std::uint64_t consumed_in_ = 0;  // compressed bytes before in_[0]
@@ -124,20 +144,39 @@ class GzipBytes final : public ByteInput {
 ByteInput::ByteInput(std::string path) : path_(std::move(path)), buf_(kBlock) {}
 
 std::unique_ptr<ByteInput> ByteInput::open(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw TraceError(path, 0, fmt::format("cannot open the trace file: {}", std::strerror(errno)));
+  // Opened without blocking, so that a FIFO nobody writes to reads as empty instead of waiting
+  // for ever; then blocking again for the reads (a pipe with a writer delivers as it writes).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw TraceError(path, 0, fmt::format("cannot open the trace file: {}", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw TraceError(path, 0, "cannot open the trace file: it is a folder");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (!f) {
+    ::close(fd);
+    throw TraceError(path, 0, fmt::format("cannot open the trace file: {}", std::strerror(errno)));
+  }
   unsigned char magic[2] = {0, 0};
   const std::size_t n = std::fread(magic, 1, 2, f);
   const bool gz = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  std::rewind(f);
-  if (gz) return std::make_unique<GzipBytes>(path, f);
-  return std::make_unique<FileBytes>(path, f);
+  // The bytes read go back in front of the rest without seeking: a pipe cannot seek.
+  std::string head(reinterpret_cast<const char*>(magic), n);
+  std::unique_ptr<ByteInput> in;
+  if (gz) in = std::make_unique<GzipBytes>(path, f, std::move(head));
+  else in = std::make_unique<FileBytes>(path, f, std::move(head));
+  in->regular_file_ = S_ISREG(st.st_mode);
+  return in;
 }
 
-std::string ByteInput::read_rest() {
+std::string ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what) {
   std::string content;
   do {
     const std::string_view b = buffered();
+    if (content.size() + b.size() > max_bytes)
+      fail(fmt::format("{} is larger than {} MiB (the most read whole)", what, max_bytes >> 20));
     content.append(b.data(), b.size());
     consume(b.size());
   } while (refill());

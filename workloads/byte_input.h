@@ -41,8 +41,12 @@ class ByteInput {
   std::uint64_t offset() const { return base_ + pos_; }
   bool at_end() { return pos_ == end_ && !refill(); }
   // Everything not yet consumed, to the end of the content (inflated), consumed. For formats
-  // that are parsed whole (pickles).
-  std::string read_rest();
+  // that are parsed whole (pickles). TraceError when it holds more than max_bytes (`what` names
+  // the content in the message).
+  std::string read_rest(std::uint64_t max_bytes, std::string_view what);
+  // A regular file (not a pipe, FIFO or character device such as /dev/zero): its length is
+  // bounded by what the disk holds.
+  bool regular_file() const { return regular_file_; }
 
   // For binary readers: exactly n bytes, or TraceError "truncated: ... at byte N (expected
   // <what>)".
@@ -63,6 +67,7 @@ class ByteInput {
   std::size_t pos_ = 0, end_ = 0;  // unconsumed bytes: buf_[pos_, end_)
   std::uint64_t base_ = 0;         // content offset of buf_[0]
   bool ended_ = false;
+  bool regular_file_ = false;
 };
 
 

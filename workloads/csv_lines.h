@@ -7,12 +7,19 @@
 #include <cstring>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "workloads/byte_input.h"
 
 namespace gmb {
 
 class CsvLines {
  public:
+  // A line of a text trace is short (under 200 bytes); one longer than this is not a line of
+  // one (/dev/zero, a binary file, a 100 MB field) and ends the read with an error at once
+  // instead of buffering it whole.
+  static constexpr std::size_t kMaxLineBytes = std::size_t(1) << 20;
+
   explicit CsvLines(ByteInput& in) : in_(in) {}
 
   // The next line without its end ("\n" or "\r\n"); false at the end of the content. The view
@@ -28,6 +35,10 @@ class CsvLines {
         in_.consume(len + 1);
         break;
       }
+      if (buf.size() > kMaxLineBytes)
+        in_.fail(fmt::format("line {} is longer than {} MiB (no line end in its first {} bytes): not a line of a "
+                             "text trace",
+                             line_number_ + 1, kMaxLineBytes >> 20, buf.size()));
       if (!in_.refill()) {  // the last line may lack its newline
         if (buf.empty()) return false;
         line = in_.buffered();

@@ -79,7 +79,11 @@ PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const st
 // The converted snapshot behind a source open_trace made for a snapshot; nullptr for other formats.
 const PyTorchSnapshot* pytorch_snapshot_of(const TraceSource& source);
 
-// The snapshot reader of open_trace's format table (trace_source.h).
+// The most inflated bytes a snapshot may hold (it is read whole into memory): 16 GiB, far above
+// what PyTorch's default of 100000 trace entries makes.
+constexpr std::uint64_t kMaxSnapshotBytes = std::uint64_t(16) << 30;
+
+// The snapshot reader of open_trace's format table (trace_source.h): a regular file only.
 std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions& options);
 
 }  // namespace gmb

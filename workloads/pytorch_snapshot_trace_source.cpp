@@ -68,7 +68,12 @@ const PyTorchSnapshot* pytorch_snapshot_of(const TraceSource& source) {
 }
 
 std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions& options) {
-  std::string content = in->read_rest();
+  // A snapshot is parsed whole, so its length needs a bound: a regular file (what
+  // _dump_snapshot writes) up to kMaxSnapshotBytes inflated; a pipe or a device (/dev/urandom
+  // starting like a pickle) would be read into memory without end.
+  if (!in->regular_file())
+    in->fail_at(0, "a PyTorch snapshot is read whole: give it as a regular file (plain or .gz), not a pipe or device");
+  std::string content = in->read_rest(kMaxSnapshotBytes, "the snapshot's content");
   const bool gzip = in->gzip();
   const std::string path = in->path();
   in.reset();

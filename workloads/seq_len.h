@@ -63,8 +63,9 @@ struct SeqLenError : std::invalid_argument {
   std::uint64_t line;
 };
 
-// Reads "length,weight" lines (optional header `length,weight`, `#` comments, blank lines).
-// Throws SeqLenError naming the file and line.
+// Reads "length,weight" lines (optional header `length,weight`, `#` comments, blank lines), plain
+// or gzip, at most kMaxHistogramBytes. Throws SeqLenError naming the file and line.
+constexpr std::uint64_t kMaxHistogramBytes = std::uint64_t(16) << 20;
 std::vector<HistogramBin> read_histogram(const std::string& path);
 
 struct BatchShape {
