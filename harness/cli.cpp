@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -19,11 +20,15 @@
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/frontier.h"
+#include "harness/io/output_folder.h"
 #include "harness/reduce/reduce_cli.h"
 #include "harness/report/markdown_report.h"
 #include "harness/report/report.h"
 #include "harness/report/timeline_report.h"
 #include "harness/rmm_log_writer.h"
+#include "harness/run/case_plan.h"
+#include "harness/run/stop_request.h"
+#include "harness/run/sweep.h"
 #include "harness/snapshot_check.h"
 #include "harness/snapshot_export.h"
 #include "harness/workload_need.h"
@@ -153,89 +158,135 @@ std::string command_line(int argc, char** argv) {
   return s;
 }
 
-int run_config(const std::string& config_path, const std::string& device_flag, const std::string& capacity_flag,
-               const std::string& output_flag, const std::string& format_flag, bool quiet,
-               const std::string& cmd, std::uint64_t steps_flag, const std::vector<std::string>& allocator_flags) {
-  Config config = load_config(config_path);  // throws ConfigError: nothing has run
-  if (steps_flag) config.run.max_steps = steps_flag;
+struct RunArgs {
+  std::string config, device, capacity, output, resume, format;
+  bool overwrite = false, quiet = false;
+  std::uint64_t steps = 0;
+  std::vector<std::string> allocators;
+};
+
+// The config with the flags applied, its device resolved and its cases planned: what a run and
+// `gpumembench plan` share.
+struct PlannedRun {
+  Config config;
+  DeviceSpec spec;
+  std::vector<Bytes> capacity_sweep;  // the configured capacities when they are a sweep
+  std::vector<PlannedCase> cases;
+};
+
+PlannedRun plan_run(const RunArgs& a, bool quiet) {
+  PlannedRun p;
+  p.config = load_config(a.config);  // throws ConfigError: nothing has run
+  if (a.steps) p.config.run.max_steps = a.steps;
   try {
-    select_allocators(config, allocator_flags);
+    select_allocators(p.config, a.allocators);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  p.spec = p.config.device;
+  if (!a.device.empty()) p.spec.choice = parse_device_choice(a.device);
+  if (!a.capacity.empty()) p.spec.capacity_bytes = parse_capacity(a.capacity);
+  p.spec = choose_device(p.spec, quiet);
+  // A capacity sweep (`device: {capacity: [8GiB, 12GiB]}`): one set of cases per capacity,
+  // labelled "... @ 8.00 GiB". --capacity replaces the sweep with one capacity.
+  std::vector<Bytes> capacities = {p.spec.capacity_bytes};
+  if (a.capacity.empty() && p.config.capacities.size() > 1) p.capacity_sweep = capacities = p.config.capacities;
+  try {
+    p.cases = plan_cases(p.config, p.spec.choice, capacities, !p.capacity_sweep.empty());
+  } catch (const CasePlanError& e) {
+    throw UsageError(e.what());
+  }
+  return p;
+}
+
+// The command line to continue a stopped run: this one with `--resume DIR` for its folder.
+std::string resume_command(int argc, char** argv, const std::string& dir) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--output" || arg == "--resume") {
+      ++i;
+      continue;
+    }
+    if (arg == "--overwrite" || arg.rfind("--output=", 0) == 0 || arg.rfind("--resume=", 0) == 0) continue;
+    s += (s.empty() ? "" : " ") + arg;
+  }
+  return s + " --resume " + dir;
+}
+
+int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) {
+  if (!a.resume.empty() && (!a.output.empty() || a.overwrite))
+    throw UsageError("--resume DIR continues the run in DIR: it takes neither --output nor --overwrite");
+  PlannedRun p = plan_run(a, a.quiet);
+  const Config& config = p.config;
   std::vector<std::string> formats = {"md", "csv", "json"};
   if (!config.formats.empty()) formats = config.formats;
-  if (!format_flag.empty()) formats = parse_formats(format_flag);
-  DeviceSpec spec = config.device;
-  if (!device_flag.empty()) spec.choice = parse_device_choice(device_flag);
-  if (!capacity_flag.empty()) spec.capacity_bytes = parse_capacity(capacity_flag);
-  spec = choose_device(spec, quiet);
-  if (!quiet)
+  if (!a.format.empty()) formats = parse_formats(a.format);
+  if (!a.quiet)
     for (const auto& w : config.workloads)
       for (const auto& note : w.notes) std::cerr << "gpumembench: " << note << "\n";
 
   RunReport report;
   report.tool_version = GMB_VERSION;
   report.config_name = config.name;
-  report.config_path = config_path;
+  report.config_path = a.config;
   report.command_line = cmd;
   report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
   report.on_oom = to_string(config.run.on_oom);
   report.repeat = config.run.repeat;
+  report.capacity_sweep = p.capacity_sweep;
   {
-    auto device = make_device(spec);
+    auto device = make_device(p.spec);
     report.device = device->info();
   }
-  std::string out_dir = output_flag.empty()
-                            ? fmt::format("results/{}-{}", config.name, utc_now("%Y%m%dT%H%M%SZ"))
-                            : output_flag;
+  // The folder is taken before anything runs (exit 2 for one that cannot be used).
+  std::optional<OutputFolder> folder;
+  if (!a.resume.empty()) folder.emplace(a.resume, OutputMode::Resume, "--resume");
+  else if (!a.output.empty()) folder.emplace(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output");
+  else folder.emplace(OutputFolder::fresh_default(fmt::format("results/{}-{}", config.name, utc_now("%Y%m%dT%H%M%SZ"))));
+  const std::string out_dir = folder->path();
+  set_stop_hint(fmt::format("gpumembench: the finished cases are in {}/cases/; to run the others: {}", out_dir,
+                            resume_command(argc, argv, out_dir)));
+  install_stop_handlers();
 
-  // A capacity sweep (`device: {capacity: [8GiB, 12GiB]}`): one set of cases per capacity,
-  // labelled "... @ 8.00 GiB". --capacity replaces the sweep with one capacity.
-  std::vector<Bytes> capacities = {spec.capacity_bytes};
-  if (capacity_flag.empty() && config.capacities.size() > 1) report.capacity_sweep = capacities = config.capacities;
-  std::size_t total = capacities.size() * config.workloads.size() * config.allocators.size();
-  Progress progress(!quiet && isatty(STDERR_FILENO), total, config.run.repeat);
-  // Each workload's need, computed once for all its allocators and capacities.
-  std::vector<std::shared_ptr<const WorkloadNeed>> needs(config.workloads.size());
-  std::size_t i = 0;
-  for (Bytes cap : capacities) {
-    DeviceSpec case_spec = spec;
-    case_spec.capacity_bytes = cap;
-    std::string at = report.capacity_sweep.empty() ? "" : " @ " + format_bytes(cap);
-    for (std::size_t wi = 0; wi < config.workloads.size(); ++wi) {
-      const auto& w = config.workloads[wi];
-      for (const auto& a : config.allocators) {
-        if (!needs[wi]) {
-          auto workload = w.make();
-          needs[wi] = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, config.run.max_steps));
-        }
-        CaseSpec cs{a.name, a.options, w.make, needs[wi]};
-        std::string label = a.display_label() + " x " + w.kind + at;
-        progress.start_case(i, label);
-        report.cases.push_back(
-            run_case(cs, case_spec, config.run, [&](auto r, auto s, auto n) { progress.step(r, s, n); }));
-        CaseResult& done = report.cases.back();
-        if (!a.label.empty()) {  // the config's `label:` names the setting in every table
-          done.label = a.label + done.label.substr(std::min(done.label.size(), done.allocator_label.size()));
-          done.allocator_label = a.label;
-        }
-        done.label += at;
-        progress.end_case();
-        ++i;
-      }
-    }
+  Progress progress(!a.quiet && isatty(STDERR_FILENO), p.cases.size(), config.run.repeat);
+  SweepObserver observer{[&](std::size_t i, const std::string& label) { progress.start_case(i, label); },
+                         [&](auto r, auto s, auto n) { progress.step(r, s, n); }, [&] { progress.end_case(); }};
+  SweepResult sweep = run_sweep(config, p.spec, p.cases, std::move(report), out_dir, !a.resume.empty(), observer);
+  if (!a.quiet) {
+    for (const auto& note : sweep.notes) std::cerr << "gpumembench: " << note << "\n";
+    if (sweep.reused)
+      std::cerr << fmt::format("gpumembench: {} of {} cases taken from {}/cases (done before), {} run now\n",
+                               sweep.reused, p.cases.size(), out_dir, sweep.ran);
   }
-  std::cout << markdown_table(report);
-  write_reports(report, out_dir, formats);
-  if (!quiet) std::cerr << "gpumembench: results written to " << out_dir << "/\n";
+  if (sweep.stopped) {
+    const std::size_t done = sweep.report.cases.size();
+    std::cerr << fmt::format("gpumembench: stopped by {} after {} of {} cases; their results are in {}/cases/.\n"
+                             "gpumembench: to run the other {}: {}\n",
+                             stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT", done, p.cases.size(), out_dir,
+                             p.cases.size() - done, resume_command(argc, argv, out_dir));
+    return 128 + stop_signal();
+  }
+  std::cout << markdown_table(sweep.report);
+  {
+    SignalsHeld held;
+    write_reports(sweep.report, out_dir, formats);
+  }
+  if (!a.quiet) std::cerr << "gpumembench: results written to " << out_dir << "/\n";
   bool any_error = false;
-  for (const auto& c : report.cases)
+  for (const auto& c : sweep.report.cases)
     if (!c.error.empty()) {
       std::cerr << "gpumembench: case " << c.label << " failed: " << c.error << "\n";
       any_error = true;
     }
   return any_error ? 1 : 0;
+}
+
+// `gpumembench plan`: the cases of a run as JSON lines, with their ids; nothing runs.
+int run_plan(const RunArgs& a) {
+  PlannedRun p = plan_run(a, true);
+  for (const auto& c : p.cases) std::cout << plan_json(c).dump() << "\n";
+  return 0;
 }
 
 // "recorded run: 2 failed allocations (events 17, 40); replayed: 3 OOMs (first at event 24)".
@@ -260,10 +311,28 @@ struct ReplayArgs {
       export_rmm_log;
   bool alloc_conf_given = false;
   int trace_device = -1;
-  bool quiet = false;
+  bool quiet = false, overwrite = false;
 };
 
+// A file the command will write (--timeline, --export-*): checked before anything runs, so that
+// a folder or a missing parent folder is a usage error (exit 2), not a failure after the run.
+void check_output_file(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw UsageError(fmt::format("{} {}: is a folder, not a file", flag, path));
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw UsageError(fmt::format("{} {}: the folder {} does not exist", flag, path, parent.string()));
+}
+
 int run_replay(const ReplayArgs& a, const std::string& cmd) {
+  check_output_file("--timeline", a.timeline);
+  check_output_file("--export-snapshot", a.export_snapshot);
+  check_output_file("--export-rmm-log", a.export_rmm_log);
+  if (a.overwrite && a.output.empty()) throw UsageError("--overwrite applies to --output DIR");
+  const std::vector<std::string> formats =
+      a.format.empty() ? std::vector<std::string>{"md", "csv", "json"} : parse_formats(a.format);
   if (!find_allocator(a.allocator))
     throw UsageError(fmt::format("--allocator: unknown allocator '{}' (valid: {})", a.allocator, allocator_names()));
   if (a.alloc_conf_given && a.allocator != "caching")
@@ -337,6 +406,10 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     }
   }
   spec = choose_device(spec, a.quiet);
+  // The folder is taken before the replay runs (exit 2 for one that cannot be used).
+  std::optional<OutputFolder> folder;
+  if (!a.output.empty()) folder.emplace(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output");
+  install_stop_handlers(false);
   if (!a.quiet)
     for (const auto& note : notes) std::cerr << "gpumembench: trace " << a.trace << ": " << note << "\n";
   RunSettings settings;
@@ -377,8 +450,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
                 << " rows)\n";
   }
   if (!a.timeline.empty()) {
-    write_timeline_csv(a.timeline + ".tmp", report.cases[0].timeline);
-    std::filesystem::rename(a.timeline + ".tmp", a.timeline);
+    SignalsHeld held;
+    write_timeline_csv(a.timeline, report.cases[0].timeline);
   }
   std::cout << markdown_table(report);
   if (report.cases[0].recorded_ooms) std::cout << "\n" << recorded_vs_replayed(report.cases[0]) << "\n";
@@ -425,9 +498,10 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
       throw UsageError(fmt::format("--export-snapshot: {}", e.what()));
     }
   }
-  if (!a.output.empty())
-    write_reports(report, a.output, a.format.empty() ? std::vector<std::string>{"md", "csv", "json"}
-                                                     : parse_formats(a.format));
+  if (!a.output.empty()) {
+    SignalsHeld held;
+    write_reports(report, a.output, formats);
+  }
   if (!report.cases[0].error.empty()) {
     std::cerr << "gpumembench: " << report.cases[0].error << "\n";
     return 1;
@@ -459,7 +533,10 @@ int run_compare(const std::vector<std::string>& inputs, const std::string& outpu
 // Every subcommand in one place: the no-argument message and `gpumembench help` list them all.
 const char* kSynopsis =
     "  gpumembench --config FILE [--device auto|sim|cuda] [--capacity SIZE] [--steps N] [--allocator NAME]...\n"
-    "              [--output DIR] [--format md,csv,json,latex] [--quiet]     run a config's workloads x allocators\n"
+    "              [--output DIR [--overwrite] | --resume DIR] [--format md,csv,json,latex] [--quiet]\n"
+    "                                                    run a config's workloads x allocators\n"
+    "  gpumembench plan --config FILE [--device ...] [--capacity SIZE] [--steps N] [--allocator NAME]...\n"
+    "                                                    the run's cases with their ids, as JSON lines\n"
     "  gpumembench replay --trace FILE --allocator NAME [--alloc-conf STR] [--capacity SIZE] [--device ...]\n"
     "              [--timeline FILE] [--output DIR] [--format ...]           one allocation trace, one allocator\n"
     "  gpumembench frontier --config FILE [--param capacity|batch|seq_len] [--lo V] [--hi V] [--resolution V]\n"
@@ -469,7 +546,7 @@ const char* kSynopsis =
     "              [--contrast-alloc-conf STR] [--output DIR]   shrink the first OOM to a small reproducer\n"
     "  gpumembench compare RESULTS RESULTS... [--match label|allocator] [--output DIR] [--format ...]\n"
     "                                                    runs side by side\n"
-    "  gpumembench help [replay|frontier|compare|reduce]        this help, or a subcommand's\n"
+    "  gpumembench help [replay|frontier|compare|reduce|plan]  this help, or a subcommand's\n"
     "  gpumembench --version\n";
 
 const char* kRunExamples =
@@ -477,7 +554,10 @@ const char* kRunExamples =
     "  gpumembench --config configs/hole_pattern.yaml                 # cuda if a GPU is visible, else sim\n"
     "  gpumembench --config configs/dynamic_seq.yaml --device sim --steps 50 --allocator caching\n"
     "  gpumembench --config configs/fragmentation_oom.yaml --format md,latex --output out/frag\n"
-    "\nSubcommands: replay, frontier, compare, help (gpumembench help SUBCOMMAND).\n"
+    "  gpumembench --config configs/dynamic_seq.yaml --resume results/dynamic_seq-20260101T120000Z   # after Ctrl-C\n"
+    "\nSubcommands: replay, frontier, compare, plan, help (gpumembench help SUBCOMMAND).\n"
+    "Each case's result is written to DIR/cases/<id>.json when it ends; Ctrl-C (or SIGTERM) stops after the\n"
+    "case that is running (a second one at once) and says how to resume.\n"
     "Exit status: 0 every case ran (an OOM is a result, in the tables); 2 bad usage, config or trace\n"
     "(nothing runs, nothing is written); 1 a case could not run, or an internal error.\n";
 
@@ -497,7 +577,18 @@ int run_cli(int argc, char** argv) {
                  "auto (default): cuda if a GPU is visible, else sim; sim: a simulated GPU of the config's capacity "
                  "(throughput and native allocators' memory modeled); cuda: the real GPU")
       ->check(CLI::IsMember({"auto", "sim", "cuda"}));
-  app.add_option("--output", output, "output folder (default results/<config name>-<UTC time>/)");
+  app.add_option("--output", output,
+                 "output folder (default results/<config name>-<UTC time>/, made unique); an existing folder that "
+                 "is not empty is refused unless --overwrite");
+  std::string resume;
+  bool overwrite = false;
+  app.add_option("--resume", resume,
+                 "continue the run whose folder this is (same config and flags): the cases done there are kept, "
+                 "the others run, the tables cover all")
+      ->check(CLI::ExistingDirectory);
+  app.add_flag("--overwrite", overwrite,
+               "use --output even if it holds an earlier run: its results.*, cases/, oom/, timelines/ and plots/ "
+               "are removed first (nothing else)");
   app.add_option("--format", format,
                  "comma-separated: md, csv, json, latex (results.tex for a paper); default md,csv,json or the "
                  "config's output.formats");
@@ -555,7 +646,10 @@ int run_cli(int argc, char** argv) {
                      "write the simulated run as a PyTorch memory snapshot (opens in PyTorch's memory_viz)");
   replay->add_option("--export-rmm-log", ra.export_rmm_log,
                      "write the replayed run as an RMM memory event log (Thread,Time,Action,Pointer,Size,Stream)");
-  replay->add_option("--output", ra.output, "also write results files (and oom/ block maps) into this folder");
+  replay->add_option("--output", ra.output,
+                     "also write results files (and oom/ block maps) into this folder (refused when it holds files, "
+                     "unless --overwrite)");
+  replay->add_flag("--overwrite", ra.overwrite, "use --output even if it holds an earlier run's files (they are removed)");
   replay->add_option("--format", ra.format, "formats written to --output: md, csv, json, latex (default md,csv,json)");
   replay->add_flag("--quiet,-q", ra.quiet, "no notices on stderr");
 
@@ -579,6 +673,21 @@ int run_cli(int argc, char** argv) {
                       "allocator when the inputs' workloads differ, else label")
       ->check(CLI::IsMember(compare_match_names()));
 
+  auto* plan = app.add_subcommand(
+      "plan", "print the cases a run of this config would run, one JSON line each with its id; runs nothing");
+  plan->footer(
+      "\nEach line: {\"index\", \"id\", \"label\", \"spec\"}. The id is a hash of the spec (the allocator and its "
+      "options, the workload's parameters and the content of its input files, the device kind and capacity, the run "
+      "settings, the tool version): a run writes the case's result to DIR/cases/<id>.json, which --resume finds.\n"
+      "Example:\n  gpumembench plan --config configs/hole_pattern.yaml --device sim\n");
+  RunArgs plan_args;
+  plan->add_option("--config", plan_args.config, "YAML config")->required()->check(CLI::ExistingFile);
+  plan->add_option("--device", plan_args.device, "auto (default), sim or cuda: the device kind is part of the ids")
+      ->check(CLI::IsMember({"auto", "sim", "cuda"}));
+  plan->add_option("--capacity", plan_args.capacity, "as for a run");
+  plan->add_option("--steps", plan_args.steps, "as for a run")->check(step_count);
+  plan->add_option("--allocator", plan_args.allocators, "as for a run")->allow_extra_args(false);
+
   FrontierCliArgs frontier_args;
   auto* frontier = add_frontier_command(app, frontier_args);
   frontier->add_option("--steps", frontier_args.steps,
@@ -597,8 +706,10 @@ int run_cli(int argc, char** argv) {
   help->allow_extras();
   if (argc >= 2 && std::string(argv[1]) == "help") {
     const std::string topic = argc >= 3 ? argv[2] : "";
-    if (!topic.empty() && topic != "replay" && topic != "frontier" && topic != "compare" && topic != "reduce") {
-      std::cerr << "gpumembench help: '" << topic << "' is not a subcommand (valid: replay, frontier, compare, reduce)\n";
+    if (!topic.empty() && topic != "replay" && topic != "frontier" && topic != "compare" && topic != "reduce" &&
+        topic != "plan") {
+      std::cerr << "gpumembench help: '" << topic
+                << "' is not a subcommand (valid: replay, frontier, compare, reduce, plan)\n";
       return 2;
     }
     std::cout << (topic.empty() ? app.help() : app.get_subcommand(topic)->help());
@@ -625,6 +736,7 @@ int run_cli(int argc, char** argv) {
       return 0;
     }
     if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match);
+    if (plan->parsed()) return run_plan(plan_args);
     if (frontier->parsed()) return run_frontier_command(frontier_args, cmd);
     if (reduce->parsed()) return run_reduce_command(reduce_args, cmd);
     if (replay->parsed()) {
@@ -635,7 +747,8 @@ int run_cli(int argc, char** argv) {
       std::cerr << "gpumembench: --config FILE is required to run a config. Usage:\n" << kSynopsis;
       return 2;
     }
-    return run_config(config, device, capacity, output, format, quiet, cmd, steps, only_allocators);
+    RunArgs run_args{config, device, capacity, output, resume, format, overwrite, quiet, steps, only_allocators};
+    return run_config(run_args, cmd, argc, argv);
   } catch (const ConfigError& e) {
     std::cerr << "gpumembench: " << e.what() << "\n";
     return 2;
@@ -648,6 +761,12 @@ int run_cli(int argc, char** argv) {
   } catch (const CompareError& e) {
     std::cerr << "gpumembench compare: " << e.what() << "\n";
     return 2;
+  } catch (const OutputFolderError& e) {
+    std::cerr << "gpumembench: " << e.what() << "\n";
+    return 2;
+  } catch (const FileWriteError& e) {  // a full disk: the file is named, nothing half-written is left
+    std::cerr << "gpumembench: " << e.what() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "gpumembench: internal error: " << e.what() << "\n";
     return 1;

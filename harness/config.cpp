@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
+#include "common/text_excerpt.h"
 #include "harness/bounded_read.h"
 
 namespace gmb {
@@ -36,6 +37,20 @@ struct NamedEntry {
   YAML::Node params;
   YAML::Mark name_mark;
 };
+
+// Scalars as the YAML text (24GiB stays 24GiB), maps with their keys sorted (nlohmann's object).
+nlohmann::json yaml_to_json(const YAML::Node& n) {
+  if (!n || n.IsNull()) return nullptr;
+  if (n.IsScalar()) return n.Scalar();
+  if (n.IsSequence()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (std::size_t i = 0; i < n.size(); ++i) a.push_back(yaml_to_json(n[i]));
+    return a;
+  }
+  nlohmann::json o = nlohmann::json::object();
+  for (auto it = n.begin(); it != n.end(); ++it) o[it->first.Scalar()] = yaml_to_json(it->second);
+  return o;
+}
 
 NamedEntry named_entry(const YamlReader& y, const YAML::Node& item, const std::string& key) {
   if (item.IsScalar()) return {item.Scalar(), YAML::Node(), item.Mark()};
@@ -129,6 +144,7 @@ void parse_workloads(const YamlReader& y, const YAML::Node& n, Config& c, const 
     YAML::Node params = e.params ? e.params : YAML::Node(YAML::NodeType::Map);
     y.expect_map(params, key + "." + e.name, kind->keys);
     c.workloads.push_back(kind->parse(y, params, key + "." + e.name, dir));
+    c.workloads.back().params_json = yaml_to_json(params);
   }
 }
 
@@ -200,6 +216,13 @@ Config load_config(const std::string& path) {
                         : std::filesystem::path(path).stem().string();
   if (c.name.empty() || c.name.find_first_of("/\\ ") != std::string::npos)
     y.fail(root["name"], "name", "must be a non-empty name without spaces or slashes");
+  // It names the output folder: a name the file system takes, readable in a listing.
+  if (c.name.size() > 100 || std::any_of(c.name.begin(), c.name.end(), [](char ch) {
+        return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
+      }))
+    y.fail(root["name"], "name",
+           fmt::format("'{}' must be at most 100 characters without control characters (it names the output folder)",
+                       escaped_excerpt(c.name, 80)));
   if (root["device"]) parse_device(y, root["device"], c);
   if (!root["allocators"]) y.fail(root, "allocators", fmt::format("missing (valid: {})", allocator_names()));
   if (!root["workloads"])

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/runner.h"
 #include "harness/yaml_reader.h"
 
@@ -28,6 +30,8 @@ struct WorkloadSpec {
   std::vector<std::pair<std::string, std::uint64_t>> params;
   std::function<std::unique_ptr<Workload>(const std::string& param, std::uint64_t value)> make_with;
   std::vector<std::string> notes;  // for the user before the run (a trace: its format and the reader's notes)
+  std::vector<std::string> input_files;  // files the workload reads (a trace, a histogram): part of its cases' ids
+  nlohmann::json params_json;  // the YAML parameters as JSON (scalars as written): part of its cases' ids
 };
 
 // `frontier:` section (and `gpumembench frontier` flags): the parameter to bisect and its range.

@@ -312,7 +312,8 @@ WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n
   } catch (const std::invalid_argument& e) {
     y.fail(n, key, e.what());
   }
-  WorkloadSpec spec{"transformer", [p] { return make_transformer(p); }, {}, {}, {}};
+  WorkloadSpec spec{"transformer", [p] { return make_transformer(p); }, {}, {}, {}, {}, {}};
+  if (!p.seq_len.histogram_path.empty()) spec.input_files.push_back(p.seq_len.histogram_path);
   add_transformer_frontier_params(spec, p);  // batch and seq_len for `gpumembench frontier`
   return spec;
 }

@@ -39,7 +39,7 @@ WorkloadSpec parse_hole_pattern(const YamlReader& y, const YAML::Node& n, const 
   }
   if (n["probe"]) p.probes = y.sizes(n["probe"], key + ".probe");
   if (n["repeat"]) p.repeat = y.count(n["repeat"], key + ".repeat", 1, 100'000'000);  // as transformer steps
-  return {"hole_pattern", [p] { return make_hole_pattern(p); }, {}, {}, {}};
+  return {"hole_pattern", [p] { return make_hole_pattern(p); }, {}, {}, {}, {}, {}};
 }
 
 WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::string& key,
@@ -49,7 +49,7 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
   namespace fs = std::filesystem;
   if (fs::path(path).is_relative() && !fs::exists(path) && fs::exists(fs::path(config_dir) / path))
     path = (fs::path(config_dir) / path).string();
-  WorkloadSpec spec{"trace", nullptr, {}, {}, {}};
+  WorkloadSpec spec{"trace", nullptr, {}, {}, {}, {path}, {}};
   try {
     // The format and the start of the file are checked now; the rest as it replays (a snapshot
     // is read whole now, once for every case).

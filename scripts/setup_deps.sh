@@ -3,8 +3,9 @@
 # The CUDA toolkit (nvcc) is expected to be installed already (it is on the CI and GPU machines).
 set -euo pipefail
 packages=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-          libgtest-dev libbenchmark-dev zlib1g-dev python3-matplotlib
-          texlive-latex-base texlive-latex-recommended)  # pdflatex and booktabs: the LaTeX test
+          libgtest-dev libbenchmark-dev zlib1g-dev libssl-dev python3-matplotlib
+          texlive-latex-base texlive-latex-recommended  # pdflatex and booktabs: the LaTeX test
+          clang libclang-rt-dev)  # the sanitized unit tests and the fuzz targets (scripts/sanitize_fuzz.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -25,17 +25,6 @@ std::string utc_now(const char* format) {
   return buf;
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error(fmt::format("cannot write {}", path));
-    out << text;
-    if (!out) throw std::runtime_error(fmt::format("error writing {}", path));
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 void write_reports(const RunReport& r, const std::string& dir, const std::vector<std::string>& formats) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);

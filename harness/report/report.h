@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/io/atomic_write.h"  // write_file_atomically
 #include "harness/results.h"
 
 namespace gmb {
@@ -16,8 +17,5 @@ void write_reports(const RunReport& report, const std::string& dir, const std::v
 
 // The current UTC time in strftime's format (for output folder names and report headers).
 std::string utc_now(const char* format);
-
-// Writes text to path through a temporary file and a rename.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace gmb

@@ -4,12 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "common/units.h"
+#include "harness/io/atomic_write.h"
 #include "harness/report/svg.h"
 
 namespace gmb {
@@ -17,17 +18,16 @@ namespace gmb {
 using namespace svg;
 
 void write_timeline_csv(const std::string& path, const std::vector<TimelineRow>& rows) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error(fmt::format("cannot write timeline {}", path));
-  out << "event,action,id,bytes,allocated_bytes,reserved_bytes,segments,oom\n";
+  fmt::memory_buffer out;
+  fmt::format_to(std::back_inserter(out), "event,action,id,bytes,allocated_bytes,reserved_bytes,segments,oom\n");
   for (const auto& r : rows) {
-    out << r.event << ',' << (r.action == 'a' ? "alloc" : "free") << ',' << r.id << ',';
-    if (r.action == 'a') out << r.bytes;
-    out << ',' << r.allocated_bytes << ',' << r.reserved_bytes << ',' << r.segments << ','
-        << (r.oom ? 1 : 0) << '\n';
+    fmt::format_to(std::back_inserter(out), "{},{},{},", r.event, r.action == 'a' ? "alloc" : "free", r.id);
+    if (r.action == 'a') fmt::format_to(std::back_inserter(out), "{}", r.bytes);
+    fmt::format_to(std::back_inserter(out), ",{},{},{},{}\n", r.allocated_bytes, r.reserved_bytes, r.segments,
+                   r.oom ? 1 : 0);
   }
+  write_file_atomically(path, std::string_view(out.data(), out.size()));
 }
-
 
 std::string usage_csv(const CaseResult& c) {
   std::string out = "event,step,allocated_bytes,reserved_bytes\n";

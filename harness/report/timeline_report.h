@@ -9,7 +9,8 @@
 
 namespace gmb {
 
-// Writes the timeline CSV: event,action,id,bytes,allocated_bytes,reserved_bytes,segments,oom.
+// Writes the timeline CSV: event,action,id,bytes,allocated_bytes,reserved_bytes,segments,oom; whole or
+// not at all (FileWriteError names the file).
 void write_timeline_csv(const std::string& path, const std::vector<TimelineRow>& rows);
 
 // Allocated and reserved bytes per event up to the first OOM, with the capacity line.
