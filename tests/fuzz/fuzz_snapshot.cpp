@@ -1,7 +1,7 @@
-// libFuzzer target for the pickle reader and the snapshot conversion (not part of CI):
-//   cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DGMB_BUILD_FUZZ=ON
-//   cmake --build build-fuzz --target fuzz_snapshot
-//   build-fuzz/tests/fuzz/fuzz_snapshot tests/data/torch_snapshots/synthetic -max_total_time=600
+// libFuzzer target for the pickle reader and the snapshot conversion (scripts/sanitize_fuzz.sh):
+//   cmake -S . -B build-san -DCMAKE_CXX_COMPILER=clang++ -DGMB_BUILD_FUZZ=ON
+//   cmake --build build-san --target fuzz_snapshot
+//   build-san/tests/fuzz/fuzz_snapshot tests/data/torch_snapshots/synthetic -max_total_time=600
 // Any input must convert or throw TraceError; anything else (a crash, another exception, a
 // sanitizer report) is a finding.
 #include <cstdint>
