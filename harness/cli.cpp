@@ -199,6 +199,16 @@ PlannedRun plan_run(const RunArgs& a, bool quiet) {
   return p;
 }
 
+// An argument as a shell reads it back: quoted where it holds anything but plain characters.
+std::string shell_word(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=@,+-") ==
+                          std::string::npos)
+    return arg;
+  std::string q = "'";
+  for (char ch : arg) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
 // The command line to continue a stopped run: this one with `--resume DIR` for its folder.
 std::string resume_command(int argc, char** argv, const std::string& dir) {
   std::string s;
@@ -209,9 +219,9 @@ std::string resume_command(int argc, char** argv, const std::string& dir) {
       continue;
     }
     if (arg == "--overwrite" || arg.rfind("--output=", 0) == 0 || arg.rfind("--resume=", 0) == 0) continue;
-    s += (s.empty() ? "" : " ") + arg;
+    s += (s.empty() ? "" : " ") + shell_word(arg);
   }
-  return s + " --resume " + dir;
+  return s + " --resume " + shell_word(dir);
 }
 
 int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) {
@@ -742,6 +752,10 @@ int run_cli(int argc, char** argv) {
     if (replay->parsed()) {
       ra.alloc_conf_given = conf_opt->count() > 0;
       return run_replay(ra, cmd);
+    }
+    if (config.empty() && !resume.empty()) {
+      std::cerr << "gpumembench: --resume " << resume << " continues a run: give its --config FILE and flags again\n";
+      return 2;
     }
     if (config.empty()) {
       std::cerr << "gpumembench: --config FILE is required to run a config. Usage:\n" << kSynopsis;

@@ -7,12 +7,14 @@
 
 #include <fmt/format.h>
 
+#include "harness/io/atomic_write.h"  // FileWriteError, temporary_path_for
+
 namespace gmb {
 
 RmmLogWriter::RmmLogWriter(std::string path)
-    : path_(std::move(path)), tmp_(path_ + ".tmp"), start_(std::chrono::steady_clock::now()) {
+    : path_(std::move(path)), tmp_(temporary_path_for(path_)), start_(std::chrono::steady_clock::now()) {
   f_ = std::fopen(tmp_.c_str(), "w");
-  if (!f_) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp_, std::strerror(errno)));
+  if (!f_) throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
   std::setvbuf(f_, nullptr, _IOFBF, std::size_t(1) << 20);
   fmt::print(f_, "Thread,Time,Action,Pointer,Size,Stream\n");
 }
@@ -20,7 +22,7 @@ RmmLogWriter::RmmLogWriter(std::string path)
 RmmLogWriter::~RmmLogWriter() {
   if (!f_) return;
   std::fclose(f_);
-  std::remove(tmp_.c_str());
+  if (tmp_ != path_) std::remove(tmp_.c_str());
 }
 
 void RmmLogWriter::on_event(const AllocatorEvent& e) {
@@ -45,9 +47,10 @@ void RmmLogWriter::commit() {
   const int close_rc = std::fclose(f_);
   f_ = nullptr;
   if (write_error || close_rc != 0) {
-    std::remove(tmp_.c_str());
-    throw std::runtime_error(fmt::format("could not write all of {} (disk full?)", path_));
+    if (tmp_ != path_) std::remove(tmp_.c_str());
+    throw FileWriteError(fmt::format("cannot write {}: {}", path_, std::strerror(errno ? errno : EIO)));
   }
+  if (tmp_ == path_) return;
   std::error_code ec;
   std::filesystem::rename(tmp_, path_, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp_, path_, ec.message()));

@@ -11,6 +11,7 @@
 #include "devices/recorded_placement_device.h"
 #include "devices/recording_device.h"
 #include "allocators/registry.h"
+#include "harness/io/atomic_write.h"  // temporary_path_for
 #include "workloads/pickle/pickle_writer.h"
 #include "workloads/pytorch_snapshot.h"  // to_string(DeviceCall::Kind): the trace action names
 
@@ -21,11 +22,15 @@ namespace {
 // The pickle goes to the file in pieces as it grows; every write is checked.
 class PickleFile {
  public:
-  explicit PickleFile(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
+  // Written under a temporary name and renamed at close: a failed export leaves no partial file.
+  explicit PickleFile(const std::string& path)
+      : path_(path), tmp_(temporary_path_for(path)), f_(std::fopen(tmp_.c_str(), "wb")) {
     if (!f_) throw std::runtime_error(fmt::format("{}: cannot write the snapshot file", path));
   }
   ~PickleFile() {
-    if (f_) std::fclose(f_);
+    if (!f_) return;
+    std::fclose(f_);
+    if (tmp_ != path_) std::remove(tmp_.c_str());
   }
   std::string& buffer() { return buf_; }
   void flush_if_large() {
@@ -35,7 +40,10 @@ class PickleFile {
     flush();
     FILE* f = f_;
     f_ = nullptr;
-    if (std::fclose(f) != 0) throw std::runtime_error(fmt::format("{}: writing the snapshot file failed", path_));
+    if (std::fclose(f) != 0 || (tmp_ != path_ && std::rename(tmp_.c_str(), path_.c_str()) != 0)) {
+      if (tmp_ != path_) std::remove(tmp_.c_str());
+      throw std::runtime_error(fmt::format("{}: writing the snapshot file failed", path_));
+    }
   }
 
  private:
@@ -44,7 +52,7 @@ class PickleFile {
       throw std::runtime_error(fmt::format("{}: writing the snapshot file failed (disk full?)", path_));
     buf_.clear();
   }
-  std::string path_;
+  std::string path_, tmp_;
   FILE* f_;
   std::string buf_;
 };

@@ -33,7 +33,7 @@ run_fuzzer() {  # target corpus-dir
   scratch="$(mktemp -d)"
   echo "sanitize_fuzz: $1 for ${seconds}s from $2"
   "$build/tests/fuzz/$1" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix="$findings/$1-" "$scratch" "$2" 2>&1 | grep -E "^(stat::number_of_executed_units|==|SUMMARY|INFO: Seed)" || true
+    -artifact_prefix="$findings/$1-" "$scratch" "$2" < /dev/null 2>&1 | grep -E "^(stat::number_of_executed_units|==|SUMMARY|INFO: Seed)" || true
   rm -rf "$scratch"
   if ls "$findings/$1-"* >/dev/null 2>&1; then
     echo "sanitize_fuzz: $1 found inputs that fail: $(ls "$findings/$1-"*)" >&2

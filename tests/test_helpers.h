@@ -40,9 +40,9 @@ struct CommandResult {
   std::string out;  // stdout and stderr together
 };
 
-// Runs the gpumembench binary with args (a shell fragment), capturing output and status.
-inline CommandResult run_gpumembench(const std::string& args) {
-  std::string cmd = std::string(GMB_BINARY) + " " + args + " 2>&1";
+// Runs `prefix gpumembench args` (args a shell fragment), capturing output and status.
+inline CommandResult run_gpumembench_with_prefix(const std::string& prefix, const std::string& args) {
+  std::string cmd = prefix + std::string(GMB_BINARY) + " " + args + " 2>&1";
   CommandResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -52,6 +52,14 @@ inline CommandResult run_gpumembench(const std::string& args) {
   int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+// The same under timeout(1): a command that would read or wait for ever ends with status 124.
+// Runs the gpumembench binary with args (a shell fragment), capturing output and status.
+inline CommandResult run_gpumembench(const std::string& args) { return run_gpumembench_with_prefix("", args); }
+
+inline CommandResult run_gpumembench_bounded(const std::string& args, int seconds = 60) {
+  return run_gpumembench_with_prefix("timeout " + std::to_string(seconds) + " ", args);
 }
 
 inline std::string source_path(const std::string& rel) { return std::string(GMB_SOURCE_DIR) + "/" + rel; }

@@ -18,19 +18,6 @@ using namespace gmb::testing;
 
 namespace {
 
-// Under timeout(1): a hang shows as status 124, not as a test that never ends.
-CommandResult run_bounded(const std::string& args) {
-  CommandResult r;
-  const std::string cmd = "timeout 60 " + std::string(GMB_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
 std::string trace_error(const std::string& path) {
   try {
     auto source = gmb::open_trace(path);
@@ -65,20 +52,20 @@ TEST(InputBounds, LongLineInAnRmmLogIsAnError) {
 TEST(InputBounds, EndlessTracesAreErrorsNotHangs) {
   auto dir = temp_dir("endless");
   // /dev/zero: NUL bytes, no line end: binary content, found in the first 64 KiB.
-  auto r = run_bounded("replay --trace /dev/zero --allocator caching --device sim --quiet");
+  auto r = run_gpumembench_bounded("replay --trace /dev/zero --allocator caching --device sim --quiet");
   EXPECT_EQ(r.status, 2) << r.out.substr(0, 400);
   EXPECT_NE(r.out.find("/dev/zero: byte 0: not a trace in a recognised format"), std::string::npos)
       << r.out.substr(0, 400);
   // /dev/urandom: whatever its first bytes look like (text, gzip, a pickle), an error at once.
   for (int i = 0; i < 20; ++i) {
-    r = run_bounded("replay --trace /dev/urandom --allocator caching --device sim --quiet");
+    r = run_gpumembench_bounded("replay --trace /dev/urandom --allocator caching --device sim --quiet");
     EXPECT_EQ(r.status, 2) << r.out.substr(0, 400);
     EXPECT_NE(r.out.find("/dev/urandom"), std::string::npos) << r.out.substr(0, 400);
     EXPECT_LT(r.out.size(), 2000u);
   }
   // A FIFO nobody writes to reads as empty.
   ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);
-  r = run_bounded("replay --trace " + (dir / "fifo").string() + " --allocator caching --device sim --quiet");
+  r = run_gpumembench_bounded("replay --trace " + (dir / "fifo").string() + " --allocator caching --device sim --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("fifo"), std::string::npos) << r.out;
   fs::remove_all(dir);

@@ -33,6 +33,13 @@ int write_all(int fd, std::string_view text, bool sync) {
 
 }  // namespace
 
+std::string temporary_path_for(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return path;
+  const std::filesystem::path target(path);
+  return (target.parent_path() / fmt::format(".{}.tmp.{}", target.filename().string(), ::getpid())).string();
+}
+
 void write_file_atomically(const std::string& path, std::string_view text) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
@@ -45,9 +52,7 @@ void write_file_atomically(const std::string& path, std::string_view text) {
     if (err) fail(path, err);
     return;
   }
-  const std::filesystem::path target(path);
-  const std::string tmp =
-      (target.parent_path() / fmt::format(".{}.tmp.{}", target.filename().string(), ::getpid())).string();
+  const std::string tmp = temporary_path_for(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, errno);
   int err = write_all(fd, text, true);

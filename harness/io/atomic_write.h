@@ -17,4 +17,8 @@ struct FileWriteError : std::runtime_error {
 
 void write_file_atomically(const std::string& path, std::string_view text);
 
+// For a writer that streams a file: where to write it before renaming it into place,
+// ".<name>.tmp.<pid>" beside it; path itself when it exists and is not a regular file.
+std::string temporary_path_for(const std::string& path);
+
 }  // namespace gmb

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -26,7 +27,11 @@ std::optional<CaseResult> earlier_result(const std::string& path, const PlannedC
   if (!fs::exists(path, ec)) return std::nullopt;
   try {
     LoadedCase loaded = read_case_file(path);
-    if (loaded.header.id == c.id && loaded.header.spec == c.spec) return std::move(loaded.result);
+    if (loaded.header.id == c.id && loaded.header.spec == c.spec) {
+      if (loaded.result.error.empty()) return std::move(loaded.result);
+      notes.push_back(fmt::format("{}: the case could not run before ({}): running it again", path, loaded.result.error));
+      return std::nullopt;
+    }
     notes.push_back(fmt::format("{}: not the case {} of this run (its spec differs): running the case again", path, c.id));
   } catch (const CaseFileError& e) {
     notes.push_back(fmt::format("{}: running the case again", e.what()));

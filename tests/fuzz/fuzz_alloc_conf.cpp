@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "allocators/allocator.h"  // OptionError
 #include "allocators/caching/alloc_conf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
