@@ -565,7 +565,7 @@ const char* kRunExamples =
     "  gpumembench --config configs/dynamic_seq.yaml --device sim --steps 50 --allocator caching\n"
     "  gpumembench --config configs/fragmentation_oom.yaml --format md,latex --output out/frag\n"
     "  gpumembench --config configs/dynamic_seq.yaml --resume results/dynamic_seq-20260101T120000Z   # after Ctrl-C\n"
-    "\nSubcommands: replay, frontier, compare, plan, help (gpumembench help SUBCOMMAND).\n"
+    "\nSubcommands: replay, frontier, reduce, compare, plan, help (gpumembench help SUBCOMMAND).\n"
     "Each case's result is written to DIR/cases/<id>.json when it ends; Ctrl-C (or SIGTERM) stops after the\n"
     "case that is running (a second one at once) and says how to resume.\n"
     "Exit status: 0 every case ran (an OOM is a result, in the tables); 2 bad usage, config or trace\n"

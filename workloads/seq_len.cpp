@@ -61,7 +61,16 @@ std::vector<HistogramBin> read_histogram(const std::string& path) {
   try {
     // Through the trace readers' byte layer: a FIFO nobody writes to reads as empty, a line has
     // CsvLines' length bound, and the whole file kMaxHistogramBytes.
-    std::unique_ptr<ByteInput> input = ByteInput::open(path);
+    std::unique_ptr<ByteInput> input;
+    try {
+      input = ByteInput::open(path);
+    } catch (const TraceError& e) {  // "<path>:0: cannot open the trace file: why"
+      const std::string why = e.what();
+      const std::size_t at = why.find(": ", why.find("cannot open"));
+      throw SeqLenError(fmt::format("{}: cannot open the histogram file{}", path,
+                                    at == std::string::npos ? std::string() : why.substr(at)),
+                        {}, path, 0);
+    }
     CsvLines lines(*input);
     std::string_view view;
     while (lines.next(view)) {

@@ -51,6 +51,7 @@ OutputFolder::OutputFolder(const std::string& path, OutputMode mode, const std::
       throw OutputFolderError(fmt::format("{} {}: no such folder (nothing to resume)", flag, path));
     fs::create_directories(path, ec);
     if (ec) throw OutputFolderError(fmt::format("{} {}: cannot create the folder: {}", flag, path, ec.message()));
+    created_ = true;
   }
   lock(flag);
   std::vector<std::string> entries;
@@ -97,6 +98,7 @@ OutputFolder OutputFolder::fresh_default(const std::string& base) {
     if (::mkdir(name.c_str(), 0777) == 0) {
       OutputFolder f;
       f.path_ = name;
+      f.created_ = true;
       f.lock("--output");
       return f;
     }
@@ -140,14 +142,21 @@ void OutputFolder::lock(const std::string& flag) {
   throw OutputFolderError(fmt::format("{} {}: cannot take the lock {}", flag, path_, lock_path));
 }
 
-OutputFolder::OutputFolder(OutputFolder&& other) noexcept : path_(std::move(other.path_)), lock_fd_(other.lock_fd_) {
+OutputFolder::OutputFolder(OutputFolder&& other) noexcept
+    : path_(std::move(other.path_)), lock_fd_(other.lock_fd_), created_(other.created_) {
   other.lock_fd_ = -1;
+  other.created_ = false;
 }
 
 OutputFolder::~OutputFolder() {
-  if (lock_fd_ < 0) return;
-  ::unlink((fs::path(path_) / kLockName).c_str());
-  ::close(lock_fd_);
+  if (lock_fd_ >= 0) {
+    ::unlink((fs::path(path_) / kLockName).c_str());
+    ::close(lock_fd_);
+  }
+  if (created_) {  // rmdir removes a folder only when it is empty
+    ::rmdir((fs::path(path_) / "cases").c_str());
+    ::rmdir(path_.c_str());
+  }
 }
 
 }  // namespace gmb

@@ -31,7 +31,9 @@ class OutputFolder {
   OutputFolder(OutputFolder&& other) noexcept;
   OutputFolder& operator=(OutputFolder&&) = delete;
   OutputFolder(const OutputFolder&) = delete;
-  ~OutputFolder();  // releases the lock and removes the lock file
+  // Releases the lock and removes the lock file; a folder this run made and left empty (a bad
+  // trace found mid-run) is removed too: nothing is left of a run that wrote nothing.
+  ~OutputFolder();
 
   const std::string& path() const { return path_; }
 
@@ -44,6 +46,7 @@ class OutputFolder {
   void lock(const std::string& flag);
   std::string path_;
   int lock_fd_ = -1;
+  bool created_ = false;  // this run made the folder
 };
 
 }  // namespace gmb
