@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI's sanitizer and fuzzing pass (called by scripts/test.sh): a clang build of everything with
+# The sanitizer and fuzzing pass (GMB_SANITIZE_FUZZ=1 scripts/test.sh, or alone): a clang build of everything with
 # AddressSanitizer + UndefinedBehaviorSanitizer (any report fails) and libFuzzer coverage into
 # build-san/, then
 #   1. the unit tests under the sanitizers (GMB_SAN_TESTS): all but the GPU tests and the long
