@@ -1,4 +1,7 @@
-// The Allocator interface every allocator implements, and the statistics it reports.
+// The interfaces an allocator implements, in the style of RMM's memory_resource: a small core
+// (Allocator: allocate, deallocate, empty_cache), inspection apart (AllocatorInspection: stats,
+// the last OOM, the segment map), and StepAware for allocators that act at workload step
+// boundaries. Every registry entry makes an InspectableAllocator (both of the first two).
 // An allocator knows its Device and nothing about workloads, YAML or output formats.
 #pragma once
 
@@ -27,7 +30,6 @@ struct AllocatorStats {
   std::uint64_t device_frees = 0;
   std::uint64_t ooms = 0;
   std::uint64_t alloc_retries = 0;   // caching: num_alloc_retries
-  bool modeled = false;              // reserved figures come from a model of the driver
 };
 
 // Bytes in use now: what the runner samples after every event (cheaper than stats()).
@@ -66,17 +68,23 @@ struct OomDetails {
   std::string message;
 };
 
+// The core: what a workload asks of any allocator.
 class Allocator {
  public:
   virtual ~Allocator() = default;
 
-  // nullopt: out of memory. Never throws for OOM.
+  // nullopt: out of memory, recorded (an OOM is a result). Never throws for OOM.
   virtual std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) = 0;
   virtual void deallocate(DevPtr ptr) = 0;
-
+  // Gives cached memory that no live block uses back to the device.
   virtual void empty_cache() {}
-  // Called by the runner after every workload step (periodic trims and the like).
-  virtual void end_of_step(std::uint64_t /*step*/) {}
+};
+
+// What an allocator can tell about its memory. Invariants after every call:
+// requested_bytes <= allocated_bytes <= reserved_bytes; the peaks are never below the currents.
+class AllocatorInspection {
+ public:
+  virtual ~AllocatorInspection() = default;
 
   virtual AllocatorStats stats() const = 0;
   virtual MemoryInUse in_use() const {
@@ -94,6 +102,20 @@ class Allocator {
   virtual std::string memory_summary() const { return {}; }
 };
 
+// An allocator that acts at workload step boundaries (periodic trims and the like): the runner
+// calls end_of_step after every step on the allocators that implement it.
+class StepAware {
+ public:
+  virtual ~StepAware() = default;
+  virtual void end_of_step(std::uint64_t step) = 0;
+};
+
+// What the registry makes: an allocator that can be inspected.
+class InspectableAllocator : public Allocator, public AllocatorInspection {};
+
+// The allocator's StepAware side, or nullptr.
+inline StepAware* step_aware(Allocator& a) { return dynamic_cast<StepAware*>(&a); }
+
 // Allocator options as written by a person: key -> value text. Factories parse and validate.
 using AllocatorOptions = std::map<std::string, std::string>;
 
@@ -104,5 +126,14 @@ struct OptionError : std::invalid_argument {
   std::string key;    // the option key at fault
   std::string valid;  // the valid keys or values, for the error message
 };
+
+// One option key an allocator takes and the values it accepts, as an error message lists them.
+struct AllocatorOption {
+  std::string key;
+  std::string valid;
+};
+
+// Rejects keys that are not in the schema (throws OptionError naming the key and the valid keys).
+void check_option_keys(const AllocatorOptions& options, const std::vector<AllocatorOption>& schema);
 
 }  // namespace gmb

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "allocators/registry.h"
 #include "allocators/tracking_allocator.h"
 #include "common/units.h"
 
@@ -13,7 +14,7 @@ namespace {
 class CudaMallocAllocator final : public TrackingAllocator {
  public:
   explicit CudaMallocAllocator(Device& device)
-      : TrackingAllocator(device, device.simulated()), baseline_(device.used_bytes()) {}
+      : TrackingAllocator(device), baseline_(device.used_bytes()) {}
 
   ~CudaMallocAllocator() override {
     for (auto& [ptr, live] : live_) device_.free(ptr);
@@ -47,9 +48,14 @@ class CudaMallocAllocator final : public TrackingAllocator {
 
 }  // namespace
 
-std::vector<std::string> cuda_malloc_option_keys() { return {}; }
+std::vector<AllocatorOption> cuda_malloc_options() { return {}; }
 
-std::unique_ptr<Allocator> make_cuda_malloc_allocator(Device& device, const AllocatorOptions&) {
+void validate_cuda_malloc_options(const AllocatorOptions& options) {
+  check_option_keys(options, cuda_malloc_options());
+}
+
+std::unique_ptr<InspectableAllocator> make_cuda_malloc_allocator(Device& device, const AllocatorOptions& options) {
+  validate_cuda_malloc_options(options);
   return std::make_unique<CudaMallocAllocator>(device);
 }
 

@@ -9,7 +9,8 @@
 
 namespace gmb {
 
-std::vector<std::string> cuda_malloc_option_keys();
-std::unique_ptr<Allocator> make_cuda_malloc_allocator(Device& device, const AllocatorOptions& options);
+std::vector<AllocatorOption> cuda_malloc_options();  // the option schema
+void validate_cuda_malloc_options(const AllocatorOptions& options);
+std::unique_ptr<InspectableAllocator> make_cuda_malloc_allocator(Device& device, const AllocatorOptions& options);
 
 }  // namespace gmb

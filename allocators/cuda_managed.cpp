@@ -3,10 +3,21 @@
 #include <fmt/format.h>
 
 #include "allocators/option_parsing.h"
+#include "allocators/registry.h"
 #include "allocators/tracking_allocator.h"
 
 namespace gmb {
 namespace {
+
+struct ManagedOptions {
+  bool prefetch, preferred_location, accessed_by;
+};
+
+ManagedOptions parse_managed_options(const AllocatorOptions& o) {
+  check_option_keys(o, cuda_managed_options());
+  return {option_bool(o, "prefetch", false), option_bool(o, "preferred_location", false),
+          option_bool(o, "accessed_by", false)};
+}
 
 // Managed bytes are charged in 64 KiB granules, the GPU page size unified memory uses for
 // small ranges (an assumption, not measured here). The safety rule is about what is asked of
@@ -15,11 +26,11 @@ namespace {
 // ~1000 small tensors (biases, norms) long before the memory was really short.
 class CudaManagedAllocator final : public TrackingAllocator {
  public:
-  CudaManagedAllocator(Device& device, const AllocatorOptions& o)
-      : TrackingAllocator(device, device.simulated()),
-        prefetch_(option_bool(o, "prefetch", false)),
-        preferred_location_(option_bool(o, "preferred_location", false)),
-        accessed_by_(option_bool(o, "accessed_by", false)),
+  CudaManagedAllocator(Device& device, const ManagedOptions& o)
+      : TrackingAllocator(device),
+        prefetch_(o.prefetch),
+        preferred_location_(o.preferred_location),
+        accessed_by_(o.accessed_by),
         cap_(safety_cap(device)) {}
 
   ~CudaManagedAllocator() override {
@@ -75,12 +86,14 @@ class CudaManagedAllocator final : public TrackingAllocator {
 
 }  // namespace
 
-std::vector<std::string> cuda_managed_option_keys() {
-  return {"prefetch", "preferred_location", "accessed_by"};
+std::vector<AllocatorOption> cuda_managed_options() {
+  return {{"prefetch", "true, false"}, {"preferred_location", "true, false"}, {"accessed_by", "true, false"}};
 }
 
-std::unique_ptr<Allocator> make_cuda_managed_allocator(Device& device, const AllocatorOptions& options) {
-  return std::make_unique<CudaManagedAllocator>(device, options);
+void validate_cuda_managed_options(const AllocatorOptions& options) { parse_managed_options(options); }
+
+std::unique_ptr<InspectableAllocator> make_cuda_managed_allocator(Device& device, const AllocatorOptions& options) {
+  return std::make_unique<CudaManagedAllocator>(device, parse_managed_options(options));
 }
 
 }  // namespace gmb

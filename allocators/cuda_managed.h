@@ -13,7 +13,8 @@
 namespace gmb {
 
 // Keys: prefetch (bool), preferred_location (bool), accessed_by (bool).
-std::vector<std::string> cuda_managed_option_keys();
-std::unique_ptr<Allocator> make_cuda_managed_allocator(Device& device, const AllocatorOptions& options);
+std::vector<AllocatorOption> cuda_managed_options();  // the option schema
+void validate_cuda_managed_options(const AllocatorOptions& options);
+std::unique_ptr<InspectableAllocator> make_cuda_managed_allocator(Device& device, const AllocatorOptions& options);
 
 }  // namespace gmb

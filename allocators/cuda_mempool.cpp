@@ -5,26 +5,39 @@
 #include <fmt/format.h>
 
 #include "allocators/option_parsing.h"
+#include "allocators/registry.h"
 #include "allocators/tracking_allocator.h"
 
 namespace gmb {
 namespace {
 
-class CudaMemPoolAllocator final : public TrackingAllocator {
+struct PoolAllocatorOptions {
+  MemPoolOptions pool;
+  Bytes trim_to = 0;
+  std::uint64_t trim_every_steps = 0;  // 0: never
+};
+
+PoolAllocatorOptions parse_pool_options(const AllocatorOptions& o) {
+  check_option_keys(o, cuda_mempool_options());
+  PoolAllocatorOptions p;
+  p.trim_to = option_size(o, "trim_to", 0);
+  p.trim_every_steps = option_count(o, "trim_every_steps", 0);
+  if (o.count("trim_to") && p.trim_every_steps == 0)
+    throw OptionError("trim_to", "trim_to is the size each periodic trim keeps; it needs trim_every_steps",
+                      "trim_every_steps: N (N >= 1) together with trim_to");
+  p.pool.release_threshold = option_size(o, "release_threshold", UINT64_MAX, true);
+  p.pool.reuse_follow_event_dependencies = option_bool(o, "reuse_follow_event_dependencies", true);
+  p.pool.reuse_allow_opportunistic = option_bool(o, "reuse_allow_opportunistic", true);
+  p.pool.reuse_allow_internal_dependencies = option_bool(o, "reuse_allow_internal_dependencies", true);
+  return p;
+}
+
+// Trims at the end of every trim_every_steps-th workload step (StepAware).
+class CudaMemPoolAllocator final : public TrackingAllocator, public StepAware {
  public:
-  CudaMemPoolAllocator(Device& device, const AllocatorOptions& o)
-      : TrackingAllocator(device, device.simulated()),
-        trim_to_(option_size(o, "trim_to", 0)),
-        trim_every_steps_(option_count(o, "trim_every_steps", 0)) {
-    if (o.count("trim_to") && trim_every_steps_ == 0)
-      throw OptionError("trim_to", "trim_to is the size each periodic trim keeps; it needs trim_every_steps",
-                        "trim_every_steps: N (N >= 1) together with trim_to");
-    MemPoolOptions p;
-    p.release_threshold = option_size(o, "release_threshold", UINT64_MAX, true);
-    p.reuse_follow_event_dependencies = option_bool(o, "reuse_follow_event_dependencies", true);
-    p.reuse_allow_opportunistic = option_bool(o, "reuse_allow_opportunistic", true);
-    p.reuse_allow_internal_dependencies = option_bool(o, "reuse_allow_internal_dependencies", true);
-    pool_ = device.create_pool(p);
+  CudaMemPoolAllocator(Device& device, const PoolAllocatorOptions& o)
+      : TrackingAllocator(device), trim_to_(o.trim_to), trim_every_steps_(o.trim_every_steps) {
+    pool_ = device.create_pool(o.pool);
   }
 
   ~CudaMemPoolAllocator() override {
@@ -91,13 +104,19 @@ class CudaMemPoolAllocator final : public TrackingAllocator {
 
 }  // namespace
 
-std::vector<std::string> cuda_mempool_option_keys() {
-  return {"release_threshold", "trim_to", "trim_every_steps", "reuse_follow_event_dependencies",
-          "reuse_allow_opportunistic", "reuse_allow_internal_dependencies"};
+std::vector<AllocatorOption> cuda_mempool_options() {
+  return {{"release_threshold", "a size such as 512MiB, 1GB, 4096, or max"},
+          {"trim_to", "a size such as 512MiB, 1GB, 4096"},
+          {"trim_every_steps", "0, 1, 2, ... (0: never)"},
+          {"reuse_follow_event_dependencies", "true, false"},
+          {"reuse_allow_opportunistic", "true, false"},
+          {"reuse_allow_internal_dependencies", "true, false"}};
 }
 
-std::unique_ptr<Allocator> make_cuda_mempool_allocator(Device& device, const AllocatorOptions& options) {
-  return std::make_unique<CudaMemPoolAllocator>(device, options);
+void validate_cuda_mempool_options(const AllocatorOptions& options) { parse_pool_options(options); }
+
+std::unique_ptr<InspectableAllocator> make_cuda_mempool_allocator(Device& device, const AllocatorOptions& options) {
+  return std::make_unique<CudaMemPoolAllocator>(device, parse_pool_options(options));
 }
 
 }  // namespace gmb

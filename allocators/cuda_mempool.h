@@ -13,7 +13,8 @@ namespace gmb {
 
 // Keys: release_threshold (size or max), trim_to (size), trim_every_steps (count, 0 = never),
 // reuse_follow_event_dependencies, reuse_allow_opportunistic, reuse_allow_internal_dependencies.
-std::vector<std::string> cuda_mempool_option_keys();
-std::unique_ptr<Allocator> make_cuda_mempool_allocator(Device& device, const AllocatorOptions& options);
+std::vector<AllocatorOption> cuda_mempool_options();  // the option schema
+void validate_cuda_mempool_options(const AllocatorOptions& options);
+std::unique_ptr<InspectableAllocator> make_cuda_mempool_allocator(Device& device, const AllocatorOptions& options);
 
 }  // namespace gmb

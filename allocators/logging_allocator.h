@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "allocators/allocator.h"
+#include "devices/forwarding_device.h"
 
 namespace gmb {
 
@@ -48,51 +49,33 @@ class AllocatorEventGate final : public AllocatorEventSink {
 };
 
 // Forwards every call to `inner` and reports the segment calls (malloc/free, managed
-// malloc/free, map/unmap) to the sink. The inner device keeps the call counters.
-class LoggingDevice final : public Device {
+// malloc/free, map/unmap) to the sink. The inner device counts the calls.
+class LoggingDevice final : public ForwardingDevice {
  public:
-  LoggingDevice(Device& inner, AllocatorEventSink& sink) : inner_(inner), sink_(sink) {}
-  const DeviceInfo& info() const override { return inner_.info(); }
-  std::optional<DevPtr> malloc(Bytes bytes) override { return taken(inner_.malloc(bytes), bytes); }
-  void free(DevPtr ptr) override {
+  LoggingDevice(Device& inner, AllocatorEventSink& sink) : ForwardingDevice(inner), sink_(sink) {}
+
+ private:
+  std::optional<DevPtr> do_malloc(Bytes bytes) override { return taken(inner().malloc(bytes), bytes); }
+  void do_free(DevPtr ptr) override {
     given_back(ptr);
-    inner_.free(ptr);
+    inner().free(ptr);
   }
-  Bytes vmm_granularity() const override { return inner_.vmm_granularity(); }
-  std::optional<DevPtr> reserve_address_range(Bytes bytes) override { return inner_.reserve_address_range(bytes); }
-  void release_address_range(DevPtr base, Bytes bytes) override { inner_.release_address_range(base, bytes); }
-  bool map(DevPtr addr, Bytes bytes) override {
-    const bool ok = inner_.map(addr, bytes);
+  bool do_map(DevPtr addr, Bytes bytes) override {
+    const bool ok = inner().map(addr, bytes);
     if (ok) sink_.on_event({AllocatorEvent::Kind::SegmentMap, addr, bytes, 0});
     return ok;
   }
-  void unmap(DevPtr addr, Bytes bytes) override {
+  void do_unmap(DevPtr addr, Bytes bytes) override {
     sink_.on_event({AllocatorEvent::Kind::SegmentUnmap, addr, bytes, 0});
-    inner_.unmap(addr, bytes);
+    inner().unmap(addr, bytes);
   }
-  std::optional<DevPtr> malloc_managed(Bytes bytes) override { return taken(inner_.malloc_managed(bytes), bytes); }
-  void free_managed(DevPtr ptr) override {
+  std::optional<DevPtr> do_malloc_managed(Bytes bytes) override { return taken(inner().malloc_managed(bytes), bytes); }
+  void do_free_managed(DevPtr ptr) override {
     given_back(ptr);
-    inner_.free_managed(ptr);
+    inner().free_managed(ptr);
   }
-  void prefetch_managed(DevPtr ptr, Bytes bytes, StreamId stream) override { inner_.prefetch_managed(ptr, bytes, stream); }
-  void advise_managed(DevPtr ptr, Bytes bytes, bool preferred, bool accessed_by) override {
-    inner_.advise_managed(ptr, bytes, preferred, accessed_by);
-  }
-  PoolHandle create_pool(const MemPoolOptions& options) override { return inner_.create_pool(options); }
-  void destroy_pool(PoolHandle pool) override { inner_.destroy_pool(pool); }
   // Pool allocations are the pool's blocks, not segments: the pool's own growth is the driver's.
-  std::optional<DevPtr> malloc_async(PoolHandle pool, Bytes bytes, StreamId stream) override {
-    return inner_.malloc_async(pool, bytes, stream);
-  }
-  void free_async(PoolHandle pool, DevPtr ptr, StreamId stream) override { inner_.free_async(pool, ptr, stream); }
-  void trim_pool(PoolHandle pool, Bytes keep_bytes) override { inner_.trim_pool(pool, keep_bytes); }
-  MemPoolUsage pool_usage(PoolHandle pool) const override { return inner_.pool_usage(pool); }
-  void synchronize() override { inner_.synchronize(); }
-  void* native_stream(StreamId stream) override { return inner_.native_stream(stream); }
-  Bytes used_bytes() const override { return inner_.used_bytes(); }
 
- private:
   std::optional<DevPtr> taken(std::optional<DevPtr> ptr, Bytes bytes) {
     if (ptr) {
       sizes_[*ptr] = bytes;
@@ -107,16 +90,17 @@ class LoggingDevice final : public Device {
     sink_.on_event({AllocatorEvent::Kind::SegmentFree, ptr, bytes, 0});
   }
 
-  Device& inner_;
   AllocatorEventSink& sink_;
   std::unordered_map<DevPtr, Bytes> sizes_;  // live segments
 };
 
 // Forwards every call to `inner` (built on a LoggingDevice when segment events are wanted) and
 // reports allocations, frees and failures to the sink.
-class LoggingAllocator final : public Allocator {
+// Forwards end_of_step too when the inner allocator is StepAware.
+class LoggingAllocator final : public InspectableAllocator, public StepAware {
  public:
-  LoggingAllocator(std::unique_ptr<Allocator> inner, AllocatorEventSink& sink) : inner_(std::move(inner)), sink_(sink) {}
+  LoggingAllocator(std::unique_ptr<InspectableAllocator> inner, AllocatorEventSink& sink)
+      : inner_(std::move(inner)), sink_(sink) {}
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
     const std::optional<DevPtr> ptr = inner_->allocate(bytes, stream);
@@ -140,7 +124,9 @@ class LoggingAllocator final : public Allocator {
     inner_->deallocate(ptr);
   }
   void empty_cache() override { inner_->empty_cache(); }
-  void end_of_step(std::uint64_t step) override { inner_->end_of_step(step); }
+  void end_of_step(std::uint64_t step) override {
+    if (StepAware* hook = step_aware(*inner_)) hook->end_of_step(step);
+  }
   AllocatorStats stats() const override { return inner_->stats(); }
   MemoryInUse in_use() const override { return inner_->in_use(); }
   OomDetails last_oom() const override { return inner_->last_oom(); }
@@ -154,7 +140,7 @@ class LoggingAllocator final : public Allocator {
     Bytes bytes;
     StreamId stream;
   };
-  std::unique_ptr<Allocator> inner_;
+  std::unique_ptr<InspectableAllocator> inner_;
   AllocatorEventSink& sink_;
   std::unordered_map<DevPtr, Live> live_;
 };

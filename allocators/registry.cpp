@@ -12,17 +12,36 @@
 namespace gmb {
 
 const std::vector<AllocatorEntry>& allocator_registry() {
+  // Native allocators: their policy lives in the driver, so on sim their memory is modeled.
   static const std::vector<AllocatorEntry> entries = {
-      {"cuda_malloc", "one cudaMalloc per request, cudaFree on release", cuda_malloc_option_keys(),
-       make_cuda_malloc_allocator},
+      {"cuda_malloc", "one cudaMalloc per request, cudaFree on release",
+       {/*memory_modeled_on_sim=*/true, /*accepts_alloc_conf=*/false},
+       cuda_malloc_options(),
+       validate_cuda_malloc_options, make_cuda_malloc_allocator},
       {"cuda_managed", "cudaMallocManaged per request, capped at the capacity",
-       cuda_managed_option_keys(), make_cuda_managed_allocator},
+       {/*memory_modeled_on_sim=*/true, /*accepts_alloc_conf=*/false},
+       cuda_managed_options(),
+       validate_cuda_managed_options, make_cuda_managed_allocator},
       {"cuda_mempool", "cudaMallocAsync/cudaFreeAsync from an explicitly created cudaMemPool",
-       cuda_mempool_option_keys(), make_cuda_mempool_allocator},
+       {/*memory_modeled_on_sim=*/true, /*accepts_alloc_conf=*/false},
+       cuda_mempool_options(),
+       validate_cuda_mempool_options, make_cuda_mempool_allocator},
       {"caching", "PyTorch's CUDA caching allocator (native backend), same decisions",
-       caching_option_keys(), make_caching_allocator},
+       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/true},
+       caching_options(),
+       validate_caching_options, make_caching_allocator},
   };
   return entries;
+}
+
+std::vector<std::string> AllocatorEntry::option_keys() const {
+  std::vector<std::string> keys;
+  for (const AllocatorOption& o : options) keys.push_back(o.key);
+  return keys;
+}
+
+bool AllocatorEntry::takes_option(std::string_view key) const {
+  return std::any_of(options.begin(), options.end(), [&](const AllocatorOption& o) { return o.key == key; });
 }
 
 const AllocatorEntry* find_allocator(std::string_view name) {
@@ -37,25 +56,52 @@ std::string allocator_names() {
   return out;
 }
 
-void check_option_keys(const AllocatorOptions& options, const std::vector<std::string>& valid) {
+std::string allocator_names_where(bool AllocatorTraits::*trait) {
+  std::string out;
+  for (const auto& e : allocator_registry())
+    if (e.traits.*trait) out += (out.empty() ? "" : ", ") + e.name;
+  return out;
+}
+
+void check_option_keys(const AllocatorOptions& options, const std::vector<AllocatorOption>& schema) {
   for (const auto& [key, value] : options) {
-    if (std::find(valid.begin(), valid.end(), key) == valid.end()) {
+    if (std::none_of(schema.begin(), schema.end(), [&](const AllocatorOption& o) { return o.key == key; })) {
       std::string choices;
-      for (const auto& v : valid) choices += (choices.empty() ? "" : ", ") + v;
+      for (const auto& o : schema) choices += (choices.empty() ? "" : ", ") + o.key;
       throw OptionError(key, fmt::format("unknown option '{}'", key),
                         choices.empty() ? "(this allocator takes no options)" : choices);
     }
   }
 }
 
-std::unique_ptr<Allocator> make_allocator(std::string_view name, Device& device,
-                                          const AllocatorOptions& options) {
+namespace {
+
+const AllocatorEntry& entry_or_throw(std::string_view name) {
   const AllocatorEntry* entry = find_allocator(name);
   if (!entry)
     throw std::invalid_argument(
         fmt::format("unknown allocator '{}' (valid: {})", name, allocator_names()));
-  check_option_keys(options, entry->option_keys);
-  return entry->factory(device, options);
+  return *entry;
+}
+
+}  // namespace
+
+void validate_allocator_options(std::string_view name, const AllocatorOptions& options) {
+  const AllocatorEntry& entry = entry_or_throw(name);
+  check_option_keys(options, entry.options);
+  entry.validate(options);
+}
+
+std::unique_ptr<InspectableAllocator> make_allocator(std::string_view name, Device& device,
+                                                     const AllocatorOptions& options) {
+  const AllocatorEntry& entry = entry_or_throw(name);
+  check_option_keys(options, entry.options);
+  return entry.factory(device, options);
+}
+
+bool memory_modeled(std::string_view allocator, bool simulated) {
+  const AllocatorEntry* entry = find_allocator(allocator);
+  return simulated && entry && entry->traits.memory_modeled_on_sim;
 }
 
 std::string allocator_label(std::string_view name, const AllocatorOptions& options) {

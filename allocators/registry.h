@@ -1,4 +1,5 @@
-// Name -> factory for every allocator. The names are part of the contract (DESIGN.md).
+// Name -> entry for every allocator: what it is (traits), which options it takes (schema), how
+// to check them without a device, and how to make one. The names are part of the contract.
 #pragma once
 
 #include <functional>
@@ -11,25 +12,47 @@
 
 namespace gmb {
 
+// What a caller may know about an allocator without making one.
+struct AllocatorTraits {
+  // On the simulated device, reserved memory comes from a model of the driver (allocators whose
+  // policy lives in the driver: cuda_malloc, cuda_managed, cuda_mempool), labelled `modeled`;
+  // false: the allocator's own decisions, the same code as on the GPU, computed exactly.
+  bool memory_modeled_on_sim = false;
+  // Takes PyTorch's option string as the option `alloc_conf` (a snapshot's recorded settings
+  // apply to it) and a memory limit as `memory_limit_bytes`.
+  bool accepts_alloc_conf = false;
+};
+
 using AllocatorFactory =
-    std::function<std::unique_ptr<Allocator>(Device&, const AllocatorOptions&)>;
+    std::function<std::unique_ptr<InspectableAllocator>(Device&, const AllocatorOptions&)>;
+// Throws OptionError for a bad key or value; touches no device and changes nothing.
+using OptionValidator = void (*)(const AllocatorOptions&);
 
 struct AllocatorEntry {
   std::string name;
   std::string summary;
-  std::vector<std::string> option_keys;  // the valid keys, for error messages and --help
+  AllocatorTraits traits;
+  std::vector<AllocatorOption> options;  // the schema: every valid key
+  OptionValidator validate;
   AllocatorFactory factory;
+
+  std::vector<std::string> option_keys() const;
+  bool takes_option(std::string_view key) const;
 };
 
 const std::vector<AllocatorEntry>& allocator_registry();
 const AllocatorEntry* find_allocator(std::string_view name);
 std::string allocator_names();  // "cuda_malloc, cuda_managed, ..."
+// The names of the entries with a trait, joined as allocator_names() does ("caching").
+std::string allocator_names_where(bool AllocatorTraits::*trait);
 
 // Throws std::invalid_argument for an unknown name, OptionError for a bad option.
-std::unique_ptr<Allocator> make_allocator(std::string_view name, Device& device,
-                                          const AllocatorOptions& options);
-// Rejects keys that are not in `valid` (throws OptionError naming the key and the valid keys).
-void check_option_keys(const AllocatorOptions& options, const std::vector<std::string>& valid);
+std::unique_ptr<InspectableAllocator> make_allocator(std::string_view name, Device& device,
+                                                     const AllocatorOptions& options);
+// The same checks as make_allocator, without a device: side-effect free.
+void validate_allocator_options(std::string_view name, const AllocatorOptions& options);
+// Whether `allocator`'s reserved figures on this device come from a model (false for an unknown name).
+bool memory_modeled(std::string_view allocator, bool simulated);
 // Table label: "caching[expandable_segments:True]"; options in key order, "k=v" joined by ",".
 std::string allocator_label(std::string_view name, const AllocatorOptions& options);
 

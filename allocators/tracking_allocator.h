@@ -12,7 +12,7 @@
 
 namespace gmb {
 
-class TrackingAllocator : public Allocator {
+class TrackingAllocator : public InspectableAllocator {
  public:
   AllocatorStats stats() const override { return stats_; }
   MemoryInUse in_use() const override { return {stats_.allocated_bytes, stats_.reserved_bytes}; }
@@ -24,8 +24,7 @@ class TrackingAllocator : public Allocator {
     StreamId stream;
   };
 
-  // modeled: reserved figures on this device come from a model of the driver.
-  TrackingAllocator(Device& device, bool modeled) : device_(device) { stats_.modeled = modeled; }
+  explicit TrackingAllocator(Device& device) : device_(device) {}
 
   void record_alloc(DevPtr ptr, Bytes bytes, StreamId stream, bool device_alloc) {
     live_[ptr] = Live{bytes, stream};

@@ -48,7 +48,7 @@ std::uint64_t driver_calls(const DeviceCounters& c) {
 
 void alloc_free(benchmark::State& state, const std::string& allocator, Bytes bytes) {
   Device& dev = device();
-  std::unique_ptr<Allocator> a;
+  std::unique_ptr<InspectableAllocator> a;
   try {
     a = make_allocator(allocator, dev, {});
   } catch (const std::exception& e) {

@@ -86,7 +86,7 @@ struct Setup {
     alloc = make_caching_allocator(*device, opts);
   }
   std::unique_ptr<Device> device;
-  std::unique_ptr<Allocator> alloc;
+  std::unique_ptr<InspectableAllocator> alloc;
 };
 
 void BM_CachingWarmPair(benchmark::State& state) {

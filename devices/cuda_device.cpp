@@ -71,32 +71,41 @@ void check(CUresult res, const char* what) {
 bool is_oom(cudaError_t err) { return err == cudaErrorMemoryAllocation; }
 bool is_oom(CUresult res) { return res == CUDA_ERROR_OUT_OF_MEMORY; }
 
+// GPU 0 as it is now (a context is created; no memory is taken): capacity_bytes is the free memory.
+DeviceInfo query_device() {
+  check(cudaSetDevice(0), "cudaSetDevice");
+  check(cudaFree(nullptr), "cudaFree(0) (context creation)");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  DeviceInfo info;
+  info.kind = DeviceKind::Cuda;
+  info.name = prop.name;
+  info.total_bytes = total;
+  info.capacity_bytes = free;
+  info.driver = fmt::format("CUDA driver API {}.{}, runtime {}.{}", driver / 1000,
+                            (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10);
+  CUmemAllocationProp vmm{};
+  vmm.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  vmm.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  vmm.location.id = 0;
+  size_t gran = 0;
+  check(cu().mem_get_allocation_granularity(&gran, &vmm, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+        "cuMemGetAllocationGranularity");
+  info.page_bytes = gran;
+  return info;
+}
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(Bytes capacity) {
-    check(cudaSetDevice(0), "cudaSetDevice");
-    check(cudaFree(nullptr), "cudaFree(0) (context creation)");
-    cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    int driver = 0, runtime = 0;
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    size_t free = 0, total = 0;
-    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-    info_.kind = DeviceKind::Cuda;
-    info_.name = prop.name;
-    info_.total_bytes = total;
-    info_.driver = fmt::format("CUDA driver API {}.{}, runtime {}.{}", driver / 1000,
-                               (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10);
-    CUmemAllocationProp vmm{};
-    vmm.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    vmm.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    vmm.location.id = 0;
-    size_t gran = 0;
-    check(cu().mem_get_allocation_granularity(&gran, &vmm, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-          "cuMemGetAllocationGranularity");
-    granularity_ = gran;
-    info_.page_bytes = gran;
+    info_ = query_device();
+    granularity_ = info_.page_bytes;
+    size_t free = info_.capacity_bytes, total = info_.total_bytes;
     if (capacity != 0 && capacity < free) {
       Bytes ballast = free - capacity;
       void* p = nullptr;
@@ -121,8 +130,7 @@ class CudaDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
 
-  std::optional<DevPtr> malloc(Bytes bytes) override {
-    ++counters_.mallocs;
+  std::optional<DevPtr> do_malloc(Bytes bytes) override {
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes);
     if (is_oom(err)) {
@@ -133,8 +141,7 @@ class CudaDevice final : public Device {
     return reinterpret_cast<DevPtr>(p);
   }
 
-  void free(DevPtr ptr) override {
-    ++counters_.frees;
+  void do_free(DevPtr ptr) override {
     check(cudaFree(reinterpret_cast<void*>(ptr)), "cudaFree");
   }
 
@@ -152,8 +159,7 @@ class CudaDevice final : public Device {
     check(cu().mem_address_free(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
   }
 
-  bool map(DevPtr addr, Bytes bytes) override {
-    ++counters_.vmm_maps;
+  bool do_map(DevPtr addr, Bytes bytes) override {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -171,8 +177,7 @@ class CudaDevice final : public Device {
     return true;
   }
 
-  void unmap(DevPtr addr, Bytes bytes) override {
-    ++counters_.vmm_unmaps;
+  void do_unmap(DevPtr addr, Bytes bytes) override {
     // Unmapping must wait for work that may still use the memory, as PyTorch does.
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     for (auto it = handles_.lower_bound(addr); it != handles_.end() && it->first < addr + bytes;) {
@@ -182,8 +187,7 @@ class CudaDevice final : public Device {
     }
   }
 
-  std::optional<DevPtr> malloc_managed(Bytes bytes) override {
-    ++counters_.managed_mallocs;
+  std::optional<DevPtr> do_malloc_managed(Bytes bytes) override {
     void* p = nullptr;
     cudaError_t err = cudaMallocManaged(&p, bytes, cudaMemAttachGlobal);
     if (is_oom(err)) {
@@ -194,8 +198,7 @@ class CudaDevice final : public Device {
     return reinterpret_cast<DevPtr>(p);
   }
 
-  void free_managed(DevPtr ptr) override {
-    ++counters_.managed_frees;
+  void do_free_managed(DevPtr ptr) override {
     check(cudaFree(reinterpret_cast<void*>(ptr)), "cudaFree (managed)");
   }
 
@@ -249,8 +252,7 @@ class CudaDevice final : public Device {
     pools_.erase(it);
   }
 
-  std::optional<DevPtr> malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
-    ++counters_.async_mallocs;
+  std::optional<DevPtr> do_malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
     void* p = nullptr;
     cudaError_t err = cudaMallocFromPoolAsync(&p, bytes, pools_.at(h),
                                               static_cast<cudaStream_t>(native_stream(stream)));
@@ -262,8 +264,7 @@ class CudaDevice final : public Device {
     return reinterpret_cast<DevPtr>(p);
   }
 
-  void free_async(PoolHandle, DevPtr ptr, StreamId stream) override {
-    ++counters_.async_frees;
+  void do_free_async(PoolHandle, DevPtr ptr, StreamId stream) override {
     check(cudaFreeAsync(reinterpret_cast<void*>(ptr), static_cast<cudaStream_t>(native_stream(stream))),
           "cudaFreeAsync");
   }
@@ -283,8 +284,7 @@ class CudaDevice final : public Device {
     return u;
   }
 
-  void synchronize() override {
-    ++counters_.synchronizes;
+  void do_synchronize() override {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
 
@@ -324,6 +324,11 @@ bool cuda_device_available() {
     return false;
   }
   return count > 0;
+}
+
+DeviceInfo cuda_device_info() {
+  if (!cuda_device_available()) throw DeviceError("no CUDA GPU is visible");
+  return query_device();
 }
 
 std::unique_ptr<Device> make_cuda_device(Bytes capacity_bytes) {

@@ -49,16 +49,27 @@ struct MemPoolUsage {
   Bytes used_current = 0, used_high = 0;          // cudaMemPoolAttrUsedMem*
 };
 
+// Every driver call an allocator makes goes through this interface. The calls that
+// DeviceCounters counts are non-virtual: the base counts each one here, in one place, then calls
+// the implementation's do_*(); an implementation adds only its modeled time
+// (add_modeled_call_seconds). A device that wraps another derives from ForwardingDevice
+// (devices/forwarding_device.h) and reports the wrapped device's counters.
 class Device {
  public:
   virtual ~Device() = default;
   virtual const DeviceInfo& info() const = 0;
   bool simulated() const { return info().kind == DeviceKind::Sim; }
-  const DeviceCounters& counters() const { return counters_; }
+  const DeviceCounters& counters() const { return counted_->counters_; }
 
   // cudaMalloc / cudaFree. nullopt: out of memory (never throws for OOM).
-  virtual std::optional<DevPtr> malloc(Bytes bytes) = 0;
-  virtual void free(DevPtr ptr) = 0;
+  std::optional<DevPtr> malloc(Bytes bytes) {
+    ++counters_.mallocs;
+    return do_malloc(bytes);
+  }
+  void free(DevPtr ptr) {
+    ++counters_.frees;
+    do_free(ptr);
+  }
 
   // Virtual memory management (cuMemAddressReserve, cuMemCreate+cuMemMap+cuMemSetAccess,
   // cuMemUnmap+cuMemRelease, cuMemAddressFree). map() returns false when physical memory
@@ -66,12 +77,24 @@ class Device {
   virtual Bytes vmm_granularity() const = 0;
   virtual std::optional<DevPtr> reserve_address_range(Bytes bytes) = 0;
   virtual void release_address_range(DevPtr base, Bytes bytes) = 0;
-  virtual bool map(DevPtr addr, Bytes bytes) = 0;
-  virtual void unmap(DevPtr addr, Bytes bytes) = 0;
+  bool map(DevPtr addr, Bytes bytes) {
+    ++counters_.vmm_maps;
+    return do_map(addr, bytes);
+  }
+  void unmap(DevPtr addr, Bytes bytes) {
+    ++counters_.vmm_unmaps;
+    do_unmap(addr, bytes);
+  }
 
   // cudaMallocManaged / cudaFree of managed memory (the allocator enforces the safety cap).
-  virtual std::optional<DevPtr> malloc_managed(Bytes bytes) = 0;
-  virtual void free_managed(DevPtr ptr) = 0;
+  std::optional<DevPtr> malloc_managed(Bytes bytes) {
+    ++counters_.managed_mallocs;
+    return do_malloc_managed(bytes);
+  }
+  void free_managed(DevPtr ptr) {
+    ++counters_.managed_frees;
+    do_free_managed(ptr);
+  }
   // cudaMemPrefetchAsync to the device / cudaMemAdvise(preferred location device, accessed by device)
   virtual void prefetch_managed(DevPtr ptr, Bytes bytes, StreamId stream) = 0;
   virtual void advise_managed(DevPtr ptr, Bytes bytes, bool preferred_location, bool accessed_by) = 0;
@@ -80,12 +103,21 @@ class Device {
   using PoolHandle = int;
   virtual PoolHandle create_pool(const MemPoolOptions& options) = 0;
   virtual void destroy_pool(PoolHandle pool) = 0;
-  virtual std::optional<DevPtr> malloc_async(PoolHandle pool, Bytes bytes, StreamId stream) = 0;
-  virtual void free_async(PoolHandle pool, DevPtr ptr, StreamId stream) = 0;
+  std::optional<DevPtr> malloc_async(PoolHandle pool, Bytes bytes, StreamId stream) {
+    ++counters_.async_mallocs;
+    return do_malloc_async(pool, bytes, stream);
+  }
+  void free_async(PoolHandle pool, DevPtr ptr, StreamId stream) {
+    ++counters_.async_frees;
+    do_free_async(pool, ptr, stream);
+  }
   virtual void trim_pool(PoolHandle pool, Bytes keep_bytes) = 0;
   virtual MemPoolUsage pool_usage(PoolHandle pool) const = 0;
 
-  virtual void synchronize() = 0;
+  void synchronize() {
+    ++counters_.synchronizes;
+    do_synchronize();
+  }
   // The native stream handle for a StreamId (cudaStream_t on cuda, nullptr on sim).
   virtual void* native_stream(StreamId stream) = 0;
 
@@ -93,7 +125,25 @@ class Device {
   virtual Bytes used_bytes() const = 0;
 
  protected:
+  // Sim devices: the modeled host time of the call being made.
+  void add_modeled_call_seconds(double seconds) { counters_.modeled_call_seconds += seconds; }
+  // A forwarding device reports the counters of the device its calls reach (which counts them
+  // and holds their modeled time); its own are never read.
+  void report_counters_of(const Device& inner) { counted_ = inner.counted_; }
+
+ private:
+  virtual std::optional<DevPtr> do_malloc(Bytes bytes) = 0;
+  virtual void do_free(DevPtr ptr) = 0;
+  virtual bool do_map(DevPtr addr, Bytes bytes) = 0;
+  virtual void do_unmap(DevPtr addr, Bytes bytes) = 0;
+  virtual std::optional<DevPtr> do_malloc_managed(Bytes bytes) = 0;
+  virtual void do_free_managed(DevPtr ptr) = 0;
+  virtual std::optional<DevPtr> do_malloc_async(PoolHandle pool, Bytes bytes, StreamId stream) = 0;
+  virtual void do_free_async(PoolHandle pool, DevPtr ptr, StreamId stream) = 0;
+  virtual void do_synchronize() = 0;
+
   DeviceCounters counters_;
+  const Device* counted_ = this;
 };
 
 struct SimDeviceOptions {
@@ -103,10 +153,15 @@ struct SimDeviceOptions {
 };
 
 std::unique_ptr<Device> make_sim_device(const SimDeviceOptions& options);
+// The info a sim device made with these options reports, without making one.
+DeviceInfo sim_device_info(const SimDeviceOptions& options);
 // capacity_bytes = 0: the whole card. Throws DeviceError when no GPU is usable or the
 // capacity cannot be left free. Defined only when built with CUDA.
 std::unique_ptr<Device> make_cuda_device(Bytes capacity_bytes);
 bool cuda_device_available();
+// The GPU's name, driver, page size and memory without taking any (capacity_bytes: the free
+// memory now). Throws DeviceError when no GPU is usable.
+DeviceInfo cuda_device_info();
 
 struct DeviceError : std::runtime_error {
   using std::runtime_error::runtime_error;

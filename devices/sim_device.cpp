@@ -138,20 +138,14 @@ class SimDevice final : public Device {
     if (o.capacity_bytes > kMaxDeviceBytes)
       throw DeviceError(fmt::format("simulated device: capacity {} is above the largest accepted, {}",
                                     o.capacity_bytes, kMaxDeviceBytes));
-    info_.kind = DeviceKind::Sim;
-    info_.name = o.name;
-    info_.capacity_bytes = o.capacity_bytes;
-    info_.total_bytes = o.capacity_bytes;
-    info_.page_bytes = o.page_bytes;
-    info_.driver = "simulated (H200, driver 580.159 model)";
+    info_ = sim_device_info(o);
     add_context_regions();
   }
 
   const DeviceInfo& info() const override { return info_; }
 
-  std::optional<DevPtr> malloc(Bytes bytes) override {
-    ++counters_.mallocs;
-    counters_.modeled_call_seconds += malloc_cost(bytes);
+  std::optional<DevPtr> do_malloc(Bytes bytes) override {
+    add_modeled_call_seconds(malloc_cost(bytes));
     if (bytes == 0) return DevPtr{0};
     if (bytes > info_.capacity_bytes) return std::nullopt;  // before rounding: no overflow
     if (bytes <= kPackLimit) return malloc_small(bytes);
@@ -163,17 +157,16 @@ class SimDevice final : public Device {
     return p;
   }
 
-  void free(DevPtr ptr) override {
-    ++counters_.frees;
+  void do_free(DevPtr ptr) override {
     if (ptr == 0) return;
     if (auto it = large_.find(ptr); it != large_.end()) {
-      counters_.modeled_call_seconds += free_cost(it->second);
+      add_modeled_call_seconds(free_cost(it->second));
       used_ -= it->second;
       unplace(ptr, it->second);
       large_.erase(it);
       return;
     }
-    counters_.modeled_call_seconds += free_cost(0);
+    add_modeled_call_seconds(free_cost(0));
     free_small(ptr);
   }
 
@@ -187,18 +180,16 @@ class SimDevice final : public Device {
 
   void release_address_range(DevPtr base, Bytes) override { erase_region(regions_.find(base)); }
 
-  bool map(DevPtr addr, Bytes bytes) override {
-    ++counters_.vmm_maps;
-    counters_.modeled_call_seconds += 44e-6 * static_cast<double>(bytes / info_.page_bytes);
+  bool do_map(DevPtr addr, Bytes bytes) override {
+    add_modeled_call_seconds(44e-6 * static_cast<double>(bytes / info_.page_bytes));
     if (bytes > info_.capacity_bytes || used_ + bytes > info_.capacity_bytes) return false;
     used_ += bytes;
     mapped_[addr] = bytes;
     return true;
   }
 
-  void unmap(DevPtr addr, Bytes bytes) override {
-    ++counters_.vmm_unmaps;
-    counters_.modeled_call_seconds += 33e-6 * static_cast<double>(bytes / info_.page_bytes);
+  void do_unmap(DevPtr addr, Bytes bytes) override {
+    add_modeled_call_seconds(33e-6 * static_cast<double>(bytes / info_.page_bytes));
     // Unmap every mapping inside [addr, addr + bytes).
     for (auto it = mapped_.lower_bound(addr); it != mapped_.end() && it->first < addr + bytes;) {
       used_ -= it->second;
@@ -206,9 +197,8 @@ class SimDevice final : public Device {
     }
   }
 
-  std::optional<DevPtr> malloc_managed(Bytes bytes) override {
-    ++counters_.managed_mallocs;
-    counters_.modeled_call_seconds += kManagedCallCost;
+  std::optional<DevPtr> do_malloc_managed(Bytes bytes) override {
+    add_modeled_call_seconds(kManagedCallCost);
     if (bytes > info_.capacity_bytes) return std::nullopt;  // before rounding: no overflow
     // Modeled: managed ranges in 64 KiB GPU pages (as the cuda_managed cap charges them).
     Bytes size = round_up(std::max<Bytes>(bytes, 1), 64 * KiB);
@@ -220,9 +210,8 @@ class SimDevice final : public Device {
     return p;
   }
 
-  void free_managed(DevPtr ptr) override {
-    ++counters_.managed_frees;
-    counters_.modeled_call_seconds += kManagedCallCost;
+  void do_free_managed(DevPtr ptr) override {
+    add_modeled_call_seconds(kManagedCallCost);
     auto it = managed_.find(ptr);
     if (it == managed_.end()) return;
     used_ -= it->second;
@@ -259,9 +248,8 @@ class SimDevice final : public Device {
     pool.alive = false;
   }
 
-  std::optional<DevPtr> malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
-    ++counters_.async_mallocs;
-    counters_.modeled_call_seconds += kAsyncMallocCost;
+  std::optional<DevPtr> do_malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
+    add_modeled_call_seconds(kAsyncMallocCost);
     PoolModel& pool = pool_at(h);
     // Larger than the device: refused before rounding and before counting its 32 MiB granules.
     if (bytes > info_.capacity_bytes) return std::nullopt;
@@ -332,9 +320,8 @@ class SimDevice final : public Device {
     return pool.base + offset;
   }
 
-  void free_async(PoolHandle h, DevPtr ptr, StreamId stream) override {
-    ++counters_.async_frees;
-    counters_.modeled_call_seconds += kAsyncFreeCost;
+  void do_free_async(PoolHandle h, DevPtr ptr, StreamId stream) override {
+    add_modeled_call_seconds(kAsyncFreeCost);
     PoolModel& pool = pool_at(h);
     if (ptr < pool.base) return;
     auto it = pool.live.find(ptr - pool.base);
@@ -354,8 +341,7 @@ class SimDevice final : public Device {
     return pools_[h].usage;
   }
 
-  void synchronize() override {
-    ++counters_.synchronizes;
+  void do_synchronize() override {
     for (PoolModel& pool : pools_) {
       if (!pool.alive) continue;
       pool.pending.clear();  // every free has completed
@@ -627,6 +613,17 @@ class SimDevice final : public Device {
 }  // namespace
 
 const char* to_string(DeviceKind kind) { return kind == DeviceKind::Sim ? "sim" : "cuda"; }
+
+DeviceInfo sim_device_info(const SimDeviceOptions& o) {
+  DeviceInfo info;
+  info.kind = DeviceKind::Sim;
+  info.name = o.name;
+  info.capacity_bytes = o.capacity_bytes;
+  info.total_bytes = o.capacity_bytes;
+  info.page_bytes = o.page_bytes;
+  info.driver = "simulated (H200, driver 580.159 model)";
+  return info;
+}
 
 std::unique_ptr<Device> make_sim_device(const SimDeviceOptions& options) {
   return std::make_unique<SimDevice>(options);

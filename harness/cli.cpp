@@ -343,12 +343,16 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (a.overwrite && a.output.empty()) throw UsageError("--overwrite applies to --output DIR");
   const std::vector<std::string> formats =
       a.format.empty() ? std::vector<std::string>{"md", "csv", "json"} : parse_formats(a.format);
-  if (!find_allocator(a.allocator))
+  const AllocatorEntry* entry = find_allocator(a.allocator);
+  if (!entry)
     throw UsageError(fmt::format("--allocator: unknown allocator '{}' (valid: {})", a.allocator, allocator_names()));
-  if (a.alloc_conf_given && a.allocator != "caching")
-    throw UsageError(fmt::format("--alloc-conf applies to the caching allocator, not '{}'", a.allocator));
-  if (!a.memory_limit.empty() && a.allocator != "caching")
-    throw UsageError(fmt::format("--memory-limit applies to the caching allocator, not '{}'", a.allocator));
+  // PyTorch's settings (and its memory limit) apply to the allocators that take an alloc_conf.
+  const bool takes_alloc_conf = entry->traits.accepts_alloc_conf;
+  const std::string conf_takers = allocator_names_where(&AllocatorTraits::accepts_alloc_conf);
+  if (a.alloc_conf_given && !takes_alloc_conf)
+    throw UsageError(fmt::format("--alloc-conf applies to the {} allocator, not '{}'", conf_takers, a.allocator));
+  if (!a.memory_limit.empty() && !takes_alloc_conf)
+    throw UsageError(fmt::format("--memory-limit applies to the {} allocator, not '{}'", conf_takers, a.allocator));
   DeviceSpec spec;
   if (!a.device.empty()) spec.choice = parse_device_choice(a.device);
   if (!a.capacity.empty()) spec.capacity_bytes = parse_capacity(a.capacity);
@@ -372,7 +376,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     if (meta.has_alloc_conf)
       notes.push_back(fmt::format("allocator settings: \"{}\" (--alloc-conf); the recorded ones are \"{}\"", a.alloc_conf,
                                   meta.alloc_conf));
-  } else if (meta.has_alloc_conf && a.allocator == "caching") {
+  } else if (meta.has_alloc_conf && takes_alloc_conf) {
     if (!meta.alloc_conf.empty()) options["alloc_conf"] = meta.alloc_conf;
     recorded_conf = true;
     notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)", meta.alloc_conf));
@@ -382,7 +386,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   }
   // Replayed by PyTorch's allocator with the settings it recorded: the self-check applies.
   const bool own_settings =
-      a.allocator == "caching" && meta.has_alloc_conf && (recorded_conf || a.alloc_conf == meta.alloc_conf);
+      takes_alloc_conf && meta.has_alloc_conf && (recorded_conf || a.alloc_conf == meta.alloc_conf);
   if (!a.memory_limit.empty()) {
     auto limit = parse_size(a.memory_limit);
     if (!limit || *limit == 0)
@@ -403,11 +407,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   }
   {
     // Check the options before running anything.
-    SimDeviceOptions o;
-    o.capacity_bytes = 1 * GiB;
-    auto probe = make_sim_device(o);
     try {
-      make_allocator(a.allocator, *probe, options);
+      validate_allocator_options(a.allocator, options);
     } catch (const OptionError& e) {
       if (recorded_conf)
         throw TraceError(a.trace, 0, fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); "
@@ -448,10 +449,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   }
   CaseSpec cs{a.allocator, options, make_workload};
   CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
-  {
-    auto device = make_device(spec);
-    report.device = device->info();
-  }
+  if (!result.device) throw DeviceError(result.error);  // as making the device would have
+  report.device = *result.device;
   report.cases.push_back(std::move(result));
   if (rmm_log) {
     rmm_log->commit();

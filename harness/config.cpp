@@ -82,10 +82,6 @@ void parse_device(const YamlReader& y, const YAML::Node& n, Config& c) {
 void parse_allocators(const YamlReader& y, const YAML::Node& n, Config& c) {
   y.expect_sequence(n, "allocators");
   if (n.size() == 0) y.fail(n, "allocators", fmt::format("the list is empty (valid: {})", allocator_names()));
-  // A tiny simulated device to check every allocator's options before anything runs.
-  SimDeviceOptions probe_opts;
-  probe_opts.capacity_bytes = 1 * GiB;
-  auto probe = make_sim_device(probe_opts);
   for (std::size_t i = 0; i < n.size(); ++i) {
     std::string key = fmt::format("allocators[{}]", i);
     NamedEntry e = named_entry(y, n[i], key);
@@ -95,7 +91,7 @@ void parse_allocators(const YamlReader& y, const YAML::Node& n, Config& c) {
     AllocatorSpec spec{e.name, {}, {}};
     if (e.params && !e.params.IsNull()) {
       // `label` names the setting in the tables; every other key is the allocator's option.
-      std::vector<std::string> keys = entry->option_keys;
+      std::vector<std::string> keys = entry->option_keys();
       keys.push_back("label");
       y.expect_map(e.params, key + "." + e.name, keys);
       for (auto it = e.params.begin(); it != e.params.end(); ++it) {
@@ -111,7 +107,7 @@ void parse_allocators(const YamlReader& y, const YAML::Node& n, Config& c) {
       }
     }
     try {
-      make_allocator(spec.name, *probe, spec.options);
+      validate_allocator_options(spec.name, spec.options);  // before anything runs
     } catch (const OptionError& err) {
       YAML::Node at = e.params && e.params[err.key] ? e.params[err.key] : n[i];
       y.fail(at, key + "." + e.name + "." + err.key, fmt::format("{} (valid: {})", err.what(), err.valid));

@@ -116,8 +116,7 @@ std::string value_text(const std::string& param, std::uint64_t v) { return front
 // The largest capacity a search may try: the whole card on cuda, 1 TiB on sim.
 Bytes device_limit(DeviceChoice choice) {
   if (resolve_device(choice) != DeviceChoice::Cuda) return 1024 * GiB;
-  DeviceSpec whole{DeviceChoice::Cuda, 0};
-  return make_device(whole)->info().capacity_bytes;
+  return cuda_device_info().capacity_bytes;  // the free memory: nothing is allocated to ask
 }
 
 struct Searcher {
@@ -271,7 +270,7 @@ FrontierReport run_frontier(const Config& config, const FrontierSpec& spec, Devi
   DeviceSpec ds = config.device;
   ds.choice = device;
   if (capacity_override) ds.capacity_bytes = *capacity_override;
-  report.device = make_device(ds)->info();
+  report.device = describe_device(ds);  // kind, name and driver: no device made (no ballast)
   std::vector<Bytes> capacities = {ds.capacity_bytes};
   if (!is_capacity(spec) && !capacity_override && config.capacities.size() > 1) capacities = config.capacities;
   Config cfg = config;
@@ -367,7 +366,7 @@ std::string frontier_markdown(const FrontierReport& r) {
   bool modeled = false;
   for (const auto& row : r.rows) {
     const FrontierProbe* at = row.frontier ? row.probe(*row.frontier) : nullptr;
-    const bool mm = sim && row.allocator != "caching";
+    const bool mm = memory_modeled(row.allocator, sim);
     modeled = modeled || mm;
     std::string front = row.error.empty() ? (row.frontier ? value_text(r.spec.param, *row.frontier) : "none in range")
                                           : "error: " + row.error;

@@ -148,6 +148,7 @@ struct CaseResult {
   Bytes ballast_bytes = 0;             // cuda: taken up front to leave capacity_bytes
   bool throughput_modeled = false;
   bool memory_modeled = false;  // reserved figures from a driver model (native allocators on sim)
+  std::optional<DeviceInfo> device;  // as the first run made it (cuda: capacity measured after the ballast)
   std::vector<RunMetrics> runs;
   std::vector<TimelineRow> timeline;  // first run, when asked for
   std::vector<StepSample> steps;      // first run

@@ -35,6 +35,28 @@ DeviceChoice resolve_device(DeviceChoice choice) {
   return cuda_device_available() ? DeviceChoice::Cuda : DeviceChoice::Sim;
 }
 
+DeviceInfo describe_device(const DeviceSpec& spec) {
+  if (resolve_device(spec.choice) == DeviceChoice::Cuda) {
+    DeviceInfo info = cuda_device_info();
+    if (spec.capacity_bytes && spec.capacity_bytes < info.capacity_bytes) {
+      info.ballast_bytes = info.capacity_bytes - spec.capacity_bytes;
+      info.capacity_bytes = spec.capacity_bytes;
+    }
+    return info;
+  }
+  SimDeviceOptions o;
+  if (spec.capacity_bytes) o.capacity_bytes = spec.capacity_bytes;
+  return sim_device_info(o);
+}
+
+DeviceInfo device_of_cases(const std::vector<CaseResult>& cases) {
+  for (const CaseResult& c : cases)
+    if (c.device) return *c.device;
+  for (const CaseResult& c : cases)
+    if (!c.error.empty()) throw DeviceError(c.error);
+  throw DeviceError("no case made a device");
+}
+
 std::unique_ptr<Device> make_device(const DeviceSpec& spec) {
   if (resolve_device(spec.choice) == DeviceChoice::Cuda) return make_cuda_device(spec.capacity_bytes);
   SimDeviceOptions o;
@@ -48,7 +70,7 @@ namespace {
 struct CaseRun {
   const RunSettings& settings;
   Device& device;
-  Allocator& allocator;
+  InspectableAllocator& allocator;
   Workload& workload;
   const WorkloadNeed& need;
   CaseResult& result;  // timeline / steps / block map are filled on the first run only
@@ -281,7 +303,7 @@ struct CaseRun {
         i = j;
       }
       const TickClock::Ticks t = TickClock::now();
-      allocator.end_of_step(step);  // periodic trims and the like: allocator time
+      if (StepAware* hook = step_aware(allocator)) hook->end_of_step(step);  // periodic trims: allocator time
       alloc_ticks += TickClock::now() - t;
       if (step_ok) {
         ++m.steps_completed;
@@ -381,7 +403,8 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
         result.capacity_requested_bytes = device_spec.capacity_bytes;
         result.ballast_bytes = device->info().ballast_bytes;
         result.throughput_modeled = device->simulated();
-        result.memory_modeled = device->simulated() && spec.allocator != "caching";
+        result.memory_modeled = memory_modeled(spec.allocator, device->simulated());
+        result.device = device->info();
       }
       CaseRun run{settings, *device, *allocator, *workload, *result.need, result, r == 0, gate ? &*gate : nullptr};
       run.run(progress, r);

@@ -28,6 +28,12 @@ struct DeviceSpec {
 // Resolves auto: cuda where a GPU is visible, else sim.
 DeviceChoice resolve_device(DeviceChoice choice);
 std::unique_ptr<Device> make_device(const DeviceSpec& spec);
+// What make_device(spec) would make, without making it (no ballast is taken): kind, name, driver,
+// page size; on cuda the capacity is planned from the free memory now, not measured.
+DeviceInfo describe_device(const DeviceSpec& spec);
+// The device the cases ran on, as the first case that made one measured it. Throws DeviceError
+// (the first case's error) when none could make a device.
+DeviceInfo device_of_cases(const std::vector<CaseResult>& cases);
 
 struct CaseSpec {
   std::string allocator;

@@ -106,12 +106,18 @@ void write_entry(pickle::Writer& w, const char* action, DevPtr addr, Bytes size,
   w.end_dict();
 }
 
+// PyTorch's settings string applies to the allocators that take it (the caching allocator).
+bool takes_alloc_conf(const std::string& allocator) {
+  const AllocatorEntry* entry = find_allocator(allocator);
+  return entry && entry->traits.accepts_alloc_conf;
+}
+
 void write_settings(pickle::Writer& w, const std::string& allocator, const AllocatorOptions& options) {
   std::string conf;
   auto it = options.find("alloc_conf");
   if (it != options.end()) conf = it->second;
   caching::CachingConfig c;
-  if (allocator == "caching") c = caching::parse_alloc_conf(conf);
+  if (takes_alloc_conf(allocator)) c = caching::parse_alloc_conf(conf);
   w.begin_dict();
   w.key("PYTORCH_CUDA_ALLOC_CONF");
   w.str(conf);
@@ -215,7 +221,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
     std::unordered_map<DevPtr, Bytes> requested;
     for (const auto& [id, l] : live) requested[l.ptr] = l.bytes;
     bool expandable = false;
-    if (allocator_name == "caching") {
+    if (takes_alloc_conf(allocator_name)) {
       auto it = options.find("alloc_conf");
       expandable = it != options.end() && caching::parse_alloc_conf(it->second).expandable_segments;
     }

@@ -38,7 +38,7 @@ struct Fixture {
   Bytes reserved() const { return alloc->stats().reserved_bytes; }
 
   std::unique_ptr<Device> device;
-  std::unique_ptr<Allocator> alloc;
+  std::unique_ptr<InspectableAllocator> alloc;
 };
 
 TEST(CachingAllocator, HolePatternNative) {

@@ -14,13 +14,13 @@
 namespace gmb {
 namespace {
 
-std::map<std::string, std::int64_t> stats_of(const Allocator& a) {
+std::map<std::string, std::int64_t> stats_of(const AllocatorInspection& a) {
   std::map<std::string, std::int64_t> m;
   for (const auto& [k, v] : a.memory_stats()) m[k] = v;
   return m;
 }
 
-void check(const Allocator& a, const Device& d, bool expandable, const std::string& where) {
+void check(const AllocatorInspection& a, const Device& d, bool expandable, const std::string& where) {
   auto m = stats_of(a);
   Bytes seg_bytes = 0, used = 0, split_free = 0;
   std::int64_t split_free_n = 0, allocated_n = 0;

@@ -58,6 +58,7 @@
 
 #include "allocators/caching/caching_allocator.h"
 #include "devices/device.h"
+#include "devices/forwarding_device.h"
 #include "torch_ref_data.h"
 
 namespace gmb {
@@ -178,12 +179,12 @@ struct MallocRecord {
   std::int64_t freed_event = -1;
 };
 
-class RecordingDevice final : public Device {
+class RecordingDevice final : public ForwardingDevice {
  public:
   // present: addresses to show the allocator instead of the real ones, by malloc index
   // (PyTorch's); 0 or past the end: the real address.
   RecordingDevice(Device& inner, std::vector<DevPtr> present = {})
-      : inner_(inner), present_(std::move(present)) {}
+      : ForwardingDevice(inner), present_(std::move(present)) {}
 
   std::int64_t event = 0;  // set by the replay before every event
   StreamId stream = 0;
@@ -192,11 +193,9 @@ class RecordingDevice final : public Device {
   // Called after every successful malloc (index into mallocs).
   std::function<void(std::size_t)> on_malloc;
 
-  const DeviceInfo& info() const override { return inner_.info(); }
-
-  std::optional<DevPtr> malloc(Bytes bytes) override {
-    auto p = inner_.malloc(bytes);
-    sync();
+ private:
+  std::optional<DevPtr> do_malloc(Bytes bytes) override {
+    auto p = inner().malloc(bytes);
     if (!p) {
       ++failed_mallocs;
       return p;
@@ -215,72 +214,16 @@ class RecordingDevice final : public Device {
     return r.shown;
   }
 
-  void free(DevPtr ptr) override {
+  void do_free(DevPtr ptr) override {
     DevPtr real = ptr;
     if (auto it = to_real_.find(ptr); it != to_real_.end()) {
       real = mallocs[it->second].real;
       mallocs[it->second].freed_event = event;
       to_real_.erase(it);
     }
-    inner_.free(real);
-    sync();
+    inner().free(real);
   }
 
-  Bytes vmm_granularity() const override { return inner_.vmm_granularity(); }
-  std::optional<DevPtr> reserve_address_range(Bytes b) override {
-    auto r = inner_.reserve_address_range(b);
-    sync();
-    return r;
-  }
-  void release_address_range(DevPtr p, Bytes b) override {
-    inner_.release_address_range(p, b);
-    sync();
-  }
-  bool map(DevPtr p, Bytes b) override {
-    bool ok = inner_.map(p, b);
-    sync();
-    return ok;
-  }
-  void unmap(DevPtr p, Bytes b) override {
-    inner_.unmap(p, b);
-    sync();
-  }
-  std::optional<DevPtr> malloc_managed(Bytes b) override {
-    auto r = inner_.malloc_managed(b);
-    sync();
-    return r;
-  }
-  void free_managed(DevPtr p) override {
-    inner_.free_managed(p);
-    sync();
-  }
-  void prefetch_managed(DevPtr p, Bytes b, StreamId s) override { inner_.prefetch_managed(p, b, s); }
-  void advise_managed(DevPtr p, Bytes b, bool pref, bool acc) override {
-    inner_.advise_managed(p, b, pref, acc);
-  }
-  PoolHandle create_pool(const MemPoolOptions& o) override { return inner_.create_pool(o); }
-  void destroy_pool(PoolHandle h) override { inner_.destroy_pool(h); }
-  std::optional<DevPtr> malloc_async(PoolHandle h, Bytes b, StreamId s) override {
-    auto r = inner_.malloc_async(h, b, s);
-    sync();
-    return r;
-  }
-  void free_async(PoolHandle h, DevPtr p, StreamId s) override {
-    inner_.free_async(h, p, s);
-    sync();
-  }
-  void trim_pool(PoolHandle h, Bytes keep) override { inner_.trim_pool(h, keep); }
-  MemPoolUsage pool_usage(PoolHandle h) const override { return inner_.pool_usage(h); }
-  void synchronize() override {
-    inner_.synchronize();
-    sync();
-  }
-  void* native_stream(StreamId s) override { return inner_.native_stream(s); }
-  Bytes used_bytes() const override { return inner_.used_bytes(); }
-
- private:
-  void sync() { counters_ = inner_.counters(); }
-  Device& inner_;
   std::vector<DevPtr> present_;
   std::map<DevPtr, std::size_t> to_real_;
 };

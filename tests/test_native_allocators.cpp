@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "allocators/registry.h"
+#include "devices/forwarding_device.h"
 #include "harness/runner.h"
 #include "workloads/hole_pattern.h"
 
@@ -19,10 +20,11 @@ std::unique_ptr<Device> sim(Bytes capacity) {
   return make_sim_device(o);
 }
 
-// Forwards to a sim device and records the managed-memory hints the allocator gives.
-class RecordingDevice final : public Device {
+// Forwards to a sim device and records the managed-memory hints the allocator gives (without
+// passing them on); the sim device counts the calls.
+class RecordingDevice final : public ForwardingDevice {
  public:
-  explicit RecordingDevice(Bytes capacity) : inner_(sim(capacity)) {}
+  explicit RecordingDevice(Bytes capacity) : RecordingDevice(sim(capacity)) {}
   struct Prefetch {
     DevPtr ptr;
     Bytes bytes;
@@ -35,32 +37,13 @@ class RecordingDevice final : public Device {
   };
   std::vector<Prefetch> prefetches;
   std::vector<Advice> advice;
-  Device& inner() { return *inner_; }
 
-  const DeviceInfo& info() const override { return inner_->info(); }
-  std::optional<DevPtr> malloc(Bytes b) override { return inner_->malloc(b); }
-  void free(DevPtr p) override { inner_->free(p); }
-  Bytes vmm_granularity() const override { return inner_->vmm_granularity(); }
-  std::optional<DevPtr> reserve_address_range(Bytes b) override { return inner_->reserve_address_range(b); }
-  void release_address_range(DevPtr p, Bytes b) override { inner_->release_address_range(p, b); }
-  bool map(DevPtr p, Bytes b) override { return inner_->map(p, b); }
-  void unmap(DevPtr p, Bytes b) override { inner_->unmap(p, b); }
-  std::optional<DevPtr> malloc_managed(Bytes b) override { return inner_->malloc_managed(b); }
-  void free_managed(DevPtr p) override { inner_->free_managed(p); }
   void prefetch_managed(DevPtr p, Bytes b, StreamId s) override { prefetches.push_back({p, b, s}); }
   void advise_managed(DevPtr p, Bytes b, bool pref, bool acc) override { advice.push_back({p, b, pref, acc}); }
-  PoolHandle create_pool(const MemPoolOptions& o) override { return inner_->create_pool(o); }
-  void destroy_pool(PoolHandle h) override { inner_->destroy_pool(h); }
-  std::optional<DevPtr> malloc_async(PoolHandle h, Bytes b, StreamId s) override { return inner_->malloc_async(h, b, s); }
-  void free_async(PoolHandle h, DevPtr p, StreamId s) override { inner_->free_async(h, p, s); }
-  void trim_pool(PoolHandle h, Bytes k) override { inner_->trim_pool(h, k); }
-  MemPoolUsage pool_usage(PoolHandle h) const override { return inner_->pool_usage(h); }
-  void synchronize() override { inner_->synchronize(); }
-  void* native_stream(StreamId s) override { return inner_->native_stream(s); }
-  Bytes used_bytes() const override { return inner_->used_bytes(); }
 
  private:
-  std::unique_ptr<Device> inner_;
+  explicit RecordingDevice(std::unique_ptr<Device> inner) : ForwardingDevice(*inner), owned_(std::move(inner)) {}
+  std::unique_ptr<Device> owned_;
 };
 
 CaseResult hole_case(const std::string& allocator, AllocatorOptions options = {}, std::uint64_t repeat = 1) {
@@ -85,7 +68,7 @@ TEST(CudaManaged, NeverMoreManagedBytesThanTheCapacityAndRefusalsNeverReachTheDr
   EXPECT_EQ(s.ooms, 1u);
   EXPECT_EQ(s.allocated_bytes, 600 * MiB);
   EXPECT_EQ(s.reserved_bytes, 600 * MiB);
-  EXPECT_TRUE(s.modeled);
+  EXPECT_TRUE(find_allocator("cuda_managed")->traits.memory_modeled_on_sim);
   OomDetails o = a->last_oom();
   EXPECT_EQ(o.requested_bytes, 500 * MiB);
   EXPECT_NE(o.message.find("refused before reaching the driver"), std::string::npos) << o.message;
@@ -209,12 +192,12 @@ TEST(CudaMemPool, PeriodicTrimKeepsTrimTo) {
   DevPtr small = *a->allocate(20 * MiB, 0);  // at 300 MiB: granule 9, already backed
   EXPECT_EQ(a->stats().reserved_bytes, 320 * MiB);
   a->deallocate(big);
-  a->end_of_step(0);
+  step_aware(*a)->end_of_step(0);
   EXPECT_EQ(a->stats().reserved_bytes, 320 * MiB) << "step 1 of 2: no trim yet";
-  a->end_of_step(1);
+  step_aware(*a)->end_of_step(1);
   EXPECT_EQ(a->stats().reserved_bytes, 64 * MiB) << "trimmed to 64 MiB (the live 20 MiB's granule + one)";
   EXPECT_EQ(a->stats().device_frees, 1u);
-  a->end_of_step(3);
+  step_aware(*a)->end_of_step(3);
   EXPECT_EQ(a->stats().device_frees, 1u) << "a trim that releases nothing is no device free";
   a->deallocate(small);
 }

@@ -167,7 +167,7 @@ struct Ours {
   std::int64_t v[kNumFields] = {};
 };
 
-inline Ours our_stats(const Allocator& alloc, int oom) {
+inline Ours our_stats(const AllocatorInspection& alloc, int oom) {
   std::map<std::string, std::int64_t> ms;
   for (const auto& [k, v] : alloc.memory_stats()) ms[k] = v;
   return Ours{{ms["allocated_bytes.all.current"], ms["reserved_bytes.all.current"],

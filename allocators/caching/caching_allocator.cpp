@@ -284,7 +284,7 @@ struct AllocParams {
   Block* block = nullptr;
 };
 
-class CachingAllocator final : public Allocator {
+class CachingAllocator final : public InspectableAllocator {
  public:
   CachingAllocator(Device& device, CachingConfig config, Bytes limit)
       : device_(device),
@@ -346,7 +346,6 @@ class CachingAllocator final : public Allocator {
     s.device_frees = static_cast<std::uint64_t>(stats_.num_device_free);
     s.ooms = static_cast<std::uint64_t>(stats_.num_ooms);
     s.alloc_retries = static_cast<std::uint64_t>(stats_.num_alloc_retries);
-    s.modeled = false;
     return s;
   }
 
@@ -1042,27 +1041,46 @@ std::string CachingAllocator::memory_summary() const {
 }  // namespace
 }  // namespace caching
 
-std::vector<std::string> caching_option_keys() { return {"alloc_conf", "memory_limit_bytes"}; }
+std::vector<AllocatorOption> caching_options() {
+  return {{"alloc_conf", "PyTorch's PYTORCH_CUDA_ALLOC_CONF string, e.g. expandable_segments:True"},
+          {"memory_limit_bytes", "a byte count or a size such as 24GiB"}};
+}
 
-std::unique_ptr<Allocator> make_caching_allocator(Device& device, const AllocatorOptions& options) {
-  check_option_keys(options, caching_option_keys());
+namespace {
+
+struct CachingOptions {
   caching::CachingConfig config;
+  std::optional<Bytes> memory_limit;  // memory_limit_bytes, where given
+};
+
+CachingOptions parse_caching_options(const AllocatorOptions& options) {
+  check_option_keys(options, caching_options());
+  CachingOptions o;
   if (auto it = options.find("alloc_conf"); it != options.end())
-    config = caching::parse_alloc_conf(it->second);
-  const DeviceInfo& info = device.info();
-  Bytes card = info.total_bytes ? info.total_bytes : info.capacity_bytes;
-  Bytes limit = info.capacity_bytes;
-  if (config.per_process_memory_fraction < 1.0)
-    limit = static_cast<Bytes>(config.per_process_memory_fraction * static_cast<double>(card));
+    o.config = caching::parse_alloc_conf(it->second);
   if (auto it = options.find("memory_limit_bytes"); it != options.end()) {
-    std::optional<Bytes> v = parse_size(it->second);
-    if (!v)
+    o.memory_limit = parse_size(it->second);
+    if (!o.memory_limit)
       throw OptionError("memory_limit_bytes",
                         fmt::format("memory_limit_bytes: '{}' is not a size", it->second),
                         "a byte count or a size such as 24GiB");
-    limit = *v;
   }
-  return std::make_unique<caching::CachingAllocator>(device, std::move(config), limit);
+  return o;
+}
+
+}  // namespace
+
+void validate_caching_options(const AllocatorOptions& options) { parse_caching_options(options); }
+
+std::unique_ptr<InspectableAllocator> make_caching_allocator(Device& device, const AllocatorOptions& options) {
+  CachingOptions o = parse_caching_options(options);
+  const DeviceInfo& info = device.info();
+  Bytes card = info.total_bytes ? info.total_bytes : info.capacity_bytes;
+  Bytes limit = info.capacity_bytes;
+  if (o.config.per_process_memory_fraction < 1.0)
+    limit = static_cast<Bytes>(o.config.per_process_memory_fraction * static_cast<double>(card));
+  if (o.memory_limit) limit = *o.memory_limit;
+  return std::make_unique<caching::CachingAllocator>(device, std::move(o.config), limit);
 }
 
 }  // namespace gmb

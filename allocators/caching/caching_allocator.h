@@ -30,7 +30,8 @@
 namespace gmb {
 
 // Option keys: alloc_conf (PyTorch's PYTORCH_CUDA_ALLOC_CONF string), memory_limit_bytes.
-std::vector<std::string> caching_option_keys();
-std::unique_ptr<Allocator> make_caching_allocator(Device& device, const AllocatorOptions& options);
+std::vector<AllocatorOption> caching_options();  // the option schema
+void validate_caching_options(const AllocatorOptions& options);  // no device, no side effect
+std::unique_ptr<InspectableAllocator> make_caching_allocator(Device& device, const AllocatorOptions& options);
 
 }  // namespace gmb

@@ -95,7 +95,7 @@ void LifetimeReplayer::for_each_event(const std::vector<std::uint32_t>* events, 
     if (!visit(trace_.events[i])) return;
 }
 
-ReplayOutcome LifetimeReplayer::replay(Allocator& allocator, const std::vector<char>& keep,
+ReplayOutcome LifetimeReplayer::replay(InspectableAllocator& allocator, const std::vector<char>& keep,
                                        const std::vector<Bytes>& bytes_of, const std::vector<std::uint32_t>* events,
                                        std::vector<char>* reserved_growth) {
   ++replays_;

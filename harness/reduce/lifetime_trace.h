@@ -74,7 +74,7 @@ class LifetimeReplayer {
   // request, if one failed), with each lifetime's pointer (0: not live).
   struct Kept {
     std::unique_ptr<Device> device;        // declared first: destroyed after the allocator
-    std::unique_ptr<Allocator> allocator;
+    std::unique_ptr<InspectableAllocator> allocator;
     std::vector<DevPtr> pointers;          // per lifetime
     ReplayOutcome outcome;
   };
@@ -83,7 +83,7 @@ class LifetimeReplayer {
   std::uint64_t events_replayed() const { return events_; }
 
  private:
-  ReplayOutcome replay(Allocator& allocator, const std::vector<char>& keep, const std::vector<Bytes>& bytes_of,
+  ReplayOutcome replay(InspectableAllocator& allocator, const std::vector<char>& keep, const std::vector<Bytes>& bytes_of,
                        const std::vector<std::uint32_t>* events, std::vector<char>* reserved_growth);
   template <typename Visit>
   void for_each_event(const std::vector<std::uint32_t>* events, Visit visit) const;
