@@ -17,6 +17,7 @@
 
 #include "allocators/registry.h"
 #include "common/units.h"
+#include "devices/cuda_path.h"
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/frontier.h"
@@ -78,7 +79,7 @@ Bytes parse_capacity(const std::string& text) {
 // Resolves the device choice and says so in one line when falling back to sim.
 DeviceSpec choose_device(DeviceSpec spec, bool quiet) {
   if (spec.choice == DeviceChoice::Cuda && !cuda_device_available())
-    throw UsageError("--device cuda: no CUDA GPU is visible");
+    throw UsageError(cuda_unavailable_message());
   if (spec.choice == DeviceChoice::Auto) {
     spec.choice = resolve_device(DeviceChoice::Auto);
     if (spec.choice == DeviceChoice::Sim && !quiet)

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/units.h"
+#include "devices/cuda_path.h"
 #include "harness/frontier.h"
 #include "harness/report/report.h"
 
@@ -82,7 +83,7 @@ int run_frontier_command(const FrontierCliArgs& a, const std::string& command_li
     if (a.device == "cuda") choice = DeviceChoice::Cuda;
     if (a.device == "auto") choice = DeviceChoice::Auto;
     if (choice == DeviceChoice::Cuda && !cuda_device_available())
-      throw std::invalid_argument("--device cuda: no CUDA GPU is visible");
+      throw std::invalid_argument(cuda_unavailable_message());
     if (choice == DeviceChoice::Auto) {
       choice = resolve_device(choice);
       if (choice == DeviceChoice::Sim && !a.quiet)
