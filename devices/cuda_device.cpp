@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "devices/cuda_path.h"
 #include "devices/device.h"
 
 namespace gmb {
@@ -316,6 +317,8 @@ class CudaDevice final : public Device {
 };
 
 }  // namespace
+
+bool cuda_path_built_in() { return true; }
 
 bool cuda_device_available() {
   int count = 0;

@@ -15,8 +15,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "about/build_info.h"
 #include "allocators/registry.h"
 #include "common/units.h"
+#include "devices/cuda_path.h"
+#include "harness/cli/config_option.h"
+#include "harness/cli/plot_command.h"
+#include "harness/cli/shipped_configs.h"
 #include "harness/compare.h"
 #include "harness/config.h"
 #include "harness/frontier.h"
@@ -78,7 +83,7 @@ Bytes parse_capacity(const std::string& text) {
 // Resolves the device choice and says so in one line when falling back to sim.
 DeviceSpec choose_device(DeviceSpec spec, bool quiet) {
   if (spec.choice == DeviceChoice::Cuda && !cuda_device_available())
-    throw UsageError("--device cuda: no CUDA GPU is visible");
+    throw UsageError(cuda_unavailable_message());
   if (spec.choice == DeviceChoice::Auto) {
     spec.choice = resolve_device(DeviceChoice::Auto);
     if (spec.choice == DeviceChoice::Sim && !quiet)
@@ -555,16 +560,19 @@ const char* kSynopsis =
     "              [--contrast-alloc-conf STR] [--output DIR]   shrink the first OOM to a small reproducer\n"
     "  gpumembench compare RESULTS RESULTS... [--match label|allocator] [--output DIR] [--format ...]\n"
     "                                                    runs side by side\n"
+    "  gpumembench configs                                      the shipped configs, for --config NAME\n"
+    "  gpumembench plot RESULTS_DIR [--out DIR] [--formats png,pdf,svg]   plots of a run (python3, matplotlib)\n"
     "  gpumembench help [replay|frontier|compare|reduce|plan]  this help, or a subcommand's\n"
-    "  gpumembench --version\n";
+    "  gpumembench --version                                    version, commit, CUDA path, PyTorch release\n";
 
 const char* kRunExamples =
     "\nExamples:\n"
-    "  gpumembench --config configs/hole_pattern.yaml                 # cuda if a GPU is visible, else sim\n"
-    "  gpumembench --config configs/dynamic_seq.yaml --device sim --steps 50 --allocator caching\n"
-    "  gpumembench --config configs/fragmentation_oom.yaml --format md,latex --output out/frag\n"
-    "  gpumembench --config configs/dynamic_seq.yaml --resume results/dynamic_seq-20260101T120000Z   # after Ctrl-C\n"
-    "\nSubcommands: replay, frontier, reduce, compare, plan, help (gpumembench help SUBCOMMAND).\n"
+    "  gpumembench --config hole_pattern.yaml                         # cuda if a GPU is visible, else sim\n"
+    "  gpumembench --config dynamic_seq --device sim --steps 50 --allocator caching\n"
+    "  gpumembench --config fragmentation_oom --format md,latex --output out/frag\n"
+    "  gpumembench --config my_job.yaml                               # a config file of your own\n"
+    "  gpumembench --config dynamic_seq --resume results/dynamic_seq-20260101T120000Z   # after Ctrl-C\n"
+    "\nSubcommands: replay, frontier, reduce, compare, plan, configs, plot, help (gpumembench help SUBCOMMAND).\n"
     "Each case's result is written to DIR/cases/<id>.json when it ends; Ctrl-C (or SIGTERM) stops after the\n"
     "case that is running (a second one at once) and says how to resume.\n"
     "Exit status: 0 every case ran (an OOM is a result, in the tables); 2 bad usage, config or trace\n"
@@ -576,12 +584,16 @@ int run_cli(int argc, char** argv) {
   CLI::App app{"gpumembench: how GPU memory allocators use memory, where they run out (fragmentation or "
                "capacity) and how fast they are: workloads x allocators, on a real or a simulated GPU",
                "gpumembench"};
-  app.set_version_flag("--version", std::string("gpumembench ") + GMB_VERSION);
+  std::string version = version_text();
+  if (!version.empty() && version.back() == '\n') version.pop_back();  // CLI11 ends the line
+  app.set_version_flag("--version", version);
   app.footer(kRunExamples);
   std::string config, device, output, format, capacity;
   bool quiet = false;
-  app.add_option("--config", config, "YAML config: its workloads x allocators are the cases (configs/ has examples)")
-      ->check(CLI::ExistingFile);
+  app.add_option("--config", config,
+                 "YAML config: a file, or a shipped config's name with or without .yaml (gpumembench configs "
+                 "lists them); its workloads x allocators are the cases")
+      ->transform(shipped_config_lookup());
   app.add_option("--device", device,
                  "auto (default): cuda if a GPU is visible, else sim; sim: a simulated GPU of the config's capacity "
                  "(throughput and native allocators' memory modeled); cuda: the real GPU")
@@ -690,7 +702,7 @@ int run_cli(int argc, char** argv) {
       "settings, the tool version): a run writes the case's result to DIR/cases/<id>.json, which --resume finds.\n"
       "Example:\n  gpumembench plan --config configs/hole_pattern.yaml --device sim\n");
   RunArgs plan_args;
-  plan->add_option("--config", plan_args.config, "YAML config")->required()->check(CLI::ExistingFile);
+  plan->add_option("--config", plan_args.config, "YAML config, a file or a shipped config's name")->required()->transform(shipped_config_lookup());
   plan->add_option("--device", plan_args.device, "auto (default), sim or cuda: the device kind is part of the ids")
       ->check(CLI::IsMember({"auto", "sim", "cuda"}));
   plan->add_option("--capacity", plan_args.capacity, "as for a run");
@@ -712,6 +724,11 @@ int run_cli(int argc, char** argv) {
   // `gpumembench help [SUBCOMMAND]` is answered before parsing: CLI11 would take "help replay"
   // for the replay subcommand itself. It is registered so that --help lists it.
   auto* help = app.add_subcommand("help", "this help, or a subcommand's: gpumembench help frontier");
+  auto* configs = app.add_subcommand("configs", "list the shipped configs (run one with --config NAME), each with its first comment line");
+  auto* plot = app.add_subcommand(
+      "plot", "plots of a results folder as PNG and PDF: gpumembench plot RESULTS_DIR [--out DIR] "
+              "[--formats png,pdf,svg] (runs the installed plot.py; needs python3 and matplotlib)");
+  plot->prefix_command();  // every argument goes to plot.py as given
   help->allow_extras();
   if (argc >= 2 && std::string(argv[1]) == "help") {
     const std::string topic = argc >= 3 ? argv[2] : "";
@@ -728,7 +745,7 @@ int run_cli(int argc, char** argv) {
 
   if (argc <= 1) {
     std::cerr << "gpumembench: nothing to run. Usage:\n" << kSynopsis
-              << "Try: gpumembench --config configs/hole_pattern.yaml --device sim\n"
+              << "Try: gpumembench --config hole_pattern.yaml --device sim (gpumembench configs lists the shipped configs)\n"
                  "More: gpumembench help, gpumembench help SUBCOMMAND.\n";
     return 2;
   }
@@ -746,6 +763,8 @@ int run_cli(int argc, char** argv) {
     }
     if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match);
     if (plan->parsed()) return run_plan(plan_args);
+    if (configs->parsed()) return list_shipped_configs(std::cout, std::cerr);
+    if (plot->parsed()) return run_plot_command(plot->remaining(), std::cerr);
     if (frontier->parsed()) return run_frontier_command(frontier_args, cmd);
     if (reduce->parsed()) return run_reduce_command(reduce_args, cmd);
     if (replay->parsed()) {

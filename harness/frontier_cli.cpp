@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "common/units.h"
+#include "devices/cuda_path.h"
+#include "harness/cli/config_option.h"
 #include "harness/frontier.h"
 #include "harness/report/report.h"
 
@@ -37,13 +39,14 @@ CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& a) {
       "frontier", "OOM frontier: per allocator, the smallest capacity (or largest batch / seq_len) without an OOM");
   f->footer(
       "\nExamples:\n"
-      "  gpumembench frontier --config configs/fragmentation_oom.yaml --device sim\n"
-      "  gpumembench frontier --config configs/dynamic_seq.yaml --param batch --capacity 40GiB --steps 20 "
+      "  gpumembench frontier --config fragmentation_oom --device sim\n"
+      "  gpumembench frontier --config dynamic_seq --param batch --capacity 40GiB --steps 20 "
       "--allocator caching\n"
       "Writes frontier.{md,csv,json} (every probe, both neighbours of the frontier actually run).\n");
-  f->add_option("--config", a.config, "YAML config (its `frontier:` section gives defaults)")
+  f->add_option("--config", a.config,
+                 "YAML config, a file or a shipped config's name (its `frontier:` section gives defaults)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->transform(shipped_config_lookup());
   f->add_option("--param", a.param,
                 "what to search: capacity (default; the smallest that runs every step), batch or seq_len (the "
                 "largest that does; transformer workloads)")
@@ -82,7 +85,7 @@ int run_frontier_command(const FrontierCliArgs& a, const std::string& command_li
     if (a.device == "cuda") choice = DeviceChoice::Cuda;
     if (a.device == "auto") choice = DeviceChoice::Auto;
     if (choice == DeviceChoice::Cuda && !cuda_device_available())
-      throw std::invalid_argument("--device cuda: no CUDA GPU is visible");
+      throw std::invalid_argument(cuda_unavailable_message());
     if (choice == DeviceChoice::Auto) {
       choice = resolve_device(choice);
       if (choice == DeviceChoice::Sim && !a.quiet)

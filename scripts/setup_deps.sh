@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gpumembench builds with, where any is missing.
-# The CUDA toolkit (nvcc) is expected to be installed already (it is on the CI and GPU machines).
+# The CUDA toolkit (nvcc) is optional: where it is installed (the CI and GPU machines) the build
+# has the CUDA path, elsewhere it is a sim-only build (--device sim).
 set -euo pipefail
 packages=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
           libgtest-dev libbenchmark-dev zlib1g-dev libssl-dev python3-matplotlib
+          dpkg-dev  # dpkg-shlibdeps: the Debian package's dependencies (cpack, the package test)
           texlive-latex-base texlive-latex-recommended  # pdflatex and booktabs: the LaTeX test
           clang libclang-rt-dev)  # the sanitized unit tests and the fuzz targets (scripts/sanitize_fuzz.sh)
 missing=()
@@ -20,4 +22,5 @@ if ((${#missing[@]})); then
     exit 1
   fi
 fi
-command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "setup_deps: nvcc (CUDA toolkit) not found" >&2; exit 1; }
+command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] \
+  || echo "setup_deps: no nvcc (CUDA toolkit): the build will be sim-only (--device sim; no --device cuda)"

@@ -5,6 +5,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -12,6 +13,62 @@
 
 namespace gmb::tfgpu {
 namespace {
+
+// cuBLAS is opened on first use instead of linked: a run that never computes on the GPU
+// (every sim run, --version, compare) does not load its ~200 MB of libraries. The soname is
+// the one of the headers built against; the toolkit's library folder is the fallback when
+// the loader's search path does not have it.
+struct CublasApi {
+  decltype(&::cublasCreate_v2) create = nullptr;
+  decltype(&::cublasDestroy_v2) destroy = nullptr;
+  decltype(&::cublasSetStream_v2) set_stream = nullptr;
+  decltype(&::cublasSetWorkspace_v2) set_workspace = nullptr;
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                    const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                                    int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                                    cublasGemmAlgo_t);
+  using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                                  int, int, const void*, const void*, cudaDataType, int,
+                                                  long long, const void*, cudaDataType, int, long long,
+                                                  const void*, void*, cudaDataType, int, long long, int,
+                                                  cublasComputeType_t, cublasGemmAlgo_t);
+  GemmEx gemm_ex = nullptr;
+  GemmStridedBatchedEx gemm_strided_batched_ex = nullptr;
+};
+// The pointer types name the same overloads the headers declare (unevaluated: no link reference).
+static_assert(sizeof(static_cast<CublasApi::GemmEx>(&::cublasGemmEx)) > 0);
+static_assert(sizeof(static_cast<CublasApi::GemmStridedBatchedEx>(&::cublasGemmStridedBatchedEx)) > 0);
+
+#define GMB_STR2(x) #x
+#define GMB_STR(x) GMB_STR2(x)
+constexpr const char* kCublasSoname = "libcublas.so." GMB_STR(CUBLAS_VER_MAJOR);
+
+template <typename F>
+void load(void* lib, const char* name, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (!fn) throw std::runtime_error(std::string(kCublasSoname) + " has no symbol " + name);
+}
+
+const CublasApi& cublas() {
+  static const CublasApi api = [] {
+    void* lib = dlopen(kCublasSoname, RTLD_NOW | RTLD_LOCAL);
+#ifdef GMB_CUDA_LIBRARY_DIR
+    if (!lib) lib = dlopen((std::string(GMB_CUDA_LIBRARY_DIR) + "/" + kCublasSoname).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (!lib)
+      throw std::runtime_error(std::string("cannot load cuBLAS (") + kCublasSoname + "): " + dlerror() +
+                               "; the transformer workload on the GPU needs the CUDA toolkit's cuBLAS");
+    CublasApi a;
+    load(lib, "cublasCreate_v2", a.create);
+    load(lib, "cublasDestroy_v2", a.destroy);
+    load(lib, "cublasSetStream_v2", a.set_stream);
+    load(lib, "cublasSetWorkspace_v2", a.set_workspace);
+    load(lib, "cublasGemmEx", a.gemm_ex);
+    load(lib, "cublasGemmStridedBatchedEx", a.gemm_strided_batched_ex);
+    return a;
+  }();
+  return api;
+}
 
 struct State {
   cublasHandle_t handle = nullptr;
@@ -73,26 +130,26 @@ cudaDataType_t data_type(Elem e) {
 void* create(void* stream) {
   auto* s = new State;
   s->stream = static_cast<cudaStream_t>(stream);
-  cublasStatus_t st = cublasCreate(&s->handle);
+  cublasStatus_t st = cublas().create(&s->handle);
   if (st != CUBLAS_STATUS_SUCCESS) {
     delete s;
     check(st, "cublasCreate");
   }
-  check(cublasSetStream(s->handle, s->stream), "cublasSetStream");
+  check(cublas().set_stream(s->handle, s->stream), "cublasSetStream");
   return s;
 }
 
 void destroy(void* state) {
   auto* s = static_cast<State*>(state);
   if (!s) return;
-  if (s->handle) cublasDestroy(s->handle);
+  if (s->handle) cublas().destroy(s->handle);
   delete s;
 }
 
 void set_workspace(void* state, void* ptr, std::size_t bytes) {
   auto* s = static_cast<State*>(state);
   if (s->workspace_set && s->workspace == ptr && s->workspace_bytes == bytes) return;
-  check(cublasSetWorkspace(s->handle, ptr, bytes), "cublasSetWorkspace");
+  check(cublas().set_workspace(s->handle, ptr, bytes), "cublasSetWorkspace");
   s->workspace = ptr;
   s->workspace_bytes = bytes;
   s->workspace_set = true;
@@ -105,11 +162,11 @@ void gemm(void* state, Elem elem, const GemmCall& g) {
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (g.batch <= 1) {
-    check(cublasGemmEx(s->handle, ta, tb, int(g.m), int(g.n), int(g.k), &alpha, g.a, t, int(g.lda), g.b, t,
+    check(cublas().gemm_ex(s->handle, ta, tb, int(g.m), int(g.n), int(g.k), &alpha, g.a, t, int(g.lda), g.b, t,
                        int(g.ldb), &beta, g.c, t, int(g.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
   } else {
-    check(cublasGemmStridedBatchedEx(s->handle, ta, tb, int(g.m), int(g.n), int(g.k), &alpha, g.a, t, int(g.lda),
+    check(cublas().gemm_strided_batched_ex(s->handle, ta, tb, int(g.m), int(g.n), int(g.k), &alpha, g.a, t, int(g.lda),
                                      g.stride_a, g.b, t, int(g.ldb), g.stride_b, &beta, g.c, t, int(g.ldc),
                                      g.stride_c, int(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmStridedBatchedEx");

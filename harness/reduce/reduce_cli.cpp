@@ -10,6 +10,7 @@
 
 #include "allocators/registry.h"
 #include "common/units.h"
+#include "harness/cli/config_option.h"
 #include "harness/config.h"
 #include "harness/reduce/reduce.h"
 #include "harness/reduce/reproducer_files.h"
@@ -102,8 +103,9 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
   auto* input = r->add_option_group("input", "the trace or the config to reduce");
   input->add_option("--trace", a.trace, "the trace: native CSV, RMM log or PyTorch snapshot, plain or gzip")
       ->check(CLI::ExistingFile);
-  input->add_option("--config", a.config, "a config: the event stream of one of its workloads (--workload)")
-      ->check(CLI::ExistingFile);
+  input->add_option("--config", a.config,
+                    "a config, a file or a shipped config's name: the event stream of one of its workloads (--workload)")
+      ->transform(shipped_config_lookup());
   input->require_option(1);
   r->add_option("--workload", a.workload, "with --config: which workload (0-based; default 0)");
   r->add_option("--steps", a.steps, "with --config: at most N steps of the workload");

@@ -1,0 +1,14 @@
+// The CUDA device's entry points in a sim-only build (GMB_WITH_CUDA=OFF): no GPU is ever
+// visible, and asking for one is an error that says the path is not built in.
+#include "devices/cuda_path.h"
+#include "devices/device.h"
+
+namespace gmb {
+
+bool cuda_path_built_in() { return false; }
+
+bool cuda_device_available() { return false; }
+
+std::unique_ptr<Device> make_cuda_device(Bytes) { throw DeviceError(kNoCudaPathMessage); }
+
+}  // namespace gmb
