@@ -183,15 +183,21 @@ gmb::RunMetrics run(double reserved_gib, double allocated_gib, double steps_per_
   return m;
 }
 
-// Measured figures (cuda) with runs that differ, an OOM, an error and a label full of
-// characters LaTeX and Markdown treat specially.
-gmb::RunReport synthetic_report() {
+// A report of a run on a 16 GiB H200 (measured figures: nothing "modeled").
+gmb::RunReport h200_report(const std::string& config_name) {
   gmb::RunReport r;
   r.tool_version = "0.1.0";
-  r.config_name = "synthetic";
+  r.config_name = config_name;
   r.device.kind = gmb::DeviceKind::Cuda;
   r.device.name = "NVIDIA H200";
   r.device.capacity_bytes = 16 * gmb::GiB;
+  return r;
+}
+
+// Measured figures (cuda) with runs that differ, an OOM, an error and a label full of
+// characters LaTeX and Markdown treat specially.
+gmb::RunReport synthetic_report() {
+  gmb::RunReport r = h200_report("synthetic");
   r.repeat = 3;
   gmb::CaseResult a;
   a.label = "caching[expandable_segments:True] w_1 & 50% #1 {a} ~ ^ \\ $ | b x w";
@@ -390,12 +396,7 @@ namespace {
 // baseline: a hole pattern (no steps or tokens to count) and a transformer (steps/s, tokens/s),
 // one case with an OOM.
 gmb::RunReport two_workload_report() {
-  gmb::RunReport r;
-  r.tool_version = "0.1.0";
-  r.config_name = "two";
-  r.device.kind = gmb::DeviceKind::Cuda;
-  r.device.name = "NVIDIA H200";
-  r.device.capacity_bytes = 16 * gmb::GiB;
+  gmb::RunReport r = h200_report("two");
   r.baseline = "caching";
   auto add = [&](const std::string& workload, const std::string& workload_label, const std::string& allocator,
                  const std::string& label, gmb::RunMetrics m) {
