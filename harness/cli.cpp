@@ -164,7 +164,7 @@ std::string command_line(int argc, char** argv) {
 }
 
 struct RunArgs {
-  std::string config, device, capacity, output, resume, format;
+  std::string config, device, capacity, output, resume, format, baseline;
   bool overwrite = false, quiet = false;
   std::uint64_t steps = 0;
   std::vector<std::string> allocators;
@@ -234,6 +234,17 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
     throw UsageError("--resume DIR continues the run in DIR: it takes neither --output nor --overwrite");
   PlannedRun p = plan_run(a, a.quiet);
   const Config& config = p.config;
+  // The baseline of the tables: among the allocators that run.
+  const std::vector<std::string> baselines = baseline_choices(config);
+  std::string baseline = a.baseline.empty() ? config.baseline : a.baseline;
+  if (!baseline.empty() && std::find(baselines.begin(), baselines.end(), baseline) == baselines.end()) {
+    if (!a.baseline.empty())
+      throw UsageError(fmt::format("--baseline: '{}' is not an allocator of {}{} (valid: {})", baseline, a.config,
+                                   a.allocators.empty() ? "" : " that --allocator keeps", join(baselines)));
+    if (!a.quiet)
+      std::cerr << "gpumembench: output.baseline " << baseline << " does not run (--allocator): no baseline column\n";
+    baseline.clear();
+  }
   std::vector<std::string> formats = {"md", "csv", "json"};
   if (!config.formats.empty()) formats = config.formats;
   if (!a.format.empty()) formats = parse_formats(a.format);
@@ -250,6 +261,7 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
   report.on_oom = to_string(config.run.on_oom);
   report.repeat = config.run.repeat;
   report.capacity_sweep = p.capacity_sweep;
+  report.baseline = baseline;
   {
     auto device = make_device(p.spec);
     report.device = device->info();
@@ -547,7 +559,8 @@ int run_compare(const std::vector<std::string>& inputs, const std::string& outpu
 // Every subcommand in one place: the no-argument message and `gpumembench help` list them all.
 const char* kSynopsis =
     "  gpumembench --config FILE [--device auto|sim|cuda] [--capacity SIZE] [--steps N] [--allocator NAME]...\n"
-    "              [--output DIR [--overwrite] | --resume DIR] [--format md,csv,json,latex] [--quiet]\n"
+    "              [--baseline NAME] [--output DIR [--overwrite] | --resume DIR] [--format md,csv,json,latex]\n"
+    "              [--quiet]\n"
     "                                                    run a config's workloads x allocators\n"
     "  gpumembench plan --config FILE [--device ...] [--capacity SIZE] [--steps N] [--allocator NAME]...\n"
     "                                                    the run's cases with their ids, as JSON lines\n"
@@ -622,6 +635,10 @@ int run_cli(int argc, char** argv) {
                  "run only this allocator of the config: a name (every setting of it) or a row label as the "
                  "tables print it, e.g. 'caching[expandable_segments:True]'; repeat for more")
       ->allow_extra_args(false);
+  std::string baseline;
+  app.add_option("--baseline", baseline,
+                 "show every allocator relative to this one in the tables (peak reserved as a ratio, steps/s as a "
+                 "change): a row label or an allocator's name; default: the config's output.baseline");
   std::uint64_t steps = 0;
   auto step_count = CLI::Validator(
       [](const std::string& v) {
@@ -779,7 +796,7 @@ int run_cli(int argc, char** argv) {
       std::cerr << "gpumembench: --config FILE is required to run a config. Usage:\n" << kSynopsis;
       return 2;
     }
-    RunArgs run_args{config, device, capacity, output, resume, format, overwrite, quiet, steps, only_allocators};
+    RunArgs run_args{config, device, capacity, output, resume, format, baseline, overwrite, quiet, steps, only_allocators};
     return run_config(run_args, cmd, argc, argv);
   } catch (const ConfigError& e) {
     std::cerr << "gpumembench: " << e.what() << "\n";

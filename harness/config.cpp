@@ -155,7 +155,8 @@ void parse_run(const YamlReader& y, const YAML::Node& n, Config& c) {
 }
 
 void parse_output(const YamlReader& y, const YAML::Node& n, Config& c) {
-  y.expect_map(n, "output", {"formats"});
+  y.expect_map(n, "output", {"formats", "baseline"});
+  if (n["baseline"]) c.baseline = y.choice(n["baseline"], "output.baseline", baseline_choices(c));
   if (!n["formats"]) return;
   const YAML::Node f = n["formats"];
   std::vector<YAML::Node> items;
@@ -167,6 +168,17 @@ void parse_output(const YamlReader& y, const YAML::Node& n, Config& c) {
 }
 
 }  // namespace
+
+std::vector<std::string> baseline_choices(const Config& config) {
+  std::vector<std::string> choices;
+  for (const auto& a : config.allocators) choices.push_back(a.display_label());
+  for (const auto& a : config.allocators) {
+    const auto settings = std::count_if(config.allocators.begin(), config.allocators.end(),
+                                        [&](const AllocatorSpec& b) { return b.name == a.name; });
+    if (settings == 1 && std::find(choices.begin(), choices.end(), a.name) == choices.end()) choices.push_back(a.name);
+  }
+  return choices;
+}
 
 void select_allocators(Config& config, const std::vector<std::string>& flags) {
   if (flags.empty()) return;

@@ -51,6 +51,7 @@ struct Config {
   std::vector<WorkloadSpec> workloads;
   RunSettings run;
   std::vector<std::string> formats;  // from `output: {formats: [...]}`; empty: the default
+  std::string baseline;              // from `output: {baseline: NAME}`; empty: none
   std::optional<FrontierSpec> frontier;
 };
 
@@ -62,6 +63,10 @@ Config load_config(const std::string& path);
 // that allocator) or labelled (one setting, as the tables print it) by one of `flags`; none
 // given keeps all. Throws std::invalid_argument naming a flag that matches none, with the labels.
 void select_allocators(Config& config, const std::vector<std::string>& flags);
+
+// What --baseline and `output: {baseline: ...}` accept: a row label as the tables print it, or
+// an allocator's name where the config has one setting of it.
+std::vector<std::string> baseline_choices(const Config& config);
 
 // The workload kinds a config can name, each with its YAML keys and parser.
 struct WorkloadKind {

@@ -10,6 +10,7 @@
 
 #include "allocators/registry.h"
 #include "common/units.h"
+#include "harness/report/oom_json.h"
 #include "harness/report/report.h"
 #include "harness/workload_need.h"
 #include "workloads/transformer.h"
@@ -284,19 +285,7 @@ FrontierReport run_frontier(const Config& config, const FrontierSpec& spec, Devi
 
 nlohmann::json frontier_json(const FrontierReport& r) {
   using nlohmann::json;
-  auto oom = [](const std::optional<OomRecord>& o) -> json {
-    if (!o) return nullptr;
-    return json{{"step", o->step},
-                {"event", o->event},
-                {"kind", to_string(o->kind)},
-                {"requested_bytes", o->requested_bytes},
-                {"allocated_bytes", o->allocated_bytes},
-                {"reserved_bytes", o->reserved_bytes},
-                {"cached_bytes", o->cached_bytes},
-                {"largest_free_block_bytes", o->largest_free_block},
-                {"capacity_bytes", o->capacity_bytes},
-                {"retried_after_freeing_cache", o->retried_after_freeing_cache}};
-  };
+  auto oom = [](const std::optional<OomRecord>& o) -> json { return o ? oom_record_json(*o) : json(nullptr); };
   json rows = json::array();
   for (const auto& row : r.rows) {
     json probes = json::array();

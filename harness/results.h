@@ -176,6 +176,7 @@ struct RunReport {
   std::string on_oom;
   std::uint64_t repeat = 1;
   std::vector<Bytes> capacity_sweep;  // the configured capacities when a config lists several
+  std::string baseline;  // --baseline: the tables show each case relative to this allocator ("" none)
   std::vector<CaseResult> cases;
 };
 

@@ -4,7 +4,7 @@
 # one-column article (table) and in a two-column paper (table*), at the article's normal size,
 # without an overfull box (a table wider than the text). So must compare.tex of two shipped
 # results. Exit 77 (skipped) where pdflatex is not installed; CI installs it
-# (texlive-latex-base, texlive-latex-recommended for booktabs).
+# (texlive-latex-base, texlive-latex-recommended for booktabs). One run also has a baseline.
 # Usage: latex_compile.sh GPUMEMBENCH SOURCE_DIR WORK_DIR
 set -euo pipefail
 binary=$1 source_dir=$2 work=$3
@@ -57,6 +57,15 @@ for config in "$source_dir"/configs/*.yaml; do
   fi
   compile "$out" results.tex "$name"
 done
+
+# The widest table: a transformer (steps/s, tokens/s) with both baseline columns.
+out="$work/dynamic_seq_baseline"
+if "$binary" --device sim --quiet --steps 3 --config "$source_dir/configs/dynamic_seq.yaml" --baseline caching \
+    --output "$out" --format latex >"$work/dynamic_seq_baseline.stdout" 2>&1; then
+  compile "$out" results.tex dynamic_seq_baseline
+else
+  echo "latex_compile: gpumembench --baseline failed:"; cat "$work/dynamic_seq_baseline.stdout"; failures=$((failures + 1))
+fi
 
 if "$binary" compare "$source_dir/results/h200/dynamic_seq" "$source_dir/results/h200/fixed_seq" --format latex \
     --output "$work/compare" >"$work/compare.stdout" 2>&1; then

@@ -236,10 +236,17 @@ TEST_F(FragmentationOomConfig, CapacitySweepLabelsEveryCaseAndReportsTheCapacity
     at2 += big;
     EXPECT_EQ(c["capacity_bytes"], small ? 1792 * MiB : 2048 * MiB) << l;
     EXPECT_EQ(c["capacity_requested_bytes"], c["capacity_bytes"]) << "sim leaves exactly what was asked";
-    EXPECT_NE(result_->out.find("| " + l + " |"), std::string::npos) << "table row for " << l;
+    // A row named by the allocator's label, under a heading that names the workload and capacity.
+    const std::string heading = "### " + c["workload_label"].get<std::string>() + (small ? " @ 1.75 GiB" : " @ 2.00 GiB");
+    const std::size_t section = result_->out.find(heading + "\n");
+    ASSERT_NE(section, std::string::npos) << heading << "\n" << result_->out;
+    const std::size_t next = result_->out.find("### ", section + 4);
+    EXPECT_NE(result_->out.substr(section, next - section).find("\n| " + c["allocator_label"].get<std::string>() + " | "),
+              std::string::npos) << "table row for " << l;
   }
   EXPECT_EQ(at175, 4u);
   EXPECT_EQ(at2, 4u);
+  EXPECT_EQ(count_of(result_->out, "\n### "), 2u) << "one section per capacity\n" << result_->out;
 }
 
 TEST_F(FragmentationOomConfig, EveryOutputCarriesTheOomDetails) {
@@ -252,9 +259,10 @@ TEST_F(FragmentationOomConfig, EveryOutputCarriesTheOomDetails) {
                               "oom/case00_caching.svg |"),
             std::string::npos)
       << result_->out;
-  // PyTorch's own message, under the table.
-  EXPECT_NE(result_->out.find("@ 1.75 GiB: CUDA out of memory. Tried to allocate 300.00 MiB."), std::string::npos)
-      << result_->out;
+  // PyTorch's own message, under the table of its section (1.75 GiB, the first).
+  const std::size_t message = result_->out.find("\n- caching: CUDA out of memory. Tried to allocate 300.00 MiB.");
+  EXPECT_NE(message, std::string::npos) << result_->out;
+  EXPECT_LT(message, result_->out.find("@ 2.00 GiB\n")) << result_->out;
   EXPECT_NE(result_->out.find("3 OOMs (3 fragmentation, 0 capacity)"), std::string::npos);
   // CSV: the details as columns.
   auto rows = parse_csv(read_text(out() / "results.csv"));

@@ -136,7 +136,7 @@ TEST(TraceInput, TruncatedAndCorruptGzipNameTheFileAndOffset) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("cut.gz: byte "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("truncated gzip stream"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("| case |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("| allocator |"), std::string::npos) << r.out;
   r = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "bad.gz").string());
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("bad.gz: byte "), std::string::npos) << r.out;

@@ -91,7 +91,7 @@ TEST(TraceReplay, AnErrorDeepInTheFileStopsTheRunWithItsLineAndWritesNothing) {
       << r.out;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(tl));
-  EXPECT_EQ(r.out.find("| case |"), std::string::npos) << "a table was printed: " << r.out;
+  EXPECT_EQ(r.out.find("| allocator |"), std::string::npos) << "a table was printed: " << r.out;
 
   // The same through a config: the start is checked when the config loads, the rest as it runs.
   write_text(dir / "c.yaml",

@@ -151,10 +151,12 @@ TEST(TransformerConfig, DynamicVersusFixedOnSimReportsTokensAndTimeShares) {
   auto out = dir / "out";
   auto r = run_gpumembench("--device sim --config " + (dir / "c.yaml").string() + " --output " + out.string());
   ASSERT_EQ(r.status, 0) << r.out;
-  for (const char* col : {"| case | steps/s | tokens/s real | tokens/s padded | in allocator calls | harness overhead |",
+  for (const char* col : {"| allocator | peak reserved | peak allocated | fragmentation | device mallocs | device frees | "
+                          "hit rate | steps/s | tokens/s real | tokens/s padded | in allocator calls | OOM |",
                           "peak reserved (fragmentation) after step: 1/4 | 1/2 | 3/4 | all",
-                          "| caching x transformer[L2 h256 a4 b4 bf16, uniform 16..512]",
-                          "| caching x transformer[L2 h256 a4 b4 bf16, uniform 16..512, pad max]", "(modeled)"})
+                          "\n### transformer[L2 h256 a4 b4 bf16, uniform 16..512] @ 4.00 GiB\n",
+                          "\n### transformer[L2 h256 a4 b4 bf16, uniform 16..512, pad max] @ 4.00 GiB\n",
+                          "\n| caching | ", "(modeled)"})
     EXPECT_NE(r.out.find(col), std::string::npos) << "missing '" << col << "' in:\n" << r.out;
   auto j = nlohmann::json::parse(read_text(out / "results.json"));
   ASSERT_EQ(j["cases"].size(), 4u);

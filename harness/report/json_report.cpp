@@ -6,6 +6,7 @@
 #include "harness/report/case_summary.h"
 #include "harness/report/oom_block_map.h"
 #include "harness/report/oom_diagnosis.h"
+#include "harness/report/oom_json.h"
 
 namespace gmb {
 
@@ -13,24 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-json oom_json(const std::optional<OomRecord>& oom) {
-  if (!oom) return nullptr;
-  json j{{"step", oom->step},
-              {"event", oom->event},
-              {"requested_bytes", oom->requested_bytes},
-              {"allocated_bytes", oom->allocated_bytes},
-              {"reserved_bytes", oom->reserved_bytes},
-              {"cached_bytes", oom->cached_bytes},
-              {"largest_free_block_bytes", oom->largest_free_block},
-              {"capacity_bytes", oom->capacity_bytes},
-              {"retried_after_freeing_cache", oom->retried_after_freeing_cache},
-              {"kind", to_string(oom->kind)},
-              {"need_from_here_bytes", oom->need_from_here_bytes},
-              {"fragmentation", oom->fragmentation()},
-              {"message", oom->message}};
-  if (!oom->origin.empty()) j["origin"] = oom->origin;
-  return j;
-}
+json oom_json(const std::optional<OomRecord>& oom) { return oom ? oom_record_json(*oom) : json(nullptr); }
 
 json need_json(const std::shared_ptr<const WorkloadNeed>& need) {
   if (!need) return nullptr;
@@ -176,6 +160,7 @@ json to_json(const RunReport& r) {
               {"run", {{"on_oom", r.on_oom}, {"repeat", r.repeat}}},
               {"cases", cases}};
   if (!r.capacity_sweep.empty()) out["device"]["capacity_sweep_bytes"] = r.capacity_sweep;
+  out["baseline"] = r.baseline.empty() ? json(nullptr) : json(r.baseline);  // the tables' --baseline
   return out;
 }
 

@@ -1,10 +1,14 @@
 // results.tex: a booktabs table ready to \input in a paper. It is a tabularx as wide as the
 // line (\linewidth: the text width in a one-column article, the whole page in a two-column
 // paper's table*); the allocator and OOM columns wrap, the number columns do not. What is the
-// same for every row (workload, capacity, device, runs) is said once, under the table.
+// same for every row (workload, capacity, device, runs) is said once, under the table; rows of
+// several workloads or capacities come in groups under a heading that names both. The number
+// columns are those of the column model (columns.h) with a LaTeX heading that mean something
+// for at least one workload of the table.
 #include "harness/report/latex_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -14,6 +18,7 @@
 
 #include "common/units.h"
 #include "harness/report/case_summary.h"
+#include "harness/report/columns.h"
 #include "harness/report/table_format.h"
 
 namespace gmb {
@@ -31,18 +36,18 @@ std::string marks(bool modeled, bool oom) {
 
 // "value" or, where the runs differ in what is printed, the value over a small [min--max]:
 // a nested tabular keeps the number column narrow.
+// Under it, where there is a baseline, the case against it (a column of its own would not fit
+// the page).
 std::string cell(double value, const Spread& s, const std::function<std::string(double)>& show, bool bold,
-                 const std::string& mark) {
+                 const std::string& mark, const std::string& relative = "") {
   std::string med = show(value);
   std::string out = (bold ? "\\textbf{" + med + "}" : med) + mark;
   std::string lo = show(s.min), hi = show(s.max);
-  if (lo != hi) out = "\\begin{tabular}[t]{@{}r@{}}" + out + "\\\\{\\scriptsize[" + lo + "--" + hi + "]}\\end{tabular}";
+  std::string below;
+  if (lo != hi) below += "\\\\{\\scriptsize[" + lo + "--" + hi + "]}";
+  if (!relative.empty()) below += "\\\\{\\scriptsize " + relative + "}";
+  if (!below.empty()) out = "\\begin{tabular}[t]{@{}r@{}}" + out + below + "\\end{tabular}";
   return out;
-}
-
-// Rows that may be ranked against each other: the same workload at the same capacity.
-std::string group_key(const CaseResult& c) {
-  return c.workload_label + "\n" + std::to_string(c.capacity_requested_bytes ? c.capacity_requested_bytes : c.capacity_bytes);
 }
 
 // The best printed value of one column in each group, among the cases that ran every repeat
@@ -83,58 +88,90 @@ class BestOf {
 
 }  // namespace
 
-std::string latex_table(const RunReport& r) {
-  std::vector<CaseSummary> sums;
-  for (const auto& c : r.cases) sums.push_back(summarize(c));
+namespace {
 
-  // What varies between rows decides the layout: a capacity column, workload group headings.
-  std::set<std::string> workloads;
-  std::set<Bytes> capacities;
+// One number column of the table: a column of the model with its two heading lines.
+struct TexColumn {
+  const Column* col;
+  std::string top, bottom;
+};
+
+// The case against the group's baseline, under its figure: $\times$0.93 (a ratio) or +12\%.
+std::string relative_text(const Column& col, double v, double base) {
+  if (base <= 0) return "--";
+  if (col.relative == Relative::Ratio) return fmt::format("$\\times${:.2f}", v / base);
+  double change = std::round(100 * (v / base - 1));
+  return fmt::format("{:+.0f}\\%", change == 0 ? 0.0 : change);
+}
+
+}  // namespace
+
+std::string latex_table(const RunReport& r) {
+  const std::vector<CaseRow> rows = case_rows(r);
+  const std::vector<CaseGroup> groups = case_groups(r);
+  const bool grouped = groups.size() > 1;
+
   double largest = 0;
-  bool tokens = false, modeled = false, oom_rate = false;
-  std::vector<double> sps_values, tps_values;
-  std::set<std::string> workloads_with_tokens;
-  for (std::size_t i = 0; i < r.cases.size(); ++i) {
-    const CaseResult& c = r.cases[i];
-    workloads.insert(c.workload_label);
-    capacities.insert(c.capacity_bytes);
-    if (!sums[i].run) continue;
-    largest = std::max(largest, sums[i].peak_reserved.max);
-    if (sums[i].tokens_per_s.max > 0) workloads_with_tokens.insert(c.workload_label);
-    modeled = modeled || c.memory_modeled || c.throughput_modeled;
-    oom_rate = oom_rate || !sums[i].clean;
-    for (double v : {sums[i].steps_per_s.median, sums[i].steps_per_s.min, sums[i].steps_per_s.max}) sps_values.push_back(v);
-    for (double v : {sums[i].tokens_per_s.median, sums[i].tokens_per_s.min, sums[i].tokens_per_s.max})
-      tps_values.push_back(v);
-  }
-  tokens = !workloads_with_tokens.empty();
-  const bool capacity_column = capacities.size() > 1;
-  const bool workload_groups = workloads.size() > 1;
+  for (const CaseRow& row : rows)
+    if (row.s.run) largest = std::max(largest, row.s.peak_reserved.max);
+  // The footer explains the marks that were printed.
+  bool modeled = false, oom_rate = false;
+  auto mark = [&](bool model, bool oom) {
+    modeled = modeled || model;
+    oom_rate = oom_rate || oom;
+    return marks(model, oom);
+  };
   const ByteUnit unit = byte_unit_for(largest);
-  // Capacities are round sizes: GiB with two decimals from 1 GiB on (1.75), else MiB.
-  const ByteUnit cap_unit = !capacities.empty() && *capacities.begin() >= GiB ? ByteUnit{"GiB", double(GiB), 2}
-                                                                               : ByteUnit{"MiB", double(MiB), 0};
   auto bytes = [&](double v) { return format_in(v, unit); };
   auto percent = [](double v) { return fmt::format("{:.1f}", 100 * v); };
-  const NumberColumn sps_format = number_column(sps_values), tps_format = number_column(tps_values);
-  auto sps_text = [&](double v) { return sps_format(v); };
-  auto tps_text = [&](double v) { return tps_format(v); };
 
-  BestOf best_reserved(true), best_frag(true), best_sps(false), best_tps(false);
-  for (std::size_t i = 0; i < r.cases.size(); ++i) {
-    const CaseSummary& s = sums[i];
-    if (!s.run || !s.clean) continue;
-    const CaseResult& c = r.cases[i];
-    const std::string g = group_key(c);
-    best_reserved.add(g, bytes(double(s.run->peak_reserved_bytes)), c.memory_modeled);
-    best_frag.add(g, percent(s.run->fragmentation), c.memory_modeled);
-    best_sps.add(g, sps_text(s.steps_per_s.median), c.throughput_modeled);
-    if (workloads_with_tokens.count(c.workload_label)) best_tps.add(g, tps_text(s.tokens_per_s.median), c.throughput_modeled);
+  // The columns: those with a LaTeX heading that apply to a workload of the table.
+  bool baseline = false;  // a figure was shown against the baseline
+  std::vector<TexColumn> columns;
+  for (const Column& col : case_columns()) {
+    if (col.latex_top.empty()) continue;
+    if (!std::any_of(rows.begin(), rows.end(), [&](const CaseRow& row) { return applies_to(col.applies, row.c); })) continue;
+    std::string top(col.latex_top);
+    if (col.unit == Unit::Bytes) top += fmt::format(" ({})", unit.name);
+    columns.push_back({&col, top, std::string(col.latex_bottom)});
   }
 
-  // Columns: allocator, [capacity], reserved, allocated, fragmentation, steps/s, [tokens/s], OOM.
-  const std::size_t numbers = 4 + (capacity_column ? 1 : 0) + (tokens ? 1 : 0);
-  const std::size_t columns = numbers + 2;  // with the allocator and the OOM
+  // One format per rate column over the whole table.
+  std::map<const Column*, NumberColumn> rate_format;
+  for (const TexColumn& t : columns) {
+    if (t.col->unit != Unit::PerSecond) continue;
+    std::vector<double> values;
+    for (const CaseRow& row : rows)
+      if (row.s.run && t.col->spread)
+        if (auto sp = t.col->spread(row)) values.insert(values.end(), {sp->median, sp->min, sp->max});
+    rate_format[t.col] = number_column(values);
+  }
+  auto show = [&](const Column& col) -> std::function<std::string(double)> {
+    switch (col.unit) {
+      case Unit::Bytes: return bytes;
+      case Unit::Fraction: return percent;
+      default: {
+        const NumberColumn f = rate_format[&col];
+        return [f](double v) { return f(v); };
+      }
+    }
+  };
+
+  // Bold: the best printed figure of a column within each group, among the cases without an OOM.
+  std::map<const Column*, BestOf> best;
+  for (const TexColumn& t : columns) {
+    if (t.col->better == Better::None) continue;
+    BestOf& b = best.emplace(t.col, BestOf(t.col->better == Better::Lower)).first->second;
+    for (std::size_t gi = 0; gi < groups.size(); ++gi)
+      for (std::size_t i : groups[gi].cases) {
+        const CaseRow& row = rows[i];
+        if (!row.s.run || !row.s.clean || !applies_to(t.col->applies, row.c)) continue;
+        b.add(std::to_string(gi), show(*t.col)(as_number(t.col->get(row))), is_modeled(*t.col, row.c));
+      }
+  }
+
+  const std::size_t numbers = columns.size();
+  const std::size_t width = numbers + 2;  // with the allocator and the OOM
   std::string out = fmt::format("% gpumembench {}: {} on {} ({})\n", r.tool_version, r.config_name, r.device.name,
                                 to_string(r.device.kind));
   if (!r.command_line.empty()) out += "% command: " + r.command_line + "\n";
@@ -149,94 +186,104 @@ std::string latex_table(const RunReport& r) {
   out += "{\\setlength{\\tabcolsep}{4pt}%\n";
   out += fmt::format("\\begin{{tabularx}}{{\\linewidth}}{{@{{}}>{{\\raggedright\\arraybackslash}}X{}{}@{{}}}}\n\\toprule\n",
                      std::string(numbers, 'r'), any_oom ? ">{\\raggedright\\arraybackslash}p{6.5em}" : "l");
-  // Two header lines keep the number columns narrow.
-  const std::size_t reserved_col = capacity_column ? 3 : 2;
-  std::string top = capacity_column ? " & Cap." : "";
-  std::string bottom = capacity_column ? fmt::format(" & ({})", cap_unit.name) : "";
-  out += fmt::format(" {} & \\multicolumn{{2}}{{c}}{{Peak ({})}} & Frag. & Steps{} & \\\\\n", top, unit.name,
-                     tokens ? " & Tokens" : "");
-  out += fmt::format("\\cmidrule(lr){{{}-{}}}\n", reserved_col, reserved_col + 1);
-  out += fmt::format("Allocator{} & reserved & allocated & (\\%) & /s{} & First OOM \\\\\n", bottom,
-                     tokens ? " & /s" : "");
+  // Two header lines keep the number columns narrow; neighbours with the same top line share it.
+  std::string top = " ", rules, bottom = "Allocator";
+  for (std::size_t k = 0; k < numbers;) {
+    std::size_t n = 1;
+    while (k + n < numbers && columns[k + n].top == columns[k].top) ++n;
+    if (n > 1) {
+      top += fmt::format(" & \\multicolumn{{{}}}{{c}}{{{}}}", n, columns[k].top);
+      rules += fmt::format("\\cmidrule(lr){{{}-{}}}\n", k + 2, k + n + 1);
+    } else {
+      top += " & " + columns[k].top;
+    }
+    for (std::size_t j = k; j < k + n; ++j) bottom += " & " + columns[j].bottom;
+    k += n;
+  }
+  out += top + " & \\\\\n" + rules + bottom + " & First OOM \\\\\n";
 
-  std::string current_group;
-  for (std::size_t i = 0; i < r.cases.size(); ++i) {
-    const CaseResult& c = r.cases[i];
-    const CaseSummary& s = sums[i];
-    if (i == 0 || (workload_groups && c.workload_label != r.cases[i - 1].workload_label)) {
-      out += "\\midrule\n";
-      if (workload_groups)
-        out += fmt::format("\\multicolumn{{{}}}{{@{{}}>{{\\raggedright\\arraybackslash}}p{{\\linewidth}}@{{}}}}"
-                           "{{\\emph{{{}}}}} \\\\\n",
-                           columns, latex_label(c.workload_label));
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const CaseGroup& g = groups[gi];
+    out += "\\midrule\n";
+    if (grouped)
+      out += fmt::format("\\multicolumn{{{}}}{{@{{}}>{{\\raggedright\\arraybackslash}}p{{\\linewidth}}@{{}}}}"
+                         "{{\\emph{{{}}}}} \\\\\n",
+                         width, latex_label(g.heading()));
+    for (std::size_t i : g.cases) {
+      const CaseRow& row = rows[i];
+      const CaseResult& c = row.c;
+      const CaseSummary& s = row.s;
+      out += latex_label(row_name(c));
+      if (!s.run) {  // no figures: dashes, and the error where the OOM would be (that column wraps)
+        for (std::size_t k = 0; k < numbers; ++k) out += " & --";
+        out += " & error: " + latex_escape(c.error) + " \\\\\n";
+        continue;
+      }
+      const std::string gkey = std::to_string(gi);
+      for (const TexColumn& t : columns) {
+        const Column& col = *t.col;
+        if (!applies_to(col.applies, c)) {
+          out += " & --";
+          continue;
+        }
+        std::string relative;
+        if (g.baseline && col.relative != Relative::None) {
+          baseline = true;
+          const CaseRow& base = rows[*g.baseline];
+          if (i == *g.baseline) relative = "base";
+          else if (base.s.run) relative = relative_text(col, as_number(col.get(row)), as_number(col.get(base)));
+          if (col.rate && i != *g.baseline && (!s.clean || !base.s.clean)) relative += mark(false, true);
+        }
+        const double v = as_number(col.get(row));
+        const bool model = is_modeled(col, c);
+        // A case with an OOM: the rate of what it did, marked, never bold.
+        const std::string marked = mark(model, col.rate && !s.clean);
+        auto it = best.find(&col);
+        const bool bold = s.clean && it != best.end() && it->second.is_best(gkey, show(col)(v), model);
+        const std::optional<Spread> sp = col.spread ? col.spread(row) : std::nullopt;
+        out += " & " + cell(v, sp.value_or(Spread{v, v, v}), show(col), bold, marked, relative);
+      }
+      const RunMetrics& m = *s.run;
+      std::string oom = "none";
+      if (m.first_oom) {
+        oom = fmt::format("{}, step {}", to_string(m.first_oom->kind), m.first_oom->step);
+        if (m.ooms > 1) oom += fmt::format("; {} OOMs", m.ooms);
+        oom = latex_escape(oom) + mark(c.memory_modeled, false);
+      }
+      if (!c.error.empty()) oom += " (error: " + latex_escape(c.error) + ")";
+      out += " & " + oom + " \\\\\n";
     }
-    out += latex_label(c.allocator_label.empty() ? c.label : c.allocator_label);
-    if (capacity_column) out += " & " + format_in(double(c.capacity_bytes), cap_unit);
-    if (!s.run) {  // no figures: dashes, and the error where the OOM would be (that column wraps)
-      for (std::size_t k = capacity_column ? 1 : 0; k < numbers; ++k) out += " & --";
-      out += " & error: " + latex_escape(c.error) + " \\\\\n";
-      continue;
-    }
-    const std::string g = group_key(c);
-    const std::string mm = marks(c.memory_modeled, false);
-    // Memory figures of the run with the median peak reserved (they belong together); rates: medians.
-    const RunMetrics& m = *s.run;
-    const std::string reserved = bytes(double(m.peak_reserved_bytes));
-    out += " & " + cell(double(m.peak_reserved_bytes), s.peak_reserved, bytes,
-                        s.clean && best_reserved.is_best(g, reserved, c.memory_modeled), mm);
-    out += " & " + cell(double(m.peak_allocated_bytes), s.peak_allocated, bytes, false, "");
-    out += " & " + cell(m.fragmentation, s.fragmentation, percent,
-                        s.clean && best_frag.is_best(g, percent(m.fragmentation), c.memory_modeled), mm);
-    // A case with an OOM: the rate of what it did, marked, never bold.
-    const std::string rate_mark = marks(c.throughput_modeled, !s.clean);
-    const double sps = s.steps_per_s.median, tps = s.tokens_per_s.median;
-    out += " & " + cell(sps, s.steps_per_s, sps_text, s.clean && best_sps.is_best(g, sps_text(sps), c.throughput_modeled),
-                        rate_mark);
-    if (tokens) {
-      if (workloads_with_tokens.count(c.workload_label))
-        out += " & " + cell(tps, s.tokens_per_s, tps_text,
-                            s.clean && best_tps.is_best(g, tps_text(tps), c.throughput_modeled), rate_mark);
-      else
-        out += " & --";
-    }
-    std::string oom = "none";
-    if (m.first_oom) {
-      oom = fmt::format("{}, step {}", to_string(m.first_oom->kind), m.first_oom->step);
-      if (m.ooms > 1) oom += fmt::format("; {} OOMs", m.ooms);
-      oom = latex_escape(oom) + mm;
-    }
-    if (!c.error.empty()) oom += " (error: " + latex_escape(c.error) + ")";
-    out += " & " + oom + " \\\\\n";
   }
   out += "\\bottomrule\n\\end{tabularx}}\n";
 
   // The caption footer: what every row shares, then what the marks mean.
   std::set<std::size_t> counts;
-  for (const auto& s : sums)
-    if (s.run) counts.insert(s.runs);
+  for (const auto& row : rows)
+    if (row.s.run) counts.insert(row.s.runs);
   std::string runs = counts.size() == 1 ? fmt::format("{} run{} per case", *counts.begin(),
                                                       *counts.begin() == 1 ? "" : "s")
                                         : "runs per case differ";
   if (counts.empty()) runs = "no runs";
   std::vector<std::string> notes;
-  if (!workload_groups && !r.cases.empty()) notes.push_back("Workload: " + latex_label(r.cases.front().workload_label) + ".");
+  if (!grouped && !groups.empty()) notes.push_back("Workload: " + latex_label(groups.front().workload_label) + ".");
   std::string device = "Device: " + latex_escape(fmt::format("{} ({})", r.device.name, to_string(r.device.kind)));
-  if (capacity_column) {
-    std::string list;
-    for (Bytes b : capacities) list += (list.empty() ? "" : ", ") + format_bytes(b);
-    device += "; capacity per row (" + latex_escape(list) + ")";
-  } else if (!capacities.empty()) {
-    const Bytes cap = *capacities.begin() ? *capacities.begin() : r.device.capacity_bytes;
+  if (grouped) {
+    device += "; capacity in each group's heading";
+  } else if (!groups.empty()) {
+    const Bytes cap = groups.front().capacity_bytes ? groups.front().capacity_bytes : r.device.capacity_bytes;
     if (cap) device += "; capacity " + latex_escape(format_bytes(cap));
   }
   notes.push_back(device + "; " + runs + ".");
   const std::size_t most = counts.empty() ? 0 : *counts.rbegin();
   if (most > 1) notes.push_back("Memory: the run with the median peak reserved; rates: the median; [min--max] where runs differ.");
-  const bool any_bold = best_reserved.any() || best_frag.any() || best_sps.any() || best_tps.any();
+  if (baseline)
+    notes.push_back("Under a figure: the case against " + latex_label(r.baseline) +
+                    " on the same workload and capacity, peak reserved as a ratio ($\\times$), rates as a change (\\%).");
+  const bool any_bold = std::any_of(best.begin(), best.end(), [](auto& b) { return b.second.any(); });
   if (any_bold) {
-    std::string scope = workload_groups || capacity_column ? "per column, workload and capacity" : "per column";
+    std::string scope = grouped ? "per column, workload and capacity" : "per column";
     std::string b = "Bold: the best " + scope + " among cases without an OOM";
-    if (best_reserved.mixed() || best_frag.mixed() || best_sps.mixed() || best_tps.mixed())
+    if (std::any_of(best.begin(), best.end(), [](auto& x) { return x.second.mixed(); }))
       b += "; modeled figures are not ranked against computed or measured ones";
     notes.push_back(b + ".");
   }

@@ -10,6 +10,7 @@
 
 #include "common/units.h"
 #include "harness/report/oom_diagnosis.h"
+#include "harness/report/oom_json.h"
 #include "harness/report/report.h"
 #include "harness/report/svg.h"
 #include "harness/report/table_format.h"
@@ -59,24 +60,6 @@ BlockMapSummary summarize_block_map(const std::vector<SegmentInfo>& segments) {
 namespace {
 
 const char* block_state(const BlockInfo& b) { return !b.mapped ? "unmapped" : b.allocated ? "allocated" : "free"; }
-
-json oom_record_json(const OomRecord& o) {
-  json j{{"step", o.step},
-              {"event", o.event},
-              {"kind", to_string(o.kind)},
-              {"requested_bytes", o.requested_bytes},
-              {"allocated_bytes", o.allocated_bytes},
-              {"reserved_bytes", o.reserved_bytes},
-              {"cached_bytes", o.cached_bytes},
-              {"largest_free_block_bytes", o.largest_free_block},
-              {"capacity_bytes", o.capacity_bytes},
-              {"retried_after_freeing_cache", o.retried_after_freeing_cache},
-              {"need_from_here_bytes", o.need_from_here_bytes},
-              {"fragmentation", o.fragmentation()},
-              {"message", o.message}};
-  if (!o.origin.empty()) j["origin"] = o.origin;
-  return j;
-}
 
 std::string device_words(const CaseResult& c, const DeviceInfo& d) {
   std::string s = fmt::format("{} ({})", d.name, to_string(d.kind));
