@@ -21,6 +21,13 @@ const std::vector<std::string>& valid_formats() {
 
 std::string AllocatorSpec::display_label() const { return label.empty() ? allocator_label(name, options) : label; }
 
+AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec& workload) {
+  AllocatorOptions options = allocator.options;
+  if (workload.memory_limit_bytes && allocator.name == "caching" && !options.count("memory_limit_bytes"))
+    options["memory_limit_bytes"] = std::to_string(workload.memory_limit_bytes);
+  return options;
+}
+
 FrontierSpec parse_frontier_section(const YamlReader& y, const YAML::Node& n, const Config& c);
 
 namespace {

@@ -32,7 +32,14 @@ struct WorkloadSpec {
   std::vector<std::string> notes;  // for the user before the run (a trace: its format and the reader's notes)
   std::vector<std::string> input_files;  // files the workload reads (a trace, a histogram): part of its cases' ids
   nlohmann::json params_json;  // the YAML parameters as JSON (scalars as written): part of its cases' ids
+  // trace `memory_limit:` the limit the recorded run ran under (set_per_process_memory_fraction),
+  // given to the caching allocator as its memory_limit_bytes (0: none).
+  Bytes memory_limit_bytes = 0;
 };
+
+// The allocator options of one case: the allocator's own, plus the workload's memory limit for
+// `caching` when the allocator entry does not set memory_limit_bytes itself.
+AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec& workload);
 
 // `frontier:` section (and `gpumembench frontier` flags): the parameter to bisect and its range.
 struct FrontierSpec {

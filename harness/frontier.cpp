@@ -141,7 +141,7 @@ struct Searcher {
                       std::uint64_t value) {
     FrontierProbe p;
     p.value = value;
-    CaseSpec cs{a.name, a.options, w.make};
+    CaseSpec cs{a.name, case_options(a, w), w.make};
     DeviceSpec ds{device, capacity};
     if (is_capacity(spec)) {
       ds.capacity_bytes = value;

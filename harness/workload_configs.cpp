@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "common/units.h"
 #include "harness/config.h"
 #include "workloads/hole_pattern.h"
 #include "workloads/trace.h"
@@ -59,6 +60,12 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
   } catch (const TraceError& e) {
     y.fail(n["path"], key + ".path", e.what());
   }
+  if (n["memory_limit"]) {
+    spec.memory_limit_bytes = y.size(n["memory_limit"], key + ".memory_limit", /*allow_zero=*/false);
+    spec.notes.push_back(fmt::format("trace {}: memory limit {} (memory_limit): the caching allocator's, as "
+                                     "set_per_process_memory_fraction sets it; the other allocators have the device",
+                                     path, format_bytes(spec.memory_limit_bytes)));
+  }
   return spec;
 }
 
@@ -67,7 +74,7 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
 const std::vector<WorkloadKind>& workload_kinds() {
   static const std::vector<WorkloadKind> kinds = {
       {"hole_pattern", {"sizes", "free", "probe", "repeat"}, parse_hole_pattern},
-      {"trace", {"path"}, parse_trace},
+      {"trace", {"path", "memory_limit"}, parse_trace},
       {"transformer", transformer_keys(), parse_transformer_workload},
   };
   return kinds;

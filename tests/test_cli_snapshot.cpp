@@ -68,6 +68,29 @@ TEST(CliSnapshot, AnOomUnderAMemoryFractionIsJudgedAgainstTheFraction) {
   EXPECT_FALSE(has(r.out, "fits with a non-fragmenting allocator")) << r.out;
 }
 
+// The same recording in a config: the trace's `memory_limit:` is the caching allocator's limit,
+// as --memory-limit is in a replay; cuda_malloc has the whole card and fits.
+TEST(CliSnapshot, AConfigTraceCarriesTheRecordedMemoryLimit) {
+  auto dir = temp_dir("trace_limit");
+  testing::write_text(dir / "c.yaml", "name: limit\ndevice: {capacity: 150109880320}\n"
+                                      "allocators: [caching, cuda_malloc]\nrun: {on_oom: continue}\n"
+                                      "workloads:\n  - trace: {path: " + recorded("snap_oom_cap16g") +
+                                          ", memory_limit: 16GiB}\n");
+  auto r = run_gpumembench("--device sim --config " + (dir / "c.yaml").string() + " --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "memory limit 16.00 GiB (memory_limit): the caching allocator's")) << r.out;
+  EXPECT_TRUE(has(r.out, "| caching[memory_limit_bytes=17179869184] x trace[snap_oom_cap16g.pickle.gz] |")) << r.out;
+  EXPECT_TRUE(has(r.out, "capacity at step 0 (event 16111, 945.3 MiB), 2 OOMs (0 fragmentation, 2 capacity) |")) << r.out;
+  EXPECT_TRUE(has(r.out, "| cuda_malloc x trace[snap_oom_cap16g.pickle.gz] | 16.35 GiB (modeled) | 16.20 GiB |")) << r.out;
+
+  testing::write_text(dir / "bad.yaml", "name: bad\nallocators: [caching]\nworkloads:\n  - trace: {path: " +
+                                            recorded("snap_oom_cap16g") + ", memory_limit: 0}\n");
+  auto bad = run_gpumembench("--device sim --config " + (dir / "bad.yaml").string());
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_TRUE(has(bad.out, "memory_limit")) << bad.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliSnapshot, PicksTheTraceDevice) {
   auto r = run_gpumembench("replay --device sim --allocator caching --trace-device 0 --trace " + synthetic("two_devices.pickle"));
   ASSERT_EQ(r.status, 0) << r.out;

@@ -70,7 +70,7 @@ SweepResult run_sweep(const Config& config, const DeviceSpec& device, const std:
     }
     DeviceSpec case_device = device;
     case_device.capacity_bytes = c.capacity_bytes;
-    CaseSpec cs{a.name, a.options, w.make, needs[c.workload_index]};
+    CaseSpec cs{a.name, case_options(a, w), w.make, needs[c.workload_index]};
     const std::string started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
     if (observer.start_case) observer.start_case(c.index, c.label);
     CaseResult done = run_case(cs, case_device, config.run, observer.step);
