@@ -26,7 +26,7 @@ struct DeviceInfo {
 };
 
 // Calls into the driver, counted by every device. Sim devices also accumulate modeled
-// host time for each call (from the H200 figures in GPU.md) so throughput can be modeled.
+// host time for each call (medians measured on the H200 by scripts/probe/driver_probe.cu, results/h200/probe/) so throughput can be modeled.
 struct DeviceCounters {
   std::uint64_t mallocs = 0, frees = 0;
   std::uint64_t vmm_maps = 0, vmm_unmaps = 0;

@@ -127,9 +127,9 @@ struct ComputeDesc {
 };
 
 struct ModelRates {
-  double flops_16bit = 790e12;  // bf16/fp16 dense GEMM, H200 (GPU.md)
+  double flops_16bit = 790e12;  // bf16/fp16 dense GEMM as measured on the H200 machine
   double flops_fp32 = 50e12;    // assumption: FP32 without tensor cores
-  double bytes_per_s = 4.3e12;  // device-to-device copy, H200 (GPU.md)
+  double bytes_per_s = 4.3e12;  // device-to-device copy as measured on the H200 machine
   double min_kernel_s = 2e-6;   // assumption: no kernel is shorter than this
 };
 
