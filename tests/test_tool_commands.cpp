@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "allocators/cuda_path.h"
+#include "devices/cuda_path.h"
 #include "test_helpers.h"
 
 namespace gmb {
