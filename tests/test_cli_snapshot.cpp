@@ -79,9 +79,10 @@ TEST(CliSnapshot, AConfigTraceCarriesTheRecordedMemoryLimit) {
   auto r = run_gpumembench("--device sim --config " + (dir / "c.yaml").string() + " --output " + (dir / "out").string());
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "memory limit 16.00 GiB (memory_limit): the caching allocator's")) << r.out;
-  EXPECT_TRUE(has(r.out, "| caching[memory_limit_bytes=17179869184] x trace[snap_oom_cap16g.pickle.gz] |")) << r.out;
+  EXPECT_TRUE(has(r.out, "### trace[snap_oom_cap16g.pickle.gz] @ 139.80 GiB")) << r.out;
+  EXPECT_TRUE(has(r.out, "| caching[memory_limit_bytes=17179869184] |")) << r.out;
   EXPECT_TRUE(has(r.out, "capacity at step 0 (event 16111, 945.3 MiB), 2 OOMs (0 fragmentation, 2 capacity) |")) << r.out;
-  EXPECT_TRUE(has(r.out, "| cuda_malloc x trace[snap_oom_cap16g.pickle.gz] | 16.35 GiB (modeled) | 16.20 GiB |")) << r.out;
+  EXPECT_TRUE(has(r.out, "| cuda_malloc | 16.35 GiB (modeled) | 16.20 GiB |")) << r.out;
 
   testing::write_text(dir / "bad.yaml", "name: bad\nallocators: [caching]\nworkloads:\n  - trace: {path: " +
                                             recorded("snap_oom_cap16g") + ", memory_limit: 0}\n");
