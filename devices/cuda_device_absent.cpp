@@ -11,4 +11,6 @@ bool cuda_device_available() { return false; }
 
 std::unique_ptr<Device> make_cuda_device(Bytes) { throw DeviceError(kNoCudaPathMessage); }
 
+DeviceInfo cuda_device_info() { throw DeviceError(kNoCudaPathMessage); }
+
 }  // namespace gmb
