@@ -1,7 +1,7 @@
 // RMM-style logging adaptors: wrap any Allocator (and the Device under it) and report every event
 // to a sink as it happens: allocations, frees, failed allocations, and the segment changes the
 // allocator makes on the device. The event record is format-neutral: the RMM log export
-// (harness/rmm_log_writer.h) and a PyTorch snapshot export read the same stream, so the replay
+// (harness/export/rmm_log_writer.h) and a PyTorch snapshot export read the same stream, so the replay
 // is never held whole.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include "common/units.h"
-#include "harness/config.h"
+#include "harness/config/config.h"
 #include "harness/reduce/reduce.h"
 
 namespace gmb {

@@ -9,7 +9,7 @@
 //                             pass and the timed run through `caching` on sim
 #include <benchmark/benchmark.h>
 
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "workloads/byte_input.h"
 #include "workloads/pickle/pickle_reader.h"
 #include "workloads/pytorch_snapshot.h"

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "workloads/trace.h"
 
 namespace gmb {

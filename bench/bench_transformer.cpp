@@ -12,9 +12,9 @@
 //   BM_DynamicSeqConfigOnSim             the whole of configs/dynamic_seq.yaml on sim
 #include <benchmark/benchmark.h>
 
-#include "harness/config.h"
-#include "harness/runner.h"
-#include "harness/workload_need.h"
+#include "harness/config/config.h"
+#include "harness/run/runner.h"
+#include "harness/run/workload_need.h"
 #include "workloads/transformer.h"
 
 namespace gmb {

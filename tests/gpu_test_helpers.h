@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "devices/device.h"
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "workloads/hole_pattern.h"
 
 // GPU tests run on the H200 through the device tool and skip themselves elsewhere.

@@ -5,7 +5,7 @@
 #include <random>
 #include <unordered_map>
 
-#include "harness/buffer_table.h"
+#include "harness/run/buffer_table.h"
 
 namespace gmb {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/compare.h"
+#include "harness/compare/compare.h"
 #include "test_helpers.h"
 
 using namespace gmb::testing;

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "harness/frontier.h"
+#include "harness/frontier/frontier.h"
 #include "test_helpers.h"
 
 namespace fs = std::filesystem;

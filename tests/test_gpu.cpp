@@ -4,7 +4,7 @@
 #include "gpu_test_helpers.h"
 
 #include "allocators/registry.h"
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "workloads/hole_pattern.h"
 
 using namespace gmb;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "allocators/registry.h"
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "workloads/hole_pattern.h"
 
 using namespace gmb;

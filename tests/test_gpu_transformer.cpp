@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "workloads/transformer.h"
 #include "workloads/transformer_compute.h"
 

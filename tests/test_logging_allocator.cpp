@@ -7,8 +7,8 @@
 
 #include "allocators/logging_allocator.h"
 #include "allocators/registry.h"
-#include "harness/rmm_log_writer.h"
-#include "harness/runner.h"
+#include "harness/export/rmm_log_writer.h"
+#include "harness/run/runner.h"
 #include "test_helpers.h"
 #include "workloads/trace.h"
 

@@ -7,7 +7,7 @@
 
 #include "allocators/registry.h"
 #include "devices/forwarding_device.h"
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "workloads/hole_pattern.h"
 
 using namespace gmb;

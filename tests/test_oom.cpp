@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/units.h"
-#include "harness/frontier.h"
+#include "harness/frontier/frontier.h"
 #include "harness/report/oom_block_map.h"
 #include "harness/report/markdown_report.h"
 #include "harness/report/report.h"
-#include "harness/runner.h"
-#include "harness/workload_need.h"
+#include "harness/run/runner.h"
+#include "harness/run/workload_need.h"
 #include "test_helpers.h"
 #include "workloads/trace.h"
 

@@ -24,7 +24,7 @@
 #include "harness/report/json_report.h"
 #include "harness/report/markdown_report.h"
 #include "harness/run/case_file.h"
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "test_helpers.h"
 #include "workloads/hole_pattern.h"
 

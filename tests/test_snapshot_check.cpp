@@ -1,11 +1,11 @@
-// The snapshot self-check (harness/snapshot_check.h): a recorded run replayed through `caching`
+// The snapshot self-check (harness/run/snapshot_check.h): a recorded run replayed through `caching`
 // with its own settings gives "yes"; a replay that differs names the first difference.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include "devices/recording_device.h"
-#include "harness/snapshot_check.h"
+#include "harness/run/snapshot_check.h"
 #include "test_helpers.h"
 
 namespace gmb {

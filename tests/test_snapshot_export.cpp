@@ -1,11 +1,11 @@
-// --export-snapshot (harness/snapshot_export.h): the simulated run as a PyTorch snapshot that
+// --export-snapshot (harness/export/snapshot_export.h): the simulated run as a PyTorch snapshot that
 // our own reader reads back as the same ops, and that PyTorch's allocator would have recorded.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
-#include "harness/snapshot_check.h"
-#include "harness/snapshot_export.h"
+#include "harness/run/snapshot_check.h"
+#include "harness/export/snapshot_export.h"
 #include "test_helpers.h"
 #include "workloads/pytorch_snapshot.h"
 

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "harness/step_ops_ahead.h"
+#include "harness/run/step_ops_ahead.h"
 #include "workloads/transformer.h"
 
 namespace gmb {

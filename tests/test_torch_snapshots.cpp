@@ -15,7 +15,7 @@
 
 #include "devices/recorded_placement_device.h"
 #include "allocators/registry.h"
-#include "harness/snapshot_check.h"
+#include "harness/run/snapshot_check.h"
 #include "torch_snapshot_data.h"
 
 namespace gmb {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "test_helpers.h"
 #include "workloads/trace.h"
 

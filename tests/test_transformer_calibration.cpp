@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "test_helpers.h"
 #include "torch_ref_data.h"
 #include "workloads/transformer.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocators/registry.h"
-#include "harness/config.h"
+#include "harness/config/config.h"
 #include "test_helpers.h"
 
 using namespace gmb::testing;

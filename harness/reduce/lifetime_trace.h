@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "allocators/allocator.h"
-#include "harness/results.h"
+#include "harness/run/results.h"
 #include "workloads/workload.h"
 
 namespace gmb {

@@ -11,7 +11,7 @@
 #include "allocators/registry.h"
 #include "common/units.h"
 #include "harness/cli/config_option.h"
-#include "harness/config.h"
+#include "harness/config/config.h"
 #include "harness/reduce/reduce.h"
 #include "harness/reduce/reproducer_files.h"
 #include "harness/report/report.h"

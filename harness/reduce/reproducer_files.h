@@ -8,7 +8,7 @@
 #include <string>
 
 #include "harness/reduce/reduce.h"
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 namespace gmb {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <optional>
 
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 namespace gmb {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "harness/report/case_summary.h"
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 namespace gmb {
 

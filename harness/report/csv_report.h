@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 namespace gmb {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 namespace gmb {
 

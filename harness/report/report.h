@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "harness/io/atomic_write.h"  // write_file_atomically
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 namespace gmb {
 

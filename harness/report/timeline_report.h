@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 namespace gmb {
 

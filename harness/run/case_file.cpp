@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/bounded_read.h"
+#include "harness/io/bounded_read.h"
 
 namespace gmb {
 

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/results.h"
+#include "harness/run/results.h"
 
 namespace gmb {
 

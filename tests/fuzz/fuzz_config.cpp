@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "fuzz_input_file.h"
-#include "harness/config.h"
+#include "harness/config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = fuzz_input_file(data, size, ".yaml");

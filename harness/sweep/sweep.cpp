@@ -1,4 +1,4 @@
-#include "harness/run/sweep.h"
+#include "harness/sweep/sweep.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include "harness/report/report.h"
 #include "harness/run/case_file.h"
 #include "harness/run/stop_request.h"
-#include "harness/workload_need.h"
+#include "harness/run/workload_need.h"
 
 namespace gmb {
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/runner.h"
-#include "harness/yaml_reader.h"
+#include "harness/run/runner.h"
+#include "harness/config/yaml_reader.h"
 
 namespace gmb {
 
@@ -44,7 +44,7 @@ AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec
 // `frontier:` section (and `gpumembench frontier` flags): the parameter to bisect and its range.
 struct FrontierSpec {
   std::string param = "capacity";  // capacity | batch | seq_len
-  std::uint64_t lo = 0, hi = 0;    // 0: chosen by the search (see harness/frontier.h)
+  std::uint64_t lo = 0, hi = 0;    // 0: chosen by the search (see harness/frontier/frontier.h)
   std::uint64_t resolution = 0;    // 0: 2 MiB for capacity, 1 for batch and seq_len
 };
 const std::vector<std::string>& frontier_params();

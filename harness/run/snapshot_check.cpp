@@ -1,4 +1,4 @@
-#include "harness/snapshot_check.h"
+#include "harness/run/snapshot_check.h"
 
 #include <unordered_map>
 

@@ -1,4 +1,4 @@
-#include "harness/rmm_log_writer.h"
+#include "harness/export/rmm_log_writer.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "harness/snapshot_export.h"
+#include "harness/export/snapshot_export.h"
 
 #include <cstdio>
 #include <filesystem>

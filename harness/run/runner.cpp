@@ -1,4 +1,4 @@
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 
 #include <algorithm>
 #include <fstream>
@@ -8,10 +8,10 @@
 #include "devices/recorded_placement_device.h"
 #include "allocators/registry.h"
 #include "common/units.h"
-#include "harness/buffer_table.h"
-#include "harness/step_ops_ahead.h"
-#include "harness/tick_clock.h"
-#include "harness/workload_need.h"
+#include "harness/run/buffer_table.h"
+#include "harness/run/step_ops_ahead.h"
+#include "harness/run/tick_clock.h"
+#include "harness/run/workload_need.h"
 
 namespace gmb {
 

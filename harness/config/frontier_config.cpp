@@ -6,9 +6,14 @@
 
 #include <fmt/format.h>
 
-#include "harness/config.h"
+#include "harness/config/config.h"
 
 namespace gmb {
+
+const std::vector<std::string>& frontier_params() {
+  static const std::vector<std::string> params = {"capacity", "batch", "seq_len"};
+  return params;
+}
 
 FrontierSpec parse_frontier_section(const YamlReader& y, const YAML::Node& n, const Config& c) {
   y.expect_map(n, "frontier", {"param", "lo", "hi", "resolution"});

@@ -1,4 +1,4 @@
-#include "harness/yaml_reader.h"
+#include "harness/config/yaml_reader.h"
 
 #include <algorithm>
 #include <cmath>

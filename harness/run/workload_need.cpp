@@ -1,9 +1,9 @@
-#include "harness/workload_need.h"
+#include "harness/run/workload_need.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "harness/buffer_table.h"
+#include "harness/run/buffer_table.h"
 
 namespace gmb {
 

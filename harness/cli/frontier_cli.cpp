@@ -8,7 +8,8 @@
 #include "common/units.h"
 #include "devices/cuda_path.h"
 #include "harness/cli/config_option.h"
-#include "harness/frontier.h"
+#include "harness/cli/frontier_cli.h"
+#include "harness/frontier/frontier.h"
 #include "harness/report/report.h"
 
 namespace gmb {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "harness/results.h"
+#include "harness/run/results.h"
 #include "workloads/workload.h"
 
 namespace gmb {

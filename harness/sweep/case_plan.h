@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/config.h"
+#include "harness/config/config.h"
 
 namespace gmb {
 

@@ -10,7 +10,7 @@
 
 #include "allocators/allocator.h"
 #include "allocators/logging_allocator.h"
-#include "harness/results.h"
+#include "harness/run/results.h"
 #include "workloads/workload.h"
 
 namespace gmb {

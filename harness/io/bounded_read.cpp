@@ -1,4 +1,4 @@
-#include "harness/bounded_read.h"
+#include "harness/io/bounded_read.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "harness/config.h"
+#include "harness/config/config.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,7 @@
 
 #include "allocators/registry.h"
 #include "common/text_excerpt.h"
-#include "harness/bounded_read.h"
+#include "harness/io/bounded_read.h"
 
 namespace gmb {
 

@@ -6,8 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/config.h"
-#include "harness/frontier.h"
+#include "harness/config/config.h"
 #include "workloads/transformer.h"
 
 namespace gmb {
@@ -195,6 +194,46 @@ std::vector<std::string> transformer_keys() {
   k.insert(k.end(), kKorthikantiKeys.begin(), kKorthikantiKeys.end());
   return k;
 }
+
+// Makes batch and seq_len variable for `gpumembench frontier`: the config's values are the
+// search's defaults, make_with builds the workload with one of them set.
+namespace {
+
+void add_transformer_frontier_params(WorkloadSpec& spec, const TransformerParams& params) {
+  const SeqLenSpec& s = params.seq_len;
+  std::uint64_t seq = s.dist == SeqDist::Fixed ? s.value : s.max;
+  spec.params = {{"batch", params.batch}};
+  const bool fixed_list = s.dist == SeqDist::Histogram || s.dist == SeqDist::Sequence;
+  if (!fixed_list) spec.params.emplace_back("seq_len", seq);
+  spec.make_with = [params](const std::string& param, std::uint64_t value) -> std::unique_ptr<Workload> {
+    TransformerParams p = params;
+    if (value == 0) throw std::invalid_argument(param + " must be at least 1");
+    if (param == "batch") {
+      p.batch = value;
+    } else if (param == "seq_len") {
+      // A fixed length is set; a bounded distribution gets this as its maximum.
+      if (p.seq_len.dist == SeqDist::Histogram)
+        throw std::invalid_argument("seq_len drawn from a histogram file cannot be varied");
+      if (p.seq_len.dist == SeqDist::Sequence)
+        throw std::invalid_argument("seq_len given as a sequence of lengths cannot be varied");
+      if (p.seq_len.dist == SeqDist::Fixed) {
+        p.seq_len.value = value;
+      } else {
+        p.seq_len.max = value;
+        p.seq_len.min = std::min(p.seq_len.min, value);
+      }
+    } else {
+      throw std::invalid_argument("the transformer cannot vary '" + param + "' (valid: batch, seq_len)");
+    }
+    SeqLenSampler sampler(p.seq_len);  // throws SeqLenError (an invalid_argument) for a bad value
+    std::uint64_t tokens = p.mode == TransformerMode::Train ? sampler.max_shape_len() : sampler.max_shape_len() + p.generate;
+    if (tokens * p.batch > INT_MAX)
+      throw std::invalid_argument(fmt::format("{} rows x {} tokens is too large for one GEMM", p.batch, tokens));
+    return make_transformer(p);
+  };
+}
+
+}  // namespace
 
 WorkloadSpec parse_transformer_workload(const YamlReader& y, const YAML::Node& n, const std::string& key,
                                         const std::string& config_dir) {

@@ -1,4 +1,4 @@
-#include "harness/run/case_plan.h"
+#include "harness/sweep/case_plan.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

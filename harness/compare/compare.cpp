@@ -1,4 +1,4 @@
-#include "harness/compare.h"
+#include "harness/compare/compare.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/units.h"
-#include "harness/bounded_read.h"
+#include "harness/io/bounded_read.h"
 #include "harness/report/report.h"
 #include "harness/report/table_format.h"
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/config.h"
-#include "harness/results.h"
-#include "harness/run/case_plan.h"
+#include "harness/config/config.h"
+#include "harness/run/results.h"
+#include "harness/sweep/case_plan.h"
 
 namespace gmb {
 

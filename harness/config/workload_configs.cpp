@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/units.h"
-#include "harness/config.h"
+#include "harness/config/config.h"
 #include "workloads/hole_pattern.h"
 #include "workloads/trace.h"
 

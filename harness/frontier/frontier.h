@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/config.h"
+#include "harness/config/config.h"
 
 namespace gmb {
 
@@ -76,25 +76,5 @@ std::string frontier_markdown(const FrontierReport& r);
 std::string frontier_csv(const FrontierReport& r);
 // frontier.json, frontier.md, frontier.csv into dir.
 void write_frontier_reports(const FrontierReport& r, const std::string& dir);
-
-// The `frontier` subcommand (harness/frontier_cli.cpp).
-struct FrontierCliArgs {
-  std::string config, param, lo, hi, resolution, device, capacity, output;
-  std::uint64_t steps = 0;              // --steps: as for a run (0: the workloads' own)
-  std::vector<std::string> allocators;  // --allocator: as for a run (empty: all)
-  bool quiet = false;
-};
-}  // namespace gmb
-namespace CLI {
-class App;
-}
-namespace gmb {
-CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& args);
-// Exit status: 0, 2 for bad usage (ConfigError is left to the caller), 1 when a search failed.
-int run_frontier_command(const FrontierCliArgs& args, const std::string& command_line);
-
-// Makes a transformer's batch and seq_len variable for the frontier (harness/transformer_config.cpp).
-struct TransformerParams;
-void add_transformer_frontier_params(WorkloadSpec& spec, const TransformerParams& params);
 
 }  // namespace gmb
