@@ -29,7 +29,7 @@
 #include "harness/export/snapshot_export.h"
 #include "harness/frontier/frontier.h"
 #include "harness/io/output_folder.h"
-#include "harness/reduce/reduce_cli.h"
+#include "harness/cli/reduce_cli.h"
 #include "harness/report/markdown_report.h"
 #include "harness/report/report.h"
 #include "harness/report/timeline_report.h"

@@ -1,4 +1,4 @@
-#include "harness/reduce/reduce_cli.h"
+#include "harness/cli/reduce_cli.h"
 
 #include <unistd.h>
 
