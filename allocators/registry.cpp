@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include "allocators/caching/caching_allocator.h"
-#include "allocators/cuda_malloc.h"
-#include "allocators/cuda_managed.h"
-#include "allocators/cuda_mempool.h"
+#include "allocators/cuda_malloc/cuda_malloc.h"
+#include "allocators/cuda_managed/cuda_managed.h"
+#include "allocators/cuda_mempool/cuda_mempool.h"
 
 namespace gmb {
 
@@ -27,7 +27,7 @@ const std::vector<AllocatorEntry>& allocator_registry() {
        cuda_mempool_options(),
        validate_cuda_mempool_options, make_cuda_mempool_allocator},
       {"caching", "PyTorch's CUDA caching allocator (native backend), same decisions",
-       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/true},
+       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/true, /*replayable_in_pytorch=*/true},
        caching_options(),
        validate_caching_options, make_caching_allocator},
   };
@@ -61,6 +61,11 @@ std::string allocator_names_where(bool AllocatorTraits::*trait) {
   for (const auto& e : allocator_registry())
     if (e.traits.*trait) out += (out.empty() ? "" : ", ") + e.name;
   return out;
+}
+
+AllocatorTraits allocator_traits(std::string_view name) {
+  const AllocatorEntry* entry = find_allocator(name);
+  return entry ? entry->traits : AllocatorTraits{};
 }
 
 void check_option_keys(const AllocatorOptions& options, const std::vector<AllocatorOption>& schema) {

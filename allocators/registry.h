@@ -21,6 +21,9 @@ struct AllocatorTraits {
   // Takes PyTorch's option string as the option `alloc_conf` (a snapshot's recorded settings
   // apply to it) and a memory limit as `memory_limit_bytes`.
   bool accepts_alloc_conf = false;
+  // Makes PyTorch's CUDACachingAllocator's decisions, so a trace that OOMs through it OOMs at the
+  // same event in real PyTorch: `reduce` writes a repro_torch.py for it.
+  bool replayable_in_pytorch = false;
 };
 
 using AllocatorFactory =
@@ -51,6 +54,8 @@ std::unique_ptr<InspectableAllocator> make_allocator(std::string_view name, Devi
                                                      const AllocatorOptions& options);
 // The same checks as make_allocator, without a device: side-effect free.
 void validate_allocator_options(std::string_view name, const AllocatorOptions& options);
+// The entry's traits; default traits (all false) for an unknown name.
+AllocatorTraits allocator_traits(std::string_view name);
 // Whether `allocator`'s reserved figures on this device come from a model (false for an unknown name).
 bool memory_modeled(std::string_view allocator, bool simulated);
 // Table label: "caching[expandable_segments:True]"; options in key order, "k=v" joined by ",".

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "allocators/logging_allocator.h"
+#include "allocators/adaptors/logging_allocator.h"
 #include "allocators/registry.h"
 #include "harness/export/rmm_log_writer.h"
 #include "harness/run/runner.h"

@@ -23,6 +23,7 @@
 #include "harness/cli/frontier_cli.h"
 #include "harness/cli/plot_command.h"
 #include "harness/cli/shipped_configs.h"
+#include "harness/cli/size_flag.h"
 #include "harness/compare/compare.h"
 #include "harness/config/config.h"
 #include "harness/export/rmm_log_writer.h"
@@ -72,14 +73,16 @@ std::vector<std::string> parse_formats(const std::string& text) {
   return out;
 }
 
-Bytes parse_capacity(const std::string& text) {
-  auto v = parse_size(text);
-  if (!v || *v == 0)
-    throw UsageError(fmt::format("--capacity: '{}' is not a size (e.g. 24GiB, 512MiB, 1073741824)", text));
-  if (*v > kMaxDeviceBytes)
-    throw UsageError(fmt::format("--capacity: {} is larger than 1024TiB, the largest device accepted", text));
-  return *v;
+// A size flag's value (size_flag.h); a bad one is a usage error (exit 2).
+Bytes size_flag(std::string_view flag, const std::string& text) {
+  try {
+    return parse_size_flag(flag, text);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
+
+Bytes parse_capacity(const std::string& text) { return size_flag("--capacity", text); }
 
 // Resolves the device choice and says so in one line when falling back to sim.
 DeviceSpec choose_device(DeviceSpec spec, bool quiet) {
@@ -406,12 +409,10 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   const bool own_settings =
       takes_alloc_conf && meta.has_alloc_conf && (recorded_conf || a.alloc_conf == meta.alloc_conf);
   if (!a.memory_limit.empty()) {
-    auto limit = parse_size(a.memory_limit);
-    if (!limit || *limit == 0)
-      throw UsageError(fmt::format("--memory-limit: '{}' is not a size (e.g. 16GiB, 17179869184)", a.memory_limit));
-    options["memory_limit_bytes"] = std::to_string(*limit);
+    const Bytes limit = size_flag("--memory-limit", a.memory_limit);
+    options["memory_limit_bytes"] = std::to_string(limit);
     notes.push_back(fmt::format("memory limit: {} (--memory-limit, as set_per_process_memory_fraction sets it)",
-                                format_bytes(*limit)));
+                                format_bytes(limit)));
   }
   if (a.capacity.empty() && meta.device_capacity) {
     spec.capacity_bytes = meta.device_capacity;

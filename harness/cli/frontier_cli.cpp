@@ -9,6 +9,7 @@
 #include "devices/cuda_path.h"
 #include "harness/cli/config_option.h"
 #include "harness/cli/frontier_cli.h"
+#include "harness/cli/size_flag.h"
 #include "harness/frontier/frontier.h"
 #include "harness/report/report.h"
 
@@ -19,13 +20,7 @@ namespace {
 // A value of --lo/--hi/--resolution: a size for capacity, a positive integer otherwise.
 std::uint64_t parse_value(const std::string& flag, const std::string& text, const std::string& param) {
   if (param == "capacity") {
-    auto v = parse_size(text);
-    if (!v || *v == 0)
-      throw std::invalid_argument(fmt::format("{}: '{}' is not a size (e.g. 24GiB, 512MiB, 1073741824)", flag, text));
-    if (*v > kMaxDeviceBytes)
-      throw std::invalid_argument(
-          fmt::format("{}: {} is larger than 1024TiB, the largest device accepted (valid: 1 B to 1024TiB)", flag, text));
-    return *v;
+    return parse_size_flag(flag, text);
   }
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 18 ||
       std::stoull(text) == 0)

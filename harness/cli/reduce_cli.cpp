@@ -11,6 +11,7 @@
 #include "allocators/registry.h"
 #include "common/units.h"
 #include "harness/cli/config_option.h"
+#include "harness/cli/size_flag.h"
 #include "harness/config/config.h"
 #include "harness/reduce/reduce.h"
 #include "harness/reduce/reproducer_files.h"
@@ -64,13 +65,6 @@ Input read_input(const ReduceCliArgs& a) {
                           a.steps ? fmt::format(", {} steps", steps) : "");
   in.capacity = config.device.capacity_bytes;
   return in;
-}
-
-Bytes parse_size_flag(const char* flag, const std::string& text) {
-  auto v = parse_size(text);
-  if (!v || *v == 0) throw std::invalid_argument(fmt::format("{}: '{}' is not a size (e.g. 24GiB, 1073741824)", flag, text));
-  if (*v > kMaxDeviceBytes) throw std::invalid_argument(fmt::format("{}: {} is larger than 1024TiB", flag, text));
-  return *v;
 }
 
 CaseResult replay_case(const std::string& name, const std::vector<Op>& ops, const std::string& allocator,
@@ -138,9 +132,10 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
   try {
     if (!find_allocator(a.allocator))
       throw std::invalid_argument(fmt::format("--allocator: unknown allocator '{}' (valid: {})", a.allocator, allocator_names()));
-    if ((a.alloc_conf_given || a.contrast_given || !a.memory_limit.empty()) && a.allocator != "caching")
-      throw std::invalid_argument(fmt::format(
-          "--alloc-conf, --contrast-alloc-conf and --memory-limit apply to the caching allocator, not '{}'", a.allocator));
+    const AllocatorTraits traits = allocator_traits(a.allocator);
+    if ((a.alloc_conf_given || a.contrast_given || !a.memory_limit.empty()) && !traits.accepts_alloc_conf)
+      throw std::invalid_argument(fmt::format("--alloc-conf, --contrast-alloc-conf and --memory-limit apply to the {} allocator, not '{}'",
+                                              allocator_names_where(&AllocatorTraits::accepts_alloc_conf), a.allocator));
     if (!a.trace.empty() && (a.workload || a.steps))
       throw std::invalid_argument("--workload and --steps apply to --config, not --trace");
     Input in = read_input(a);
@@ -149,7 +144,7 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     AllocatorOptions& options = settings.target.options;
     if (a.alloc_conf_given) {
       if (!a.alloc_conf.empty()) options["alloc_conf"] = a.alloc_conf;
-    } else if (in.has_recorded_alloc_conf && a.allocator == "caching" && !in.recorded_alloc_conf.empty()) {
+    } else if (in.has_recorded_alloc_conf && traits.accepts_alloc_conf && !in.recorded_alloc_conf.empty()) {
       options["alloc_conf"] = in.recorded_alloc_conf;
       in.notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)",
                                      in.recorded_alloc_conf));
@@ -170,11 +165,8 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     }
     for (const AllocatorOptions* o : {&options, settings.contrast ? &*settings.contrast : nullptr}) {
       if (!o) continue;
-      SimDeviceOptions so;
-      so.capacity_bytes = GiB;
-      auto probe = make_sim_device(so);
       try {
-        make_allocator(a.allocator, *probe, *o);
+        validate_allocator_options(a.allocator, *o);
       } catch (const OptionError& e) {
         throw std::invalid_argument(fmt::format("{}: {} (valid: {})", o == &options ? "--alloc-conf" : "--contrast-alloc-conf",
                                                 e.what(), e.valid));
@@ -251,7 +243,7 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     {
       SimDeviceOptions so;
       so.capacity_bytes = settings.target.capacity_bytes;
-      out.device = make_sim_device(so)->info();
+      out.device = sim_device_info(so);
     }
     out.result = std::move(result);
     const std::string dir = a.output.empty() ? "reduce-" + utc_now("%Y%m%dT%H%M%SZ") : a.output;
@@ -268,7 +260,7 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
         to_string(r.kind), with_commas(r.oom_event), format_bytes(r.request_bytes), with_commas(r.input_events),
         with_commas(r.oom_event + 1), with_commas(r.ops.size()), with_commas(r.replays), r.seconds,
         r.stopped_by.empty() ? "" : " (stopped by the " + r.stopped_by + "; may not be minimal)", dir,
-        a.allocator == "caching" ? ", repro_torch.py" : "");
+        traits.replayable_in_pytorch ? ", repro_torch.py" : "");
     return 0;
   } catch (const std::invalid_argument& e) {
     std::cerr << "gpumembench reduce: " << e.what() << "\n";

@@ -23,7 +23,8 @@ std::string AllocatorSpec::display_label() const { return label.empty() ? alloca
 
 AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec& workload) {
   AllocatorOptions options = allocator.options;
-  if (workload.memory_limit_bytes && allocator.name == "caching" && !options.count("memory_limit_bytes"))
+  if (workload.memory_limit_bytes && allocator_traits(allocator.name).accepts_alloc_conf &&
+      !options.count("memory_limit_bytes"))
     options["memory_limit_bytes"] = std::to_string(workload.memory_limit_bytes);
   return options;
 }

@@ -1,6 +1,6 @@
 // Writes a replayed run as an RMM memory event log (the format of RMM's logging_resource_adaptor,
 // read back by workloads/rmm_log_trace_source.cpp): one row per allocation, free and failed
-// allocation, as the events arrive from the logging adaptors (allocators/logging_allocator.h).
+// allocation, as the events arrive from the logging adaptors (allocators/adaptors/logging_allocator.h).
 // Written to FILE.tmp and renamed by commit(): a run that fails leaves no half-written log.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "allocators/logging_allocator.h"
+#include "allocators/adaptors/logging_allocator.h"
 
 namespace gmb {
 

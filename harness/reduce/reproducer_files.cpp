@@ -137,7 +137,7 @@ std::string reproducer_summary_md(const ReproducerInputs& in) {
   s += fmt::format(" --capacity {}{}` replays it\n", in.settings.target.capacity_bytes,
                    in.memory_limit_bytes ? fmt::format(" --memory-limit {}", in.memory_limit_bytes) : "");
   s += "- `oom_block_map.svg`: every segment and block at the OOM\n";
-  if (in.settings.target.allocator == "caching")
+  if (allocator_traits(in.settings.target.allocator).replayable_in_pytorch)
     s += "- `repro_torch.py`: the same events in real PyTorch (`python3 repro_torch.py`: exit 1 when the OOM "
          "happens at the predicted event, 0 without an OOM, 2 for an OOM elsewhere, 3 when it cannot run" +
          std::string(in.settings.contrast ? "; `--contrast` runs it under the contrast settings, where it must "
@@ -146,7 +146,7 @@ std::string reproducer_summary_md(const ReproducerInputs& in) {
 }
 
 std::string repro_torch_py(const ReproducerInputs& in) {
-  if (in.settings.target.allocator != "caching") return "";
+  if (!allocator_traits(in.settings.target.allocator).replayable_in_pytorch) return "";
   const ReduceResult& r = in.result;
   const OomRecord* after = first_oom(in.reduced_case);
   const Bytes limit = in.memory_limit_bytes ? in.memory_limit_bytes : in.settings.target.capacity_bytes;

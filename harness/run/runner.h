@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "allocators/allocator.h"
-#include "allocators/logging_allocator.h"
+#include "allocators/adaptors/logging_allocator.h"
 #include "harness/run/results.h"
 #include "workloads/workload.h"
 

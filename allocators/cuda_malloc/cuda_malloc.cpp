@@ -1,4 +1,4 @@
-#include "allocators/cuda_malloc.h"
+#include "allocators/cuda_malloc/cuda_malloc.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "allocators/cuda_mempool.h"
+#include "allocators/cuda_mempool/cuda_mempool.h"
 
 #include <algorithm>
 

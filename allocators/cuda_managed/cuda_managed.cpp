@@ -1,4 +1,4 @@
-#include "allocators/cuda_managed.h"
+#include "allocators/cuda_managed/cuda_managed.h"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,27 @@
+// The value of a size flag (--capacity, --memory-limit, --lo/--hi of a capacity search): a size as
+// config files write it ("24GiB", "512MiB", "1073741824"), above zero and at most the largest
+// device accepted. One parser, so every flag says the same thing for the same mistake.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+
+namespace gmb {
+
+// Throws std::invalid_argument naming the flag and the valid range; the callers map it to exit 2.
+inline Bytes parse_size_flag(std::string_view flag, const std::string& text) {
+  const std::optional<Bytes> v = parse_size(text);
+  if (!v || *v == 0)
+    throw std::invalid_argument(fmt::format("{}: '{}' is not a size (e.g. 24GiB, 512MiB, 1073741824)", flag, text));
+  if (*v > kMaxDeviceBytes)
+    throw std::invalid_argument(
+        fmt::format("{}: {} is larger than 1024TiB, the largest device accepted (valid: 1 B to 1024TiB)", flag, text));
+  return *v;
+}
+
+}  // namespace gmb
