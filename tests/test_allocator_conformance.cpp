@@ -2,9 +2,11 @@
 // new entry gets these tests without a line here.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
+#include "allocators/adaptors/statistics_allocator.h"
 #include "allocators/registry.h"
 #include "devices/device.h"
 
@@ -115,6 +117,37 @@ TEST_P(AllocatorConformance, StatsAddUp) {
   Bytes all_live = 0;
   for (Bytes b : sizes) all_live += b;
   EXPECT_GE(s.peak_allocated_bytes, all_live) << "every request was live at once";
+}
+
+// The allocator's own statistics against an outside count (the statistics adaptor) over a seeded
+// random mix of sizes from 1 byte to 200 MiB, frees in random order and OOMs (the mix asks for
+// more than the 1 GiB device at times).
+TEST_P(AllocatorConformance, OwnStatsAgreeWithAnOutsideCountOnARandomMix) {
+  StatisticsAllocator counted(std::move(allocator_));
+  std::mt19937_64 rng(7);
+  std::vector<DevPtr> live;
+  for (int i = 0; i < 400; ++i) {
+    if (!live.empty() && rng() % 3 == 0) {
+      const std::size_t k = rng() % live.size();
+      counted.deallocate(live[k]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      const Bytes b = 1 + rng() % (rng() % 4 == 0 ? 200 * MiB : 64 * KiB);
+      if (auto p = counted.allocate(b, 0)) live.push_back(*p);
+    }
+    const AllocatorStats s = counted.stats();
+    ASSERT_EQ(s.requested_bytes, counted.current().bytes) << "event " << i;
+    ASSERT_EQ(s.allocs - s.frees, counted.current().allocations) << "event " << i;
+    ASSERT_GE(s.allocated_bytes, s.requested_bytes);
+    ASSERT_GE(s.reserved_bytes, s.allocated_bytes);
+    ASSERT_GE(s.peak_allocated_bytes, counted.peak().bytes) << "event " << i;
+  }
+  EXPECT_GT(counted.failed(), 0u) << "the mix must reach an OOM to test one";
+  EXPECT_EQ(counted.stats().ooms, counted.failed());
+  EXPECT_EQ(counted.stats().allocs, counted.total().allocations);
+  for (DevPtr p : live) counted.deallocate(p);
+  EXPECT_EQ(counted.stats().requested_bytes, 0u);
+  EXPECT_EQ(counted.stats().allocated_bytes, 0u);
 }
 
 TEST_P(AllocatorConformance, EmptyCacheReturnsMemoryToTheDevice) {

@@ -1,7 +1,7 @@
 // cuda_managed: cudaMallocManaged per request. Never more managed bytes outstanding than
 // the capacity (the card's free memory at start on the GPU): a request past that is an OOM
-// recorded here that never reaches the driver, because oversubscribing managed memory can
-// hang the GPU.
+// that never reaches the driver (a LimitDevice under the allocator, devices/limit_device.h),
+// because oversubscribing managed memory can hang the GPU.
 #pragma once
 
 #include <memory>
