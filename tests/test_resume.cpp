@@ -310,3 +310,59 @@ TEST(CheckedWrites, AFullDiskIsAnErrorNamingTheFile) {
   for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename(), "t.csv");
   fs::remove_all(dir);
 }
+
+// frontier and compare take their --output folder as a run does: before the search, refused when
+// another process writes there or when it holds other files; --overwrite replaces only their own.
+TEST(OutputFolder, FrontierAndCompareTakeTheirFolderBeforeTheyWork) {
+  auto dir = temp_dir("outfrontier");
+  write_text(dir / "f.yaml",
+             "device: {capacity: 2GiB}\nallocators: [caching]\n"
+             "workloads:\n  - hole_pattern: {sizes: [200MiB, 200MiB], free: [0], probe: 300MiB}\n");
+  const std::string frontier = "frontier --device sim --quiet --config " + (dir / "f.yaml").string() + " --output " +
+                               (dir / "fr").string();
+  fs::create_directories(dir / "fr");
+  write_text(dir / "fr" / "notes.txt", "mine");
+  auto r = run_gpumembench(frontier);
+  ASSERT_EQ(r.status, 0) << "a frontier writes beside other files (a run's, for the plots): " << r.out;
+  r = run_gpumembench(frontier);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--output " + (dir / "fr").string() + ": the folder holds the files of an earlier one: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("--resume"), std::string::npos) << "a frontier cannot be resumed: " << r.out;
+  EXPECT_EQ(r.out.find("frontier: caching"), std::string::npos) << "refused before the search: " << r.out;
+
+  write_text(dir / "fr" / "frontier.csv", "stale\n");
+  r = run_gpumembench(frontier + " --overwrite");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(read_text(dir / "fr" / "notes.txt"), "mine") << "--overwrite keeps what the frontier does not write";
+  EXPECT_NE(read_text(dir / "fr" / "frontier.csv"), "stale\n");
+  EXPECT_TRUE(fs::exists(dir / "fr" / "frontier.json"));
+  EXPECT_FALSE(fs::exists(dir / "fr" / ".gpumembench.lock"));
+
+  // Held by another process: refused, naming it.
+  const int fd = ::open((dir / "fr" / ".gpumembench.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  r = run_gpumembench(frontier + " --overwrite");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("another gpumembench run is writing there"), std::string::npos) << r.out;
+  ASSERT_EQ(run_gpumembench("--config " + (dir / "f.yaml").string() + " --device sim --quiet --output " +
+                            (dir / "run").string()).status, 0);
+  const std::string results = (dir / "run" / "results.json").string();
+  r = run_gpumembench("compare " + results + " " + results + " --output " + (dir / "fr").string() + " --overwrite");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("another gpumembench run is writing there"), std::string::npos) << r.out;
+  close(fd);
+  fs::remove(dir / "fr" / ".gpumembench.lock");
+
+  r = run_gpumembench("compare " + results + " " + results + " --output " + (dir / "fr").string());
+  ASSERT_EQ(r.status, 0) << "beside the frontier's files: " << r.out;
+  r = run_gpumembench("compare " + results + " " + results + " --output " + (dir / "fr").string());
+  EXPECT_EQ(r.status, 2) << "the folder holds an earlier comparison: " << r.out;
+  r = run_gpumembench("compare " + results + " " + results + " --output " + (dir / "fr").string() + " --overwrite");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "fr" / "compare.md"));
+  EXPECT_TRUE(fs::exists(dir / "fr" / "frontier.json")) << "compare --overwrite replaces only compare files";
+  fs::remove_all(dir);
+}

@@ -540,7 +540,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
 // Several results side by side. Without --output the chosen formats (default md) go to
 // stdout; with it, files go there and the Markdown table to stdout.
 int run_compare(const std::vector<std::string>& inputs, const std::string& output_flag,
-                const std::string& format_flag, const std::string& match_flag) {
+                const std::string& format_flag, const std::string& match_flag, bool overwrite) {
+  if (overwrite && output_flag.empty()) throw UsageError("--overwrite applies to --output DIR");
   std::vector<CompareInput> loaded;
   for (const auto& path : inputs) loaded.push_back(load_compare_input(path));
   const CompareMatch match = match_flag == "allocator" ? CompareMatch::Allocator
@@ -553,8 +554,11 @@ int run_compare(const std::vector<std::string>& inputs, const std::string& outpu
   }
   std::vector<std::string> formats =
       format_flag.empty() ? std::vector<std::string>{"md", "csv", "json"} : parse_formats(format_flag);
+  // Taken as a run takes its folder: refused when in use or holding other files (--overwrite
+  // replaces the compare files), locked while written.
+  OutputFolder folder(output_flag, overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output", compare_files());
   std::cout << compare_markdown(c);
-  write_compare(c, output_flag, formats);
+  write_compare(c, folder.path(), formats);
   return 0;
 }
 
@@ -707,6 +711,8 @@ int run_cli(int argc, char** argv) {
   compare->add_option("--output", output, "write compare.{md,csv,json,tex} here (default: print to stdout)");
   compare->add_option("--format", format, "comma-separated formats: md, csv, json, latex (default md; with --output md,csv,json)");
   std::string compare_match;
+  bool compare_overwrite = false;
+  compare->add_flag("--overwrite", compare_overwrite, "replace the compare files of an earlier comparison in --output DIR");
   compare->add_option("--match", compare_match,
                       "pair cases by 'label' (the same case on two devices or versions) or by 'allocator' "
                       "setting (the same allocators on two workloads, e.g. dynamic vs fixed lengths); default: "
@@ -780,7 +786,7 @@ int run_cli(int argc, char** argv) {
       std::cout << app.help() << "\nUsage:\n" << kSynopsis;
       return 0;
     }
-    if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match);
+    if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match, compare_overwrite);
     if (plan->parsed()) return run_plan(plan_args);
     if (configs->parsed()) return list_shipped_configs(std::cout, std::cerr);
     if (plot->parsed()) return run_plot_command(plot->remaining(), std::cerr);

@@ -10,6 +10,7 @@
 #include "harness/cli/config_option.h"
 #include "harness/cli/frontier_cli.h"
 #include "harness/cli/size_flag.h"
+#include "harness/io/output_folder.h"
 #include "harness/frontier/frontier.h"
 #include "harness/report/report.h"
 
@@ -59,6 +60,7 @@ CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& a) {
   f->add_option("--capacity", a.capacity,
                 "batch/seq_len only: the capacity to search at, e.g. 40GiB (default: the config's)");
   f->add_option("--output", a.output, "output folder (default results/<config name>-frontier-<UTC time>/)");
+  f->add_flag("--overwrite", a.overwrite, "replace the frontier files of an earlier search in --output DIR");
   f->add_flag("--quiet,-q", a.quiet, "no progress on stderr");
   return f;
 }
@@ -66,6 +68,7 @@ CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& a) {
 int run_frontier_command(const FrontierCliArgs& a, const std::string& command_line) {
   Config config = load_config(a.config);  // ConfigError: the caller reports it (exit 2)
   FrontierReport report;
+  std::optional<OutputFolder> folder;  // held until the files are written
   try {
     if (a.steps) config.run.max_steps = a.steps;
     select_allocators(config, a.allocators);  // std::invalid_argument: exit 2
@@ -87,6 +90,14 @@ int run_frontier_command(const FrontierCliArgs& a, const std::string& command_li
       if (choice == DeviceChoice::Sim && !a.quiet)
         std::cerr << "gpumembench: no GPU visible; running on the simulated device (--device sim)\n";
     }
+    if (a.overwrite && a.output.empty()) throw std::invalid_argument("--overwrite applies to --output DIR");
+    // The folder is taken before the search, which can run for hours: one that is in use, not
+    // empty or not writable is refused now (exit 2), and no other run writes there meanwhile.
+    if (a.output.empty())
+      folder.emplace(OutputFolder::fresh_default(
+          fmt::format("results/{}-frontier-{}", config.name, utc_now("%Y%m%dT%H%M%SZ"))));
+    else
+      folder.emplace(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output", frontier_files());
     auto progress = [&](const FrontierRow& row, const FrontierProbe& p) {
       if (a.quiet) return;
       std::string v = frontier_value_text(spec.param, p.value);
@@ -103,7 +114,7 @@ int run_frontier_command(const FrontierCliArgs& a, const std::string& command_li
   report.tool_version = GMB_VERSION;
   report.command_line = command_line;
   report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
-  std::string dir = a.output.empty() ? fmt::format("results/{}-frontier-{}", config.name, utc_now("%Y%m%dT%H%M%SZ")) : a.output;
+  const std::string dir = folder->path();
   std::cout << frontier_markdown(report);
   write_frontier_reports(report, dir);
   if (!a.quiet) std::cerr << "gpumembench: frontier written to " << dir << "/\n";

@@ -16,6 +16,7 @@ struct FrontierCliArgs {
   std::uint64_t steps = 0;              // --steps: as for a run (0: the workloads' own)
   std::vector<std::string> allocators;  // --allocator: as for a run (empty: all)
   bool quiet = false;
+  bool overwrite = false;  // --overwrite: replace the frontier files in an existing --output
 };
 
 CLI::App* add_frontier_command(CLI::App& app, FrontierCliArgs& args);

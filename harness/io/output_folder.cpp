@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -17,13 +18,24 @@ namespace gmb {
 
 namespace fs = std::filesystem;
 
-const char* const OutputFolder::kOwned[] = {"results.json", "results.csv", "results.md", "results.tex",
-                                            "cases",        "oom",         "timelines",  "plots"};
+const OwnedFiles& run_files() {
+  static const OwnedFiles files{
+      {"results.json", "results.csv", "results.md", "results.tex", "cases", "oom", "timelines", "plots"}, true};
+  return files;
+}
+const OwnedFiles& frontier_files() {
+  static const OwnedFiles files{{"frontier.json", "frontier.md", "frontier.csv"}, false, true};
+  return files;
+}
+const OwnedFiles& compare_files() {
+  static const OwnedFiles files{{"compare.md", "compare.csv", "compare.json", "compare.tex"}, false, true};
+  return files;
+}
 
 namespace {
 
-bool is_owned(const std::string& name) {
-  for (const char* n : OutputFolder::kOwned)
+bool is_owned(const OwnedFiles& owned, const std::string& name) {
+  for (const std::string& n : owned.names)
     if (name == n) return true;
   return false;
 }
@@ -41,7 +53,8 @@ void remove_path(const fs::path& p, const std::string& flag) {
 
 }  // namespace
 
-OutputFolder::OutputFolder(const std::string& path, OutputMode mode, const std::string& flag) : path_(path) {
+OutputFolder::OutputFolder(const std::string& path, OutputMode mode, const std::string& flag, const OwnedFiles& owned)
+    : path_(path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (fs::exists(st) && !fs::is_directory(st))
@@ -60,25 +73,28 @@ OutputFolder::OutputFolder(const std::string& path, OutputMode mode, const std::
   if (ec) throw OutputFolderError(fmt::format("{} {}: cannot list the folder: {}", flag, path, ec.message()));
   switch (mode) {
     case OutputMode::Fresh:
+      if (owned.shares_folder)
+        entries.erase(std::remove_if(entries.begin(), entries.end(), [&](const std::string& n) { return !is_owned(owned, n); }),
+                      entries.end());
       if (!entries.empty()) {
         std::string some;
         for (std::size_t i = 0; i < entries.size() && i < 3; ++i) some += (i ? ", " : "") + entries[i];
         if (entries.size() > 3) some += ", ...";
         throw OutputFolderError(fmt::format(
-            "{} {}: the folder is not empty (it holds {}); --overwrite replaces the files a run writes there, "
-            "--resume {} continues the run that wrote them, or choose another folder",
-            flag, path, some, path));
+            "{} {}: the folder {} {}; --overwrite replaces the files this command writes there{}, or choose "
+            "another folder",
+            flag, path, owned.shares_folder ? "holds the files of an earlier one:" : "is not empty (it holds", some + (owned.shares_folder ? "" : ")"), owned.resumable ? fmt::format(", --resume {} continues the run that wrote them", path) : ""));
       }
       break;
     case OutputMode::Overwrite:
       for (const auto& name : entries)
-        if (is_owned(name) || is_our_temporary(name)) remove_path(fs::path(path) / name, flag);
+        if (is_owned(owned, name) || is_our_temporary(name)) remove_path(fs::path(path) / name, flag);
       break;
     case OutputMode::Resume:
       if (!fs::is_directory(fs::path(path) / "cases"))
         throw OutputFolderError(fmt::format("{} {}: not the folder of an earlier run (it has no cases/ folder)", flag, path));
       for (const auto& name : entries)
-        if ((is_owned(name) && name != "cases") || is_our_temporary(name)) remove_path(fs::path(path) / name, flag);
+        if ((is_owned(owned, name) && name != "cases") || is_our_temporary(name)) remove_path(fs::path(path) / name, flag);
       for (const auto& e : fs::directory_iterator(fs::path(path) / "cases", ec))
         if (is_our_temporary(e.path().filename().string())) remove_path(e.path(), flag);
       break;

@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gmb {
 
@@ -15,6 +16,18 @@ namespace gmb {
 struct OutputFolderError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// What a command writes at the top of its folder: --overwrite removes these and nothing else.
+struct OwnedFiles {
+  std::vector<std::string> names;
+  bool resumable = false;  // the command has --resume (a run keeps its finished cases/)
+  // Writes beside other files (a frontier into a run's folder, for the plots): a folder is refused
+  // only when it holds the command's own files. A run needs an empty folder.
+  bool shares_folder = false;
+};
+const OwnedFiles& run_files();       // results.{json,csv,md,tex}, cases/, oom/, timelines/, plots/
+const OwnedFiles& frontier_files();  // frontier.{json,md,csv}
+const OwnedFiles& compare_files();   // compare.{md,csv,json,tex}
 
 enum class OutputMode {
   Fresh,      // the folder must not exist, or be empty
@@ -24,8 +37,10 @@ enum class OutputMode {
 
 class OutputFolder {
  public:
-  // path: the folder (--output or --resume); flag: its option for messages ("--output").
-  OutputFolder(const std::string& path, OutputMode mode, const std::string& flag);
+  // path: the folder (--output or --resume); flag: its option for messages ("--output");
+  // owned: what the command writes there.
+  OutputFolder(const std::string& path, OutputMode mode, const std::string& flag,
+               const OwnedFiles& owned = run_files());
   // A default folder `base` (results/<name>-<time>), made unique with -2, -3, ... if taken.
   static OutputFolder fresh_default(const std::string& base);
   OutputFolder(OutputFolder&& other) noexcept;
@@ -37,8 +52,6 @@ class OutputFolder {
 
   const std::string& path() const { return path_; }
 
-  // The names a run writes at the top of its folder; --overwrite removes these and nothing else.
-  static const char* const kOwned[];
   static constexpr const char* kLockName = ".gpumembench.lock";
 
  private:
