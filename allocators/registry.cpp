@@ -69,7 +69,8 @@ AllocatorTraits allocator_traits(std::string_view name) {
 }
 
 void check_option_keys(const AllocatorOptions& options, const std::vector<AllocatorOption>& schema) {
-  for (const auto& [key, value] : options) {
+  for (const auto& option : options) {
+    const std::string& key = option.first;  // not a structured binding: clang's C++17 cannot capture one
     if (std::none_of(schema.begin(), schema.end(), [&](const AllocatorOption& o) { return o.key == key; })) {
       std::string choices;
       for (const auto& o : schema) choices += (choices.empty() ? "" : ", ") + o.key;

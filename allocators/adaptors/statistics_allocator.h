@@ -9,7 +9,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "allocators/allocator.h"
+#include "allocators/adaptors/forwarding_allocator.h"
 
 namespace gmb {
 
@@ -18,18 +18,17 @@ struct InterfaceCounts {
   std::uint64_t allocations = 0;   // live allocations
 };
 
-class StatisticsAllocator final : public InspectableAllocator, public StepAware {
+class StatisticsAllocator final : public ForwardingAllocator {
  public:
-  explicit StatisticsAllocator(std::unique_ptr<InspectableAllocator> inner) : inner_(std::move(inner)) {}
+  explicit StatisticsAllocator(std::unique_ptr<InspectableAllocator> inner) : ForwardingAllocator(std::move(inner)) {}
 
   InterfaceCounts current() const { return current_; }
   InterfaceCounts peak() const { return peak_; }  // each field's own maximum
   InterfaceCounts total() const { return total_; }
   std::uint64_t failed() const { return failed_; }
-  InspectableAllocator& inner() { return *inner_; }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
-    const std::optional<DevPtr> ptr = inner_->allocate(bytes, stream);
+    const std::optional<DevPtr> ptr = ForwardingAllocator::allocate(bytes, stream);
     if (!ptr) {
       ++failed_;
       return ptr;
@@ -50,23 +49,10 @@ class StatisticsAllocator final : public InspectableAllocator, public StepAware 
       --current_.allocations;
       live_.erase(it);
     }
-    inner_->deallocate(ptr);
+    ForwardingAllocator::deallocate(ptr);
   }
-  void empty_cache() override { inner_->empty_cache(); }
-  void end_of_step(std::uint64_t step) override {
-    if (StepAware* hook = step_aware(*inner_)) hook->end_of_step(step);
-  }
-
-  AllocatorStats stats() const override { return inner_->stats(); }
-  MemoryInUse in_use() const override { return inner_->in_use(); }
-  OomDetails last_oom() const override { return inner_->last_oom(); }
-  std::vector<SegmentInfo> segments() const override { return inner_->segments(); }
-  std::vector<SegmentInfo> block_map() const override { return inner_->block_map(); }
-  std::vector<std::pair<std::string, std::int64_t>> memory_stats() const override { return inner_->memory_stats(); }
-  std::string memory_summary() const override { return inner_->memory_summary(); }
 
  private:
-  std::unique_ptr<InspectableAllocator> inner_;
   std::unordered_map<DevPtr, Bytes> live_;
   InterfaceCounts current_, peak_, total_;
   std::uint64_t failed_ = 0;
