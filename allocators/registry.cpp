@@ -8,6 +8,9 @@
 #include "allocators/cuda_malloc/cuda_malloc.h"
 #include "allocators/cuda_managed/cuda_managed.h"
 #include "allocators/cuda_mempool/cuda_mempool.h"
+#ifdef GMB_HAS_TORCH_CACHING
+#include "allocators/torch_caching/torch_caching.h"
+#endif
 
 namespace gmb {
 
@@ -30,6 +33,14 @@ const std::vector<AllocatorEntry>& allocator_registry() {
        {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/true, /*replayable_in_pytorch=*/true},
        caching_options(),
        validate_caching_options, make_caching_allocator},
+#ifdef GMB_HAS_TORCH_CACHING
+      // Built only against an installed PyTorch (allocators/CMakeLists.txt, GMB_WITH_TORCH).
+      {"torch_caching", "real PyTorch's CUDACachingAllocator (libc10_cuda), on the GPU only",
+       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/true, /*replayable_in_pytorch=*/true,
+        /*runs_on_sim=*/false},
+       torch_caching_options(),
+       validate_torch_caching_options, make_torch_caching_allocator},
+#endif
   };
   return entries;
 }

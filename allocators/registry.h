@@ -24,6 +24,9 @@ struct AllocatorTraits {
   // Makes PyTorch's CUDACachingAllocator's decisions, so a trace that OOMs through it OOMs at the
   // same event in real PyTorch: `reduce` writes a repro_torch.py for it.
   bool replayable_in_pytorch = false;
+  // Runs on the simulated device. False: the GPU only (torch_caching: PyTorch's own allocator
+  // asks the CUDA driver itself).
+  bool runs_on_sim = true;
 };
 
 using AllocatorFactory =

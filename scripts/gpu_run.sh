@@ -4,6 +4,7 @@
 #
 #   STAGES="build test snapshots configs frontier bench reference torchbench" bash scripts/gpu_run.sh
 #   CONFIGS="configs/hole_pattern.yaml ..." (default: every configs/*.yaml)
+#   GPU_TEST_FILTER='GpuTorchCaching*' (default Gpu*); GPU_TESTS_ONLY=1 skips the whole CTest suite
 #
 # Brings back (<= 8 files): gpu_run.log, gpu_results.tar.gz (results/, test and bench
 # output), and what the reference stage writes (driver_probe.json, torch_ref.tar.gz, ...).
@@ -55,7 +56,7 @@ fi
 
 if has test && [ -x build-gpu/tests/gmb_tests ]; then
   log "GPU tests"
-  build-gpu/tests/gmb_tests --gtest_filter='Gpu*' 2>&1 | tee "$COLLECT/gpu_tests.log" | tee -a "$LOG" | tail -40 || status=1
+  build-gpu/tests/gmb_tests --gtest_filter="${GPU_TEST_FILTER:-Gpu*}" 2>&1 | tee "$COLLECT/gpu_tests.log" | tee -a "$LOG" | tail -40 || status=1
   if [ "${GPU_TESTS_ONLY:-0}" != 1 ]; then  # GPU_TESTS_ONLY=1: CI runs the rest
     log "whole suite (ctest)"
     (cd build-gpu && ctest --output-on-failure -j8 2>&1) > "$COLLECT/ctest.log" || status=1
