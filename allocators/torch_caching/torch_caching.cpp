@@ -12,7 +12,7 @@
 #include <c10/core/AllocatorConfig.h>
 #endif
 #include <cuda_runtime_api.h>
-#include <fmt/format.h>
+// No fmt here: libtorch's include folder carries its own fmt, which would shadow the system's.
 
 #include "allocators/caching/alloc_conf.h"
 #include "common/units.h"
@@ -37,7 +37,7 @@ TorchOptions parse_torch_options(const AllocatorOptions& options) {
   if (auto it = options.find("memory_limit_bytes"); it != options.end()) {
     o.memory_limit = parse_size(it->second);
     if (!o.memory_limit)
-      throw OptionError("memory_limit_bytes", fmt::format("memory_limit_bytes: '{}' is not a size", it->second),
+      throw OptionError("memory_limit_bytes", "memory_limit_bytes: '" + it->second + "' is not a size",
                         "a byte count or a size such as 24GiB");
   }
   return o;
