@@ -77,7 +77,8 @@ TEST(Tool, ConfigsListsEveryShippedConfigWithItsFirstCommentLine) {
 
 TEST(Tool, ConfigByNameRunsFromAnyFolderWithOrWithoutYaml) {
   const auto dir = temp_dir("config_by_name");
-  for (const std::string& name : {"hole_pattern", "hole_pattern.yaml"}) {
+  for (const char* name_text : {"hole_pattern", "hole_pattern.yaml"}) {
+    const std::string name = name_text;
     auto r = run_in(dir, "--config " + name + " --device sim --quiet --output out_" + name);
     EXPECT_EQ(r.status, 0) << name << "\n" << r.out;
     EXPECT_NE(r.out.find("hole_pattern[100/200/300 MiB"), std::string::npos) << r.out;

@@ -426,7 +426,9 @@ TEST(TransformerEager, ZeroingGradsKeepsThemBetweenSteps) {
           std::size_t n = 0;
           for (const Op& op : ops) {
             if (op.kind == Op::Kind::Alloc) live[op.id] = op.bytes, ++n;
-            if (op.kind == Op::Kind::Free) EXPECT_EQ(live.erase(op.id), 1u) << w.label();
+            if (op.kind == Op::Kind::Free) {
+              EXPECT_EQ(live.erase(op.id), 1u) << w.label();
+            }
           }
           Bytes held = 0;
           for (auto& [id, b] : live) held += b;
