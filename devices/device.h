@@ -19,7 +19,7 @@ struct DeviceInfo {
   DeviceKind kind = DeviceKind::Sim;
   std::string name;
   Bytes capacity_bytes = 0;   // what the allocator under test may use (sim: the device size)
-  Bytes total_bytes = 0;      // the physical card (sim: == capacity_bytes)
+  Bytes total_bytes = 0;      // the physical card (sim: card_bytes, at least capacity_bytes)
   Bytes ballast_bytes = 0;    // cuda: bytes taken up front so only capacity_bytes is left
   Bytes page_bytes = 2 * MiB; // driver page granularity
   std::string driver;         // cuda: driver/runtime versions
@@ -146,8 +146,12 @@ class Device {
   const Device* counted_ = this;
 };
 
+// The H200's memory as the driver reports it (cudaMemGetInfo total, PyTorch's total_memory).
+inline constexpr Bytes kH200CardBytes = 150109880320ULL;
+
 struct SimDeviceOptions {
   Bytes capacity_bytes = 80 * GiB;
+  Bytes card_bytes = 0;  // the physical card the capacity is left on (total_bytes); 0: the capacity
   Bytes page_bytes = 2 * MiB;
   std::string name = "simulated H200-like GPU";
 };

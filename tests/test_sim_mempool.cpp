@@ -4,9 +4,18 @@
 // got; the sim must give the same figures and the same pointer offsets from the pool's start.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#ifdef GMB_HAVE_ZLIB
+#include <zlib.h>
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -269,4 +278,78 @@ TEST(SimMemPool, PoolMemoryCountsTowardTheCapacity) {
   EXPECT_EQ(dev->used_bytes(), 256 * MiB);
   EXPECT_FALSE(dev->malloc(2 * MiB)) << "cudaMalloc sees the pool's memory as taken";
   dev->free_async(h, a, 0);
+}
+
+// The seeded mixes of scripts/probe/pool_probe.cu (results/h200/probe/pool/), replayed op by op
+// through the sim's pool: returns the sim's and the H200's peak ReservedMemCurrent.
+#ifdef GMB_HAVE_ZLIB
+static std::pair<Bytes, Bytes> replay_recorded_mix(const std::string& file, bool sync_after_free) {
+  const std::string path = std::string(GMB_SOURCE_DIR) + "/results/h200/probe/pool/" + file;
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error("cannot open " + path);
+  std::string text;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+  gzclose(f);
+  SimPool P;
+  std::map<std::uint64_t, DevPtr> slots;
+  Bytes gpu_peak = 0, sim_peak = 0;
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);  // op,kind,slot,bytes,offset,reserved,used,device_free
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> c;
+    std::istringstream ls(line);
+    for (std::string cell; std::getline(ls, cell, ',');) c.push_back(cell);
+    if (c.size() != 8) throw std::runtime_error(path + ": bad row " + line);
+    const std::uint64_t slot = std::stoull(c[2]);
+    if (c[1] == "alloc") {
+      slots[slot] = P.alloc(std::stoull(c[3]), 0);
+    } else {
+      P.free(slots.at(slot), 0);
+      if (sync_after_free) P.dev->synchronize();
+    }
+    gpu_peak = std::max<Bytes>(gpu_peak, std::stoull(c[5]));
+    sim_peak = std::max(sim_peak, P.dev->pool_usage(P.h).reserved_current);
+  }
+  return {sim_peak, gpu_peak};
+}
+#endif
+
+// With every free completed (a synchronize after each), the H200 places requests best fit; with
+// the granule rules the sim then reaches its peak reserved bytes on all six recorded mixes.
+TEST(SimMemPool, RecordedMixesSynchronizedReachTheH200sPeak) {
+#ifndef GMB_HAVE_ZLIB
+  GTEST_SKIP() << "built without zlib";
+#else
+  for (int seed = 1; seed <= 6; ++seed) {
+    auto [sim, gpu] = replay_recorded_mix("pool_mix_s" + std::to_string(seed) + "_sync_r0.csv.gz", true);
+    std::printf("[sim-mempool] seed %d, synchronized: peak reserved H200 %llu MiB, sim %llu MiB (%+.1f%%)\n", seed,
+                (unsigned long long)(gpu / MiB), (unsigned long long)(sim / MiB),
+                100.0 * (double(sim) - double(gpu)) / double(gpu));
+    EXPECT_EQ(sim, gpu) << "seed " << seed;
+  }
+#endif
+}
+
+// Without a synchronize the H200 reuses frees it has not yet seen complete in a way the model
+// does not follow (results/h200/probe/pool/README.md): the figures are printed, and the model
+// stays within the spread measured when this was written (-7.3% .. +5.2%).
+TEST(SimMemPool, RecordedMixesUnsynchronizedStayWithinTheMeasuredSpread) {
+#ifndef GMB_HAVE_ZLIB
+  GTEST_SKIP() << "built without zlib";
+#else
+  for (int seed = 1; seed <= 6; ++seed) {
+    for (const std::string kind : {"_r0", "_n3000_l64_r0"}) {
+      auto [sim, gpu] = replay_recorded_mix("pool_mix_s" + std::to_string(seed) + kind + ".csv.gz", false);
+      const double diff = 100.0 * (double(sim) - double(gpu)) / double(gpu);
+      std::printf("[sim-mempool] seed %d%s, unsynchronized: peak reserved H200 %llu MiB, sim %llu MiB (%+.1f%%)\n",
+                  seed, kind.c_str(), (unsigned long long)(gpu / MiB), (unsigned long long)(sim / MiB), diff);
+      EXPECT_GE(diff, -7.5) << "seed " << seed << kind;
+      EXPECT_LE(diff, 5.5) << "seed " << seed << kind;
+    }
+  }
+#endif
 }

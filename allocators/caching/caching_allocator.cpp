@@ -1072,6 +1072,18 @@ CachingOptions parse_caching_options(const AllocatorOptions& options) {
 
 void validate_caching_options(const AllocatorOptions& options) { parse_caching_options(options); }
 
+bool caching_capacity_is_limit(const AllocatorOptions& options) {
+  const CachingOptions o = parse_caching_options(options);
+  return !o.memory_limit && o.config.per_process_memory_fraction >= 1.0;
+}
+
+Bytes caching_limit_overshoot_bytes(const AllocatorOptions& options) {
+  if (!caching_capacity_is_limit(options)) return 0;
+  const CachingOptions o = parse_caching_options(options);
+  // Small-pool pages (2 MiB) equal the small pool's rounded request: no overshoot there.
+  return o.config.expandable_segments ? o.config.large_segment_size : 0;
+}
+
 std::unique_ptr<InspectableAllocator> make_caching_allocator(Device& device, const AllocatorOptions& options) {
   CachingOptions o = parse_caching_options(options);
   const DeviceInfo& info = device.info();

@@ -34,4 +34,20 @@ std::vector<AllocatorOption> caching_options();  // the option schema
 void validate_caching_options(const AllocatorOptions& options);  // no device, no side effect
 std::unique_ptr<InspectableAllocator> make_caching_allocator(Device& device, const AllocatorOptions& options);
 
+// A device capacity acts as the caching allocator's memory limit: PyTorch's
+// set_per_process_memory_fraction on a card that is physically larger. Two things differ from a
+// card of exactly the capacity, and a caller modelling that card must provide them:
+//  - the card itself: expandable segments reserve address space for 1 1/8 of the card
+//    (ExpandableSegment's constructor); once OOMs have unmapped pages mid-segment, a segment
+//    sized for a small card runs out of room where PyTorch's does not;
+//  - room above the limit: alloc_block checks the limit against the rounded request, then
+//    try_allocate_expandable_block maps whole pages, so PyTorch can map up to one large-pool
+//    page past the limit, which a device of exactly the capacity would refuse.
+// caching_capacity_is_limit: whether the capacity is the limit (no memory_limit_bytes and no
+// per_process_memory_fraction in the options). caching_limit_overshoot_bytes: the room to give
+// the device above it (one large-pool page with expandable segments, else 0). Both throw
+// OptionError on a bad alloc_conf.
+bool caching_capacity_is_limit(const AllocatorOptions& options);
+Bytes caching_limit_overshoot_bytes(const AllocatorOptions& options);
+
 }  // namespace gmb

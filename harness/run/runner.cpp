@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "allocators/caching/caching_allocator.h"
 #include "devices/recorded_placement_device.h"
 #include "allocators/registry.h"
 #include "common/units.h"
@@ -61,6 +62,7 @@ std::unique_ptr<Device> make_device(const DeviceSpec& spec) {
   if (resolve_device(spec.choice) == DeviceChoice::Cuda) return make_cuda_device(spec.capacity_bytes);
   SimDeviceOptions o;
   if (spec.capacity_bytes) o.capacity_bytes = spec.capacity_bytes;
+  o.card_bytes = spec.card_bytes;
   return make_sim_device(o);
 }
 
@@ -379,9 +381,23 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
     auto workload = spec.make_workload();
     result.need = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, settings.max_steps));
   }
+  // A capacity is the caching allocator's memory limit, PyTorch's memory fraction of a larger
+  // card (caching_allocator.h says why that differs from a card of the capacity): the sim gets
+  // the H200's card, either device one large page above the limit where PyTorch can map it.
+  DeviceSpec case_device = device_spec;
+  AllocatorOptions options = spec.options;
+  Bytes overshoot = 0;
+  const bool capacity_is_limit =
+      spec.allocator == "caching" && device_spec.capacity_bytes && caching_capacity_is_limit(options);
+  if (capacity_is_limit) {
+    overshoot = caching_limit_overshoot_bytes(options);
+    case_device.capacity_bytes += overshoot;
+    case_device.card_bytes = kH200CardBytes;
+  }
   for (std::uint64_t r = 0; r < std::max<std::uint64_t>(settings.repeat, 1); ++r) {
     try {
-      auto device = make_device(device_spec);
+      auto device = make_device(case_device);
+      if (capacity_is_limit) options["memory_limit_bytes"] = std::to_string(device->info().capacity_bytes - overshoot);
       if (device->simulated() && !settings.segment_placements.empty())
         device = std::make_unique<RecordedPlacementDevice>(std::move(device), settings.segment_placements);
       auto workload = spec.make_workload();
@@ -393,13 +409,13 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
         logging_device.emplace(*device, *gate);
       }
       auto allocator = make_allocator(spec.allocator, logging_device ? static_cast<Device&>(*logging_device) : *device,
-                                      spec.options);
+                                      options);
       if (gate) allocator = std::make_unique<LoggingAllocator>(std::move(allocator), *gate);
       if (r == 0) {
         result.workload = workload->kind();
         result.workload_label = workload->label();
         result.label = result.allocator_label + " x " + result.workload_label;
-        result.capacity_bytes = device->info().capacity_bytes;
+        result.capacity_bytes = device->info().capacity_bytes - overshoot;
         result.capacity_requested_bytes = device_spec.capacity_bytes;
         result.ballast_bytes = device->info().ballast_bytes;
         result.throughput_modeled = device->simulated();

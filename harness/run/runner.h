@@ -23,6 +23,7 @@ enum class DeviceChoice { Auto, Sim, Cuda };
 struct DeviceSpec {
   DeviceChoice choice = DeviceChoice::Auto;
   Bytes capacity_bytes = 0;  // 0: sim default (80 GiB) / the whole card
+  Bytes card_bytes = 0;      // sim: the card the capacity is left on (0: the capacity); cuda: the real one
 };
 
 // Resolves auto: cuda where a GPU is visible, else sim.
