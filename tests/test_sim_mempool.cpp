@@ -13,13 +13,11 @@
 #include <string>
 #include <vector>
 
-#ifdef GMB_HAVE_ZLIB
-#include <zlib.h>
-#endif
 
 #include <nlohmann/json.hpp>
 
 #include "devices/device.h"
+#include "torch_ref_data.h"
 
 using namespace gmb;
 using nlohmann::json;
@@ -285,13 +283,7 @@ TEST(SimMemPool, PoolMemoryCountsTowardTheCapacity) {
 #ifdef GMB_HAVE_ZLIB
 static std::pair<Bytes, Bytes> replay_recorded_mix(const std::string& file, bool sync_after_free) {
   const std::string path = std::string(GMB_SOURCE_DIR) + "/results/h200/probe/pool/" + file;
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot open " + path);
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
-  gzclose(f);
+  const std::string text = torch_ref::read_gz(path);
   SimPool P;
   std::map<std::uint64_t, DevPtr> slots;
   Bytes gpu_peak = 0, sim_peak = 0;
