@@ -26,7 +26,7 @@
 #include "allocators/caching/caching_allocator.h"
 #include "common/units.h"
 #include "devices/device.h"
-#include "harness/runner.h"
+#include "harness/run/runner.h"
 #include "test_helpers.h"
 #include "torch_ref_data.h"
 #include "workloads/trace.h"
