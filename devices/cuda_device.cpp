@@ -86,6 +86,11 @@ DeviceInfo query_device() {
   DeviceInfo info;
   info.kind = DeviceKind::Cuda;
   info.name = prop.name;
+  {
+    const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+    info.uuid = "GPU-";
+    for (int i = 0; i < 16; ++i) info.uuid += fmt::format("{}{:02x}", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+  }
   info.total_bytes = total;
   info.capacity_bytes = free;
   info.driver = fmt::format("CUDA driver API {}.{}, runtime {}.{}", driver / 1000,
@@ -327,6 +332,15 @@ bool cuda_device_available() {
     return false;
   }
   return count > 0;
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
 }
 
 DeviceInfo cuda_device_info() {

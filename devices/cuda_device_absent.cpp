@@ -9,6 +9,8 @@ bool cuda_path_built_in() { return false; }
 
 bool cuda_device_available() { return false; }
 
+int cuda_device_count() { return 0; }
+
 std::unique_ptr<Device> make_cuda_device(Bytes) { throw DeviceError(kNoCudaPathMessage); }
 
 DeviceInfo cuda_device_info() { throw DeviceError(kNoCudaPathMessage); }

@@ -23,6 +23,7 @@ struct DeviceInfo {
   Bytes ballast_bytes = 0;    // cuda: bytes taken up front so only capacity_bytes is left
   Bytes page_bytes = 2 * MiB; // driver page granularity
   std::string driver;         // cuda: driver/runtime versions
+  std::string uuid;           // cuda: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (as nvidia-smi)
 };
 
 // Calls into the driver, counted by every device. Sim devices also accumulate modeled
@@ -163,6 +164,9 @@ DeviceInfo sim_device_info(const SimDeviceOptions& options);
 // capacity cannot be left free. Defined only when built with CUDA.
 std::unique_ptr<Device> make_cuda_device(Bytes capacity_bytes);
 bool cuda_device_available();
+// The GPUs this process sees (CUDA_VISIBLE_DEVICES applies); 0 without a driver or a CUDA build.
+// Creates no context (a sweep's coordinator must not hold memory on a GPU its workers use).
+int cuda_device_count();
 // The GPU's name, driver, page size and memory without taking any (capacity_bytes: the free
 // memory now). Throws DeviceError when no GPU is usable.
 DeviceInfo cuda_device_info();

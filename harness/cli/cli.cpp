@@ -22,6 +22,9 @@
 #include "harness/cli/config_option.h"
 #include "harness/cli/frontier_cli.h"
 #include "harness/cli/plot_command.h"
+#include "harness/cli/progress.h"
+#include "harness/cli/run_plan.h"
+#include "harness/cli/sweep_cli.h"
 #include "harness/cli/shipped_configs.h"
 #include "harness/cli/size_flag.h"
 #include "harness/compare/compare.h"
@@ -45,34 +48,6 @@
 namespace gmb {
 namespace {
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-DeviceChoice parse_device_choice(const std::string& s) {
-  if (s == "sim") return DeviceChoice::Sim;
-  if (s == "cuda") return DeviceChoice::Cuda;
-  return DeviceChoice::Auto;
-}
-
-std::vector<std::string> parse_formats(const std::string& text) {
-  std::vector<std::string> out;
-  std::string item;
-  for (std::size_t i = 0; i <= text.size(); ++i) {
-    if (i == text.size() || text[i] == ',') {
-      if (item == "markdown") item = "md";
-      if (item == "tex") item = "latex";
-      if (std::find(valid_formats().begin(), valid_formats().end(), item) == valid_formats().end())
-        throw UsageError(fmt::format("--format: '{}' is not a format (valid: {})", item, join(valid_formats())));
-      out.push_back(item);
-      item.clear();
-    } else {
-      item += text[i];
-    }
-  }
-  return out;
-}
-
 // A size flag's value (size_flag.h); a bad one is a usage error (exit 2).
 Bytes size_flag(std::string_view flag, const std::string& text) {
   try {
@@ -82,130 +57,10 @@ Bytes size_flag(std::string_view flag, const std::string& text) {
   }
 }
 
-Bytes parse_capacity(const std::string& text) { return size_flag("--capacity", text); }
-
-// Resolves the device choice and says so in one line when falling back to sim.
-DeviceSpec choose_device(DeviceSpec spec, bool quiet) {
-  if (spec.choice == DeviceChoice::Cuda && !cuda_device_available())
-    throw UsageError(cuda_unavailable_message());
-  if (spec.choice == DeviceChoice::Auto) {
-    spec.choice = resolve_device(DeviceChoice::Auto);
-    if (spec.choice == DeviceChoice::Sim && !quiet)
-      std::cerr << "gpumembench: no GPU visible; running on the simulated device (--device sim)\n";
-  }
-  return spec;
-}
-
-// One status line on stderr, rewritten in place: case i/N, run r/R, step s/S, the time since
-// the first case and an estimate of the time left for the whole run (this case at its pace so
-// far, each later case as long as the mean case). Only on a terminal: a pipe or a log file
-// gets nothing, and neither does --quiet.
-class Progress {
- public:
-  Progress(bool enabled, std::size_t cases, std::uint64_t repeats)
-      : enabled_(enabled), cases_(cases), repeats_(std::max<std::uint64_t>(repeats, 1)) {}
-  void start_case(std::size_t i, const std::string& label) {
-    index_ = i;
-    label_ = label;
-    case_start_ = std::chrono::steady_clock::now();
-    if (i == 0) run_start_ = case_start_;
-    last_ = case_start_ - std::chrono::seconds(1);
-  }
-  // steps 0: not known (a trace read as a stream): no estimate of the time left.
-  void step(std::uint64_t repeat, std::uint64_t step, std::uint64_t steps) {
-    if (!enabled_) return;
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::milliseconds(200) && step != steps) return;
-    last_ = now;
-    const double in_case = std::chrono::duration<double>(now - case_start_).count();
-    const double elapsed = std::chrono::duration<double>(now - run_start_).count();
-    const double done = steps ? double(repeat * steps + step) / double(repeats_ * steps) : 0;
-    std::string left = "?";
-    if (done > 0) {
-      const double this_case = in_case / done;  // the whole case at its pace so far
-      const double mean_case = (elapsed - in_case + this_case) / double(index_ + 1);
-      left = duration_text(this_case - in_case + mean_case * double(cases_ - index_ - 1));
-    }
-    auto line_with = [&](const std::string& label) {
-      return fmt::format("case {}/{} {} | run {}/{} | step {}/{} | {} elapsed, ~{} left", index_ + 1, cases_, label,
-                         repeat + 1, repeats_, step, steps ? std::to_string(steps) : "?", duration_text(elapsed), left);
-    };
-    std::string line = line_with(label_);
-    // A line longer than the terminal would wrap, and \r could not take it back: shorten the
-    // label first, then the line.
-    winsize ws{};
-    const std::size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
-    if (line.size() >= width) {
-      const std::size_t rest = line.size() - label_.size();
-      line = line_with(label_.substr(0, rest + 12 < width ? width - rest - 2 : 10) + "~");
-      if (line.size() >= width) line = line.substr(0, width - 2) + "~";
-    }
-    fmt::print(stderr, "\r\033[K{}", line);
-    std::fflush(stderr);
-  }
-  void end_case() {
-    if (enabled_) fmt::print(stderr, "\r\033[K");
-  }
-
- private:
-  static std::string duration_text(double s) {
-    if (s < 60) return fmt::format("{:.1f}s", s);
-    auto t = static_cast<long long>(s + 0.5);
-    if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);
-    return fmt::format("{}h{:02}m", t / 3600, t % 3600 / 60);
-  }
-  bool enabled_;
-  std::size_t cases_, index_ = 0;
-  std::uint64_t repeats_;
-  std::string label_;
-  std::chrono::steady_clock::time_point run_start_, case_start_, last_;
-};
-
 std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
-}
-
-struct RunArgs {
-  std::string config, device, capacity, output, resume, format, baseline;
-  bool overwrite = false, quiet = false;
-  std::uint64_t steps = 0;
-  std::vector<std::string> allocators;
-};
-
-// The config with the flags applied, its device resolved and its cases planned: what a run and
-// `gpumembench plan` share.
-struct PlannedRun {
-  Config config;
-  DeviceSpec spec;
-  std::vector<Bytes> capacity_sweep;  // the configured capacities when they are a sweep
-  std::vector<PlannedCase> cases;
-};
-
-PlannedRun plan_run(const RunArgs& a, bool quiet) {
-  PlannedRun p;
-  p.config = load_config(a.config);  // throws ConfigError: nothing has run
-  if (a.steps) p.config.run.max_steps = a.steps;
-  try {
-    select_allocators(p.config, a.allocators);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  p.spec = p.config.device;
-  if (!a.device.empty()) p.spec.choice = parse_device_choice(a.device);
-  if (!a.capacity.empty()) p.spec.capacity_bytes = parse_capacity(a.capacity);
-  p.spec = choose_device(p.spec, quiet);
-  // A capacity sweep (`device: {capacity: [8GiB, 12GiB]}`): one set of cases per capacity,
-  // labelled "... @ 8.00 GiB". --capacity replaces the sweep with one capacity.
-  std::vector<Bytes> capacities = {p.spec.capacity_bytes};
-  if (a.capacity.empty() && p.config.capacities.size() > 1) p.capacity_sweep = capacities = p.config.capacities;
-  try {
-    p.cases = plan_cases(p.config, p.spec.choice, capacities, !p.capacity_sweep.empty());
-  } catch (const CasePlanError& e) {
-    throw UsageError(e.what());
-  }
-  return p;
 }
 
 // An argument as a shell reads it back: quoted where it holds anything but plain characters.
@@ -234,10 +89,14 @@ std::string resume_command(int argc, char** argv, const std::string& dir) {
 }
 
 int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) {
+  if (!a.worker_case.empty()) return run_worker_case(a);
   if (!a.resume.empty() && (!a.output.empty() || a.overwrite))
     throw UsageError("--resume DIR continues the run in DIR: it takes neither --output nor --overwrite");
   PlannedRun p = plan_run(a, a.quiet);
   const Config& config = p.config;
+  const std::size_t plan_cases = p.cases.size();
+  const Shard shard = resolve_shard(a.shard, a.quiet);
+  if (!shard.whole()) p.cases = cases_of_shard(p.cases, shard);
   // The baseline of the tables: among the allocators that run.
   const std::vector<std::string> baselines = baseline_choices(config);
   std::string baseline = a.baseline.empty() ? config.baseline : a.baseline;
@@ -255,6 +114,9 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
   if (!a.quiet)
     for (const auto& w : config.workloads)
       for (const auto& note : w.notes) std::cerr << "gpumembench: " << note << "\n";
+  // Checked before the folder is taken: a bad --jobs or --gpus writes nothing.
+  const bool in_workers = a.jobs > 0 || !a.gpus.empty();
+  if (in_workers) (void)worker_setup(a, p, baseline, formats, "", cmd);
 
   RunReport report;
   report.tool_version = GMB_VERSION;
@@ -266,7 +128,18 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
   report.repeat = config.run.repeat;
   report.capacity_sweep = p.capacity_sweep;
   report.baseline = baseline;
-  {
+  if (!shard.whole()) {
+    report.shard_index = shard.index;
+    report.shard_count = shard.count;
+    report.shard_source = shard.source;
+    report.plan_cases = plan_cases;
+  }
+  if (in_workers && p.spec.choice == DeviceChoice::Cuda) {
+    // This process takes no GPU memory (a context here would share GPU 0 with a worker): the
+    // workers' case files describe the device.
+    report.device.kind = DeviceKind::Cuda;
+    report.device.name = "GPU";
+  } else {
     auto device = make_device(p.spec);
     report.device = device->info();
   }
@@ -274,16 +147,32 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
   std::optional<OutputFolder> folder;
   if (!a.resume.empty()) folder.emplace(a.resume, OutputMode::Resume, "--resume");
   else if (!a.output.empty()) folder.emplace(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output");
-  else folder.emplace(OutputFolder::fresh_default(fmt::format("results/{}-{}", config.name, utc_now("%Y%m%dT%H%M%SZ"))));
+  else
+    folder.emplace(OutputFolder::fresh_default(fmt::format("results/{}-{}{}", config.name, utc_now("%Y%m%dT%H%M%SZ"),
+                                                           shard.whole() ? "" : fmt::format("-shard{}of{}", shard.index, shard.count))));
   const std::string out_dir = folder->path();
   set_stop_hint(fmt::format("gpumembench: the finished cases are in {}/cases/; to run the others: {}", out_dir,
                             resume_command(argc, argv, out_dir)));
   install_stop_handlers();
 
-  Progress progress(!a.quiet && isatty(STDERR_FILENO), p.cases.size(), config.run.repeat);
-  SweepObserver observer{[&](std::size_t i, const std::string& label) { progress.start_case(i, label); },
-                         [&](auto r, auto s, auto n) { progress.step(r, s, n); }, [&] { progress.end_case(); }};
-  SweepResult sweep = run_sweep(config, p.spec, p.cases, std::move(report), out_dir, !a.resume.empty(), observer);
+  const CaseFiles files{out_dir, plan_cases, formats};
+  const bool show = !a.quiet && isatty(STDERR_FILENO);
+  SweepResult sweep;
+  if (in_workers) {
+    const WorkerSetup workers = *worker_setup(a, p, baseline, formats, out_dir, cmd);
+    SweepProgress progress(show, p.cases.size(), workers.slots.size());
+    WorkerObserver observer{[&](std::size_t i, const std::string& slot) { progress.start_case(i, slot); },
+                            [&](std::size_t i, auto r, auto s, auto n) { progress.step(i, r, s, n); },
+                            [&](std::size_t i) { progress.end_case(i); }};
+    sweep = run_sweep_in_workers(config, p.cases, std::move(report), files, !a.resume.empty(), workers, observer);
+    progress.clear();
+  } else {
+    Progress progress(show, p.cases.size(), config.run.repeat);
+    std::size_t position = 0;  // in this run's cases (a shard's are a part of the plan)
+    SweepObserver observer{[&](std::size_t, const std::string& label) { progress.start_case(position++, label); },
+                           [&](auto r, auto s, auto n) { progress.step(r, s, n); }, [&] { progress.end_case(); }};
+    sweep = run_sweep(config, p.spec, p.cases, std::move(report), files, !a.resume.empty(), observer);
+  }
   if (!a.quiet) {
     for (const auto& note : sweep.notes) std::cerr << "gpumembench: " << note << "\n";
     if (sweep.reused)
@@ -292,11 +181,12 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
   }
   if (sweep.stopped) {
     const std::size_t done = sweep.report.cases.size();
+    const int sig = stop_signal() ? stop_signal() : SIGINT;
     std::cerr << fmt::format("gpumembench: stopped by {} after {} of {} cases; their results are in {}/cases/.\n"
                              "gpumembench: to run the other {}: {}\n",
-                             stop_signal() == SIGTERM ? "SIGTERM" : "SIGINT", done, p.cases.size(), out_dir,
+                             sig == SIGTERM ? "SIGTERM" : "SIGINT", done, p.cases.size(), out_dir,
                              p.cases.size() - done, resume_command(argc, argv, out_dir));
-    return 128 + stop_signal();
+    return 128 + sig;
   }
   std::cout << markdown_table(sweep.report);
   {
@@ -316,6 +206,7 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
 // `gpumembench plan`: the cases of a run as JSON lines, with their ids; nothing runs.
 int run_plan(const RunArgs& a) {
   PlannedRun p = plan_run(a, true);
+  if (!a.shard.empty()) p.cases = cases_of_shard(p.cases, resolve_shard(a.shard, true));
   for (const auto& c : p.cases) std::cout << plan_json(c).dump() << "\n";
   return 0;
 }
@@ -656,6 +547,21 @@ int run_cli(int argc, char** argv) {
       "N");
   app.add_option("--steps", steps, "run at most N steps of each workload (a shorter run of the same config)")
       ->check(step_count);
+  std::string shard, gpus, worker_case, worker_command;
+  std::uint64_t jobs = 0;
+  app.add_option("--shard", shard,
+                 "run only shard I of N of the cases (those whose plan index is I mod N), counted from 0: 0/3, 1/3, "
+                 "2/3; default: from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, SLURM_PROCID/SLURM_NTASKS or "
+                 "JOB_COMPLETION_INDEX/GPUMEMBENCH_SHARD_COUNT when set, else every case; gpumembench merge joins "
+                 "the shards' folders");
+  app.add_option("--jobs", jobs,
+                 "sim: run the cases in N worker processes at once, each case in a process of its own")
+      ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1024)));
+  app.add_option("--gpus", gpus,
+                 "cuda: all, or GPU numbers such as 0,1: one worker per GPU (pinned with CUDA_VISIBLE_DEVICES), "
+                 "each case in a process of its own and alone on its GPU, cases from one queue");
+  app.add_option("--worker-case", worker_case, "internal: a sweep's worker running one case")->group("");
+  app.add_option("--worker-command", worker_command, "internal: the sweep's command line")->group("");
 
   auto* replay = app.add_subcommand(
       "replay", "replay a recorded allocation trace (native CSV, RMM log, PyTorch snapshot) through one allocator");
@@ -733,6 +639,7 @@ int run_cli(int argc, char** argv) {
   plan->add_option("--capacity", plan_args.capacity, "as for a run");
   plan->add_option("--steps", plan_args.steps, "as for a run")->check(step_count);
   plan->add_option("--allocator", plan_args.allocators, "as for a run")->allow_extra_args(false);
+  plan->add_option("--shard", plan_args.shard, "only the cases of shard I/N (as a run with --shard runs them)");
 
   FrontierCliArgs frontier_args;
   auto* frontier = add_frontier_command(app, frontier_args);
@@ -804,7 +711,8 @@ int run_cli(int argc, char** argv) {
       std::cerr << "gpumembench: --config FILE is required to run a config. Usage:\n" << kSynopsis;
       return 2;
     }
-    RunArgs run_args{config, device, capacity, output, resume, format, baseline, overwrite, quiet, steps, only_allocators};
+    RunArgs run_args{config, device, capacity, output, resume,  format,     baseline,    overwrite,
+                     quiet,  steps,  only_allocators, shard, jobs, gpus, worker_case, worker_command};
     return run_config(run_args, cmd, argc, argv);
   } catch (const ConfigError& e) {
     std::cerr << "gpumembench: " << e.what() << "\n";

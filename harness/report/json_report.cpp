@@ -7,6 +7,7 @@
 #include "harness/report/oom_block_map.h"
 #include "harness/report/oom_diagnosis.h"
 #include "harness/report/oom_json.h"
+#include "harness/run/case_file.h"
 
 namespace gmb {
 
@@ -59,6 +60,7 @@ json to_json(const RunReport& r) {
     j["capacity_requested_bytes"] = c.capacity_requested_bytes;
     j["ballast_bytes"] = c.ballast_bytes;
     if (!c.error.empty()) j["error"] = c.error;
+    if (c.gpu) j["gpu"] = case_gpu_json(*c.gpu);  // the GPU and its free memory before the case
     j["need"] = need_json(c.need);
     if (!m) {
       cases.push_back(j);
@@ -161,6 +163,12 @@ json to_json(const RunReport& r) {
               {"cases", cases}};
   if (!r.capacity_sweep.empty()) out["device"]["capacity_sweep_bytes"] = r.capacity_sweep;
   out["baseline"] = r.baseline.empty() ? json(nullptr) : json(r.baseline);  // the tables' --baseline
+  if (r.shard_count > 1)  // a part of a sweep: `gpumembench merge` joins the parts
+    out["shard"] = {{"index", r.shard_index},
+                    {"count", r.shard_count},
+                    {"source", r.shard_source},
+                    {"cases", r.cases.size()},
+                    {"plan_cases", r.plan_cases}};
   return out;
 }
 

@@ -175,6 +175,9 @@ std::string latex_table(const RunReport& r) {
   std::string out = fmt::format("% gpumembench {}: {} on {} ({})\n", r.tool_version, r.config_name, r.device.name,
                                 to_string(r.device.kind));
   if (!r.command_line.empty()) out += "% command: " + r.command_line + "\n";
+  if (r.shard_count > 1)
+    out += fmt::format("% shard {}/{}: {} of the sweep's {} cases (gpumembench merge joins the shards)\n", r.shard_index,
+                       r.shard_count, r.cases.size(), r.plan_cases);
   out += "% Needs \\usepackage{booktabs,tabularx}. As wide as the line: \\input{results.tex} in a table\n"
          "% (one-column paper) or table* (two-column paper), with your \\caption.\n";
   // The allocator column takes the width the others leave, and wraps; the OOM column wraps at

@@ -255,6 +255,10 @@ std::string markdown_table(const RunReport& r) {
   }
   std::string out = fmt::format("{} on {} ({}, {}), {} run(s) per case\n", r.config_name, r.device.name,
                                 to_string(r.device.kind), capacity, r.repeat);
+  if (r.shard_count > 1)
+    out += fmt::format("Shard {}/{} (from {}): {} of the sweep's {} cases; gpumembench merge joins the shards' "
+                       "folders into the whole table.\n",
+                       r.shard_index, r.shard_count, r.shard_source, r.cases.size(), r.plan_cases);
   const std::vector<CaseRow> rows = case_rows(r);
   const std::vector<CaseGroup> groups = case_groups(r);
   Marks marks;

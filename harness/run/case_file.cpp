@@ -288,6 +288,7 @@ json case_result_json(const CaseResult& c) {
     j["recorded_ooms"] = {{"count", c.recorded_ooms->count},
                           {"events", c.recorded_ooms->events},
                           {"whole_trace", c.recorded_ooms->whole_trace}};
+  j["gpu"] = c.gpu ? case_gpu_json(*c.gpu) : json(nullptr);
   return j;
 }
 
@@ -323,14 +324,32 @@ CaseResult case_result_from_json(const json& j) {
     }
     c.workload_notes = j.at("workload_notes").get<std::vector<std::string>>();
     c.error = j.at("error").get<std::string>();
+    if (j.contains("gpu") && !j.at("gpu").is_null()) {  // added with sweeps over several GPUs
+      const json& g = j.at("gpu");
+      c.gpu = CaseGpu{g.at("name").get<std::string>(), g.at("uuid").get<std::string>(),
+                      g.at("visible_devices").get<std::string>(), g.at("free_bytes_before").get<Bytes>(),
+                      g.at("total_bytes").get<Bytes>()};
+    }
     return c;
   } catch (const json::exception& e) {
     throw CaseFileError(fmt::format("not a case result of this version: {}", e.what()));
   }
 }
 
+json case_gpu_json(const CaseGpu& g) {
+  return {{"name", g.name},
+          {"uuid", g.uuid},
+          {"visible_devices", g.visible_devices},
+          {"free_bytes_before", g.free_bytes_before},
+          {"total_bytes", g.total_bytes}};
+}
+
 json case_file_json(const CaseFileHeader& h, const CaseResult& result) {
   return {{"format", kCaseFileFormat},
+          {"plan_index", h.plan_index},
+          {"plan_cases", h.plan_cases},
+          {"baseline", h.baseline},
+          {"formats", h.formats},
           {"id", h.id},
           {"spec", h.spec},
           {"tool_version", h.tool_version},
@@ -364,6 +383,10 @@ LoadedCase read_case_file(const std::string& path) {
     c.header.started_at = j.at("started_at").get<std::string>();
     c.header.finished_at = j.at("finished_at").get<std::string>();
     c.header.device = device_info_from_json(j.at("device"));
+    c.header.plan_index = j.value("plan_index", std::size_t(0));  // added with sweeps: absent in older files
+    c.header.plan_cases = j.value("plan_cases", std::size_t(0));
+    c.header.baseline = j.value("baseline", std::string());
+    c.header.formats = j.value("formats", std::vector<std::string>());
     c.result = case_result_from_json(j.at("result"));
     return c;
   } catch (const json::exception& e) {

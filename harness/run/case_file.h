@@ -26,6 +26,11 @@ struct CaseFileHeader {
   std::string config_name, config_path, command_line;
   std::string started_at, finished_at;  // ISO 8601 UTC
   DeviceInfo device;
+  // Where the case stands in its run, and how the run writes its tables: a merge of case files
+  // from several folders (shards, nodes) orders and writes them as the run would.
+  std::size_t plan_index = 0, plan_cases = 0;
+  std::string baseline;
+  std::vector<std::string> formats;
 };
 
 struct CaseFileError : std::runtime_error {
@@ -35,6 +40,7 @@ struct CaseFileError : std::runtime_error {
 nlohmann::json case_result_json(const CaseResult& c);
 CaseResult case_result_from_json(const nlohmann::json& j);  // throws CaseFileError
 nlohmann::json device_info_json(const DeviceInfo& d);
+nlohmann::json case_gpu_json(const CaseGpu& g);
 DeviceInfo device_info_from_json(const nlohmann::json& j);
 
 nlohmann::json case_file_json(const CaseFileHeader& header, const CaseResult& result);

@@ -135,6 +135,16 @@ struct RunMetrics {
   std::optional<OomRecord> first_oom;
 };
 
+// The GPU a case ran on, as the worker found it just before the case (a sweep over several GPUs
+// records it with every case: each case alone on its GPU, and which one).
+struct CaseGpu {
+  std::string name;
+  std::string uuid;                 // "GPU-xxxxxxxx-...", as nvidia-smi prints it
+  std::string visible_devices;      // CUDA_VISIBLE_DEVICES in the worker ("" not set)
+  Bytes free_bytes_before = 0;      // cudaMemGetInfo before the case: no other case on the GPU
+  Bytes total_bytes = 0;
+};
+
 struct CaseResult {
   std::string label;           // "caching[expandable_segments:True] x hole_pattern[...]"
   std::string workload;        // kind
@@ -164,6 +174,7 @@ struct CaseResult {
   std::optional<RecordedOoms> recorded_ooms;  // a replayed trace's own failed allocations (first run)
   std::vector<std::string> workload_notes;    // Workload::notes() after the first run
   std::string error;  // non-empty: the case could not run
+  std::optional<CaseGpu> gpu;  // cuda cases of a sweep run by case (cuda_device_info before the case)
 };
 
 struct RunReport {
@@ -177,6 +188,10 @@ struct RunReport {
   std::uint64_t repeat = 1;
   std::vector<Bytes> capacity_sweep;  // the configured capacities when a config lists several
   std::string baseline;  // --baseline: the tables show each case relative to this allocator ("" none)
+  // A shard of a sweep (harness/sweep/shard.h) when shard_count > 1: the cases are the shard's
+  // share of the plan_cases of the whole sweep.
+  std::size_t shard_index = 0, shard_count = 0, plan_cases = 0;
+  std::string shard_source;
   std::vector<CaseResult> cases;
 };
 

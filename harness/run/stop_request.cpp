@@ -1,6 +1,7 @@
 #include "harness/run/stop_request.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,14 @@ std::atomic<int> g_writing{0};
 std::atomic<int> g_exit_after_write{0};
 std::atomic<bool> g_finish_case{true};
 char g_hint[4096] = {};  // written before the handlers can read it, then only read
+std::atomic<pid_t> g_forward[kMaxStopForwards] = {};  // 0: a free place
+
+void forward(int sig) {
+  for (auto& pid : g_forward) {
+    const pid_t p = pid.load();
+    if (p > 0) ::kill(p, sig);
+  }
+}
 
 void say(const char* text) {
   // write(2) only: the handler may run inside anything.
@@ -27,6 +36,7 @@ void say(const char* text) {
 }
 
 extern "C" void on_stop_signal(int sig) {
+  forward(sig);
   int expected = 0;
   if (g_signal.compare_exchange_strong(expected, sig) && g_finish_case.load()) {
     say("\ngpumembench: stopping after the case that is running (its result is kept); "
@@ -59,6 +69,21 @@ void set_stop_hint(const std::string& line) {
   std::memcpy(g_hint, line.data(), n);
   g_hint[n] = n ? '\n' : '\0';
   g_hint[n + 1] = '\0';
+}
+
+bool forward_stop_signals_to(pid_t pid) {
+  for (auto& slot : g_forward) {
+    pid_t free = 0;
+    if (slot.compare_exchange_strong(free, pid)) return true;
+  }
+  return false;
+}
+
+void stop_forwarding_to(pid_t pid) {
+  for (auto& slot : g_forward) {
+    pid_t p = pid;
+    if (slot.compare_exchange_strong(p, 0)) return;
+  }
 }
 
 bool stop_requested() { return g_signal.load() != 0; }

@@ -4,6 +4,8 @@
 // (SignalsHeld), so that even the second one never leaves a file half-written.
 #pragma once
 
+#include <sys/types.h>
+
 #include <csignal>
 #include <string>
 
@@ -17,6 +19,13 @@ void set_stop_hint(const std::string& line);
 // True once a first signal came; which one (0 before).
 bool stop_requested();
 int stop_signal();
+
+// A sweep's worker processes (harness/sweep/worker_pool.h): every stop signal this process gets
+// is passed on to them, the first (they finish their case) and the second (they end at once).
+// At most kMaxStopForwards at a time; false when full (the worker then is not told).
+constexpr int kMaxStopForwards = 1024;
+bool forward_stop_signals_to(pid_t pid);
+void stop_forwarding_to(pid_t pid);
 
 // While alive, SIGINT and SIGTERM wait (they are delivered when it ends).
 class SignalsHeld {

@@ -8,9 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "allocators/registry.h"
+#include "devices/device.h"
 #include "harness/io/atomic_write.h"
 #include "harness/report/report.h"
-#include "harness/run/case_file.h"
 #include "harness/run/stop_request.h"
 #include "harness/run/workload_need.h"
 
@@ -20,9 +21,50 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A case file from an earlier run that stands for this case: the same id and the same spec.
-std::optional<CaseResult> earlier_result(const std::string& path, const PlannedCase& c,
-                                         std::vector<std::string>& notes) {
+// The labels of the tables: the config's `label:` names the setting in every table, and a
+// capacity sweep adds " @ 8.00 GiB".
+void label_case(CaseResult& done, const AllocatorSpec& a, const PlannedCase& c) {
+  if (!a.label.empty()) {
+    done.label = a.label + done.label.substr(std::min(done.label.size(), done.allocator_label.size()));
+    done.allocator_label = a.label;
+  }
+  done.label += c.at;
+}
+
+void write_case_file(const PlannedCase& c, const RunReport& header, const CaseFiles& files,
+                     const std::string& started_at, const CaseResult& done) {
+  CaseFileHeader h{c.id,
+                   c.spec,
+                   header.tool_version,
+                   header.config_name,
+                   header.config_path,
+                   header.command_line,
+                   started_at,
+                   utc_now("%Y-%m-%dT%H:%M:%SZ"),
+                   header.device,
+                   c.index,
+                   files.plan_cases,
+                   header.baseline,
+                   files.formats};
+  SignalsHeld held;  // a second Ctrl-C waits for the file to be whole
+  write_file_atomically(case_file_path(files.dir, c.id), case_file_json(h, done).dump() + "\n");
+}
+
+// The GPU this process sees, just before a case on it (a worker pinned by CUDA_VISIBLE_DEVICES).
+std::optional<CaseGpu> gpu_before_case(const DeviceSpec& device) {
+  if (resolve_device(device.choice) != DeviceChoice::Cuda) return std::nullopt;
+  try {
+    const DeviceInfo info = cuda_device_info();
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return CaseGpu{info.name, info.uuid, visible ? visible : "", info.capacity_bytes, info.total_bytes};
+  } catch (const DeviceError&) {
+    return std::nullopt;  // the case itself reports the device's error
+  }
+}
+
+}  // namespace
+
+std::optional<CaseResult> finished_case(const std::string& path, const PlannedCase& c, std::vector<std::string>& notes) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
   try {
@@ -39,21 +81,73 @@ std::optional<CaseResult> earlier_result(const std::string& path, const PlannedC
   return std::nullopt;
 }
 
-}  // namespace
+CaseResult run_planned_case(const Config& config, const DeviceSpec& device, const PlannedCase& c,
+                            const RunReport& header, const CaseFiles& files, const SweepObserver& observer,
+                            std::shared_ptr<const WorkloadNeed> need) {
+  const AllocatorSpec& a = config.allocators[c.allocator_index];
+  const WorkloadSpec& w = config.workloads[c.workload_index];
+  DeviceSpec case_device = device;
+  case_device.capacity_bytes = c.capacity_bytes;
+  CaseSpec cs{a.name, case_options(a, w), w.make, std::move(need)};
+  const std::string started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  std::optional<CaseGpu> gpu = gpu_before_case(device);
+  if (observer.start_case) observer.start_case(c.index, c.label);
+  CaseResult done = run_case(cs, case_device, config.run, observer.step);
+  if (observer.end_case) observer.end_case();
+  label_case(done, a, c);
+  done.gpu = std::move(gpu);
+  write_case_file(c, header, files, started_at, done);
+  return done;
+}
+
+CaseResult write_failed_case(const Config& config, const PlannedCase& c, const RunReport& header,
+                             const CaseFiles& files, const std::string& error) {
+  const AllocatorSpec& a = config.allocators[c.allocator_index];
+  const WorkloadSpec& w = config.workloads[c.workload_index];
+  CaseResult failed;
+  failed.allocator = a.name;
+  failed.options = case_options(a, w);
+  failed.allocator_label = allocator_label(a.name, failed.options);
+  failed.workload = w.kind;
+  try {
+    failed.workload_label = w.make()->label();
+  } catch (const std::exception&) {
+    failed.workload_label = w.kind;
+  }
+  failed.label = failed.allocator_label + " x " + failed.workload_label;
+  failed.capacity_requested_bytes = c.capacity_bytes;
+  failed.error = error;
+  label_case(failed, a, c);
+  write_case_file(c, header, files, utc_now("%Y-%m-%dT%H:%M:%SZ"), failed);
+  return failed;
+}
+
+std::string other_case_files_note(const std::string& dir, const std::vector<PlannedCase>& plan) {
+  std::set<std::string> planned;
+  for (const PlannedCase& c : plan) planned.insert(c.id + ".json");
+  std::size_t others = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "cases", ec))
+    if (e.path().extension() == ".json" && !planned.count(e.path().filename().string())) ++others;
+  if (!others) return "";
+  return fmt::format("{} case file{} in {} belong to other cases (another config, flags, shard or version): "
+                     "left there, not in the tables",
+                     others, others == 1 ? "" : "s", (fs::path(dir) / "cases").string());
+}
 
 SweepResult run_sweep(const Config& config, const DeviceSpec& device, const std::vector<PlannedCase>& plan,
-                      RunReport header, const std::string& dir, bool resume, const SweepObserver& observer) {
+                      RunReport header, const CaseFiles& files, bool resume, const SweepObserver& observer) {
   SweepResult out;
   out.report = std::move(header);
   std::error_code ec;
-  fs::create_directories(fs::path(dir) / "cases", ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", (fs::path(dir) / "cases").string(), ec.message()));
+  fs::create_directories(fs::path(files.dir) / "cases", ec);
+  if (ec)
+    throw std::runtime_error(fmt::format("cannot create {}: {}", (fs::path(files.dir) / "cases").string(), ec.message()));
   // Each workload's need, computed once for all its allocators and capacities.
   std::vector<std::shared_ptr<const WorkloadNeed>> needs(config.workloads.size());
   for (const PlannedCase& c : plan) {
-    const std::string path = case_file_path(dir, c.id);
     if (resume)
-      if (std::optional<CaseResult> done = earlier_result(path, c, out.notes)) {
+      if (std::optional<CaseResult> done = finished_case(case_file_path(files.dir, c.id), c, out.notes)) {
         out.report.cases.push_back(std::move(*done));
         ++out.reused;
         continue;
@@ -62,50 +156,17 @@ SweepResult run_sweep(const Config& config, const DeviceSpec& device, const std:
       out.stopped = true;
       break;
     }
-    const AllocatorSpec& a = config.allocators[c.allocator_index];
-    const WorkloadSpec& w = config.workloads[c.workload_index];
     if (!needs[c.workload_index]) {
-      auto workload = w.make();
+      auto workload = config.workloads[c.workload_index].make();
       needs[c.workload_index] = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, config.run.max_steps));
     }
-    DeviceSpec case_device = device;
-    case_device.capacity_bytes = c.capacity_bytes;
-    CaseSpec cs{a.name, case_options(a, w), w.make, needs[c.workload_index]};
-    const std::string started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
-    if (observer.start_case) observer.start_case(c.index, c.label);
-    CaseResult done = run_case(cs, case_device, config.run, observer.step);
-    if (observer.end_case) observer.end_case();
-    if (!a.label.empty()) {  // the config's `label:` names the setting in every table
-      done.label = a.label + done.label.substr(std::min(done.label.size(), done.allocator_label.size()));
-      done.allocator_label = a.label;
-    }
-    done.label += c.at;
-    CaseFileHeader h{c.id,
-                     c.spec,
-                     out.report.tool_version,
-                     out.report.config_name,
-                     out.report.config_path,
-                     out.report.command_line,
-                     started_at,
-                     utc_now("%Y-%m-%dT%H:%M:%SZ"),
-                     out.report.device};
-    {
-      SignalsHeld held;  // a second Ctrl-C waits for the file to be whole
-      write_file_atomically(path, case_file_json(h, done).dump() + "\n");
-    }
-    out.report.cases.push_back(std::move(done));
+    out.report.cases.push_back(
+        run_planned_case(config, device, c, out.report, files, observer, needs[c.workload_index]));
     ++out.ran;
   }
   if (resume) {  // files of other cases (another config, flags or version) stay, out of the tables
-    std::set<std::string> planned;
-    for (const PlannedCase& c : plan) planned.insert(c.id + ".json");
-    std::size_t others = 0;
-    for (const auto& e : fs::directory_iterator(fs::path(dir) / "cases", ec))
-      if (e.path().extension() == ".json" && !planned.count(e.path().filename().string())) ++others;
-    if (others)
-      out.notes.push_back(fmt::format("{} case file{} in {} belong to other cases (another config, flags or version): "
-                                      "left there, not in the tables",
-                                      others, others == 1 ? "" : "s", (fs::path(dir) / "cases").string()));
+    const std::string note = other_case_files_note(files.dir, plan);
+    if (!note.empty()) out.notes.push_back(note);
   }
   return out;
 }
