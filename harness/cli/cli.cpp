@@ -23,6 +23,7 @@
 #include "harness/cli/frontier_cli.h"
 #include "harness/cli/plot_command.h"
 #include "harness/cli/progress.h"
+#include "harness/cli/merge_cli.h"
 #include "harness/cli/run_plan.h"
 #include "harness/cli/sweep_cli.h"
 #include "harness/cli/shipped_configs.h"
@@ -457,8 +458,10 @@ int run_compare(const std::vector<std::string>& inputs, const std::string& outpu
 const char* kSynopsis =
     "  gpumembench --config FILE [--device auto|sim|cuda] [--capacity SIZE] [--steps N] [--allocator NAME]...\n"
     "              [--baseline NAME] [--output DIR [--overwrite] | --resume DIR] [--format md,csv,json,latex]\n"
-    "              [--quiet]\n"
+    "              [--quiet] [--shard I/N] [--jobs N | --gpus all|0,1,...]\n"
     "                                                    run a config's workloads x allocators\n"
+    "  gpumembench merge DIR... --output DIR [--config FILE --device sim|cuda] [--allow-mixed]\n"
+    "                                                    join run folders (shards, nodes) into one run's tables\n"
     "  gpumembench plan --config FILE [--device ...] [--capacity SIZE] [--steps N] [--allocator NAME]...\n"
     "                                                    the run's cases with their ids, as JSON lines\n"
     "  gpumembench replay --trace FILE --allocator NAME [--alloc-conf STR] [--capacity SIZE] [--device ...]\n"
@@ -472,7 +475,7 @@ const char* kSynopsis =
     "                                                    runs side by side\n"
     "  gpumembench configs                                      the shipped configs, for --config NAME\n"
     "  gpumembench plot RESULTS_DIR [--out DIR] [--formats png,pdf,svg]   plots of a run (python3, matplotlib)\n"
-    "  gpumembench help [replay|frontier|compare|reduce|plan]  this help, or a subcommand's\n"
+    "  gpumembench help [replay|frontier|compare|reduce|plan|merge]  this help, or a subcommand's\n"
     "  gpumembench --version                                    version, commit, CUDA path, PyTorch release\n";
 
 const char* kRunExamples =
@@ -482,7 +485,9 @@ const char* kRunExamples =
     "  gpumembench --config fragmentation_oom --format md,latex --output out/frag\n"
     "  gpumembench --config my_job.yaml                               # a config file of your own\n"
     "  gpumembench --config dynamic_seq --resume results/dynamic_seq-20260101T120000Z   # after Ctrl-C\n"
-    "\nSubcommands: replay, frontier, reduce, compare, plan, configs, plot, help (gpumembench help SUBCOMMAND).\n"
+    "  gpumembench --config sweep.yaml --device sim --jobs 4      # 4 worker processes, one case each at a time\n"
+    "  gpumembench --config sweep.yaml --device cuda --gpus all   # one case per GPU at a time\n"
+    "\nSubcommands: replay, frontier, reduce, compare, plan, merge, configs, plot, help (gpumembench help SUBCOMMAND).\n"
     "Each case's result is written to DIR/cases/<id>.json when it ends; Ctrl-C (or SIGTERM) stops after the\n"
     "case that is running (a second one at once) and says how to resume.\n"
     "Exit status: 0 every case ran (an OOM is a result, in the tables); 2 bad usage, config or trace\n"
@@ -652,6 +657,8 @@ int run_cli(int argc, char** argv) {
 
   ReduceCliArgs reduce_args;
   auto* reduce = add_reduce_command(app, reduce_args);
+  MergeCliArgs merge_args;
+  auto* merge = add_merge_command(app, merge_args);
 
   // `gpumembench help [SUBCOMMAND]` is answered before parsing: CLI11 would take "help replay"
   // for the replay subcommand itself. It is registered so that --help lists it.
@@ -665,9 +672,9 @@ int run_cli(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "help") {
     const std::string topic = argc >= 3 ? argv[2] : "";
     if (!topic.empty() && topic != "replay" && topic != "frontier" && topic != "compare" && topic != "reduce" &&
-        topic != "plan") {
+        topic != "plan" && topic != "merge") {
       std::cerr << "gpumembench help: '" << topic
-                << "' is not a subcommand (valid: replay, frontier, compare, reduce, plan)\n";
+                << "' is not a subcommand (valid: replay, frontier, compare, reduce, plan, merge)\n";
       return 2;
     }
     std::cout << (topic.empty() ? app.help() : app.get_subcommand(topic)->help());
@@ -695,6 +702,7 @@ int run_cli(int argc, char** argv) {
     }
     if (compare->parsed()) return run_compare(compare_inputs, output, format, compare_match, compare_overwrite);
     if (plan->parsed()) return run_plan(plan_args);
+    if (merge->parsed()) return run_merge_command(merge_args, cmd);
     if (configs->parsed()) return list_shipped_configs(std::cout, std::cerr);
     if (plot->parsed()) return run_plot_command(plot->remaining(), std::cerr);
     if (frontier->parsed()) return run_frontier_command(frontier_args, cmd);
