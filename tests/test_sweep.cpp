@@ -65,7 +65,8 @@ std::string write_sweep_config(const fs::path& dir) {
 // Per case label: the memory figures and the first OOM, without what the host clock decides.
 std::map<std::string, json> figures_by_label(const fs::path& dir) {
   std::map<std::string, json> out;
-  for (const json& c : json::parse(read_text(dir / "results.json")).at("cases"))
+  const json results = json::parse(read_text(dir / "results.json"));
+  for (const json& c : results.at("cases"))
     out[c.at("label")] = {c.at("peak_reserved_bytes"), c.at("peak_allocated_bytes"), c.at("fragmentation"),
                           c.at("ooms"),                c.at("oom"),                  c.at("device_mallocs"),
                           c.at("steps_completed")};
@@ -169,7 +170,8 @@ TEST(Shard, CommandLineSaysTheSourceAndRefusesBadValues) {
   EXPECT_EQ(results.at("shard").at("count"), 2);
   EXPECT_EQ(results.at("shard").at("plan_cases"), 4);
   EXPECT_EQ(results.at("cases").size(), 2u);
-  EXPECT_EQ(results.at("cases")[0].at("label"), "caching x hole_pattern");
+  EXPECT_EQ(results.at("cases")[0].at("allocator_label"), "caching");
+  EXPECT_EQ(results.at("cases")[1].at("allocator_label"), "cuda_mempool");
   EXPECT_NE(read_text(dir / "c" / "results.md").find("Shard 1/2 (from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT): 2 of "
                                                      "the sweep's 4 cases"),
             std::string::npos);
