@@ -82,8 +82,9 @@ equal = 0
 for label, c in a.items():
     g = c.get("gpu") or {}
     o = one.get(label, {})
-    fa = (c.get("peak_reserved_bytes"), c.get("peak_allocated_bytes"), json.dumps(c.get("oom")))
-    fo = (o.get("peak_reserved_bytes"), o.get("peak_allocated_bytes"), json.dumps(o.get("oom")))
+    point = lambda x: None if not x.get("oom") else {k: x["oom"].get(k) for k in ("step", "event", "requested_bytes", "allocated_bytes", "reserved_bytes", "kind")}
+    fa = (c.get("peak_reserved_bytes"), c.get("peak_allocated_bytes"), point(c), c.get("device_mallocs"))
+    fo = (o.get("peak_reserved_bytes"), o.get("peak_allocated_bytes"), point(o), o.get("device_mallocs"))
     same = fa == fo
     equal += same
     oom = lambda x: "none" if not x.get("oom") else f"step {x['oom']['step']} event {x['oom']['event']}"

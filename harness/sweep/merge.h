@@ -40,7 +40,8 @@ MergeResult merge_case_folders(const std::vector<std::string>& dirs, const std::
                                bool allow_mixed);
 
 // A case's figures without what the host clock or the GPU it ran on decide (timings, the GPU's
-// identity): two runs of one case agree on these.
+// identity, the capacity measured after the ballast, the OOM message's text): two runs of one
+// case agree on these.
 nlohmann::json comparable_figures(const CaseResult& c);
 
 }  // namespace gmb
