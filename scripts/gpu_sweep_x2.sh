@@ -7,6 +7,8 @@
 # or the deadline guard (DEADLINE_S, default 450 s) cuts the run short.
 #
 #   bash scripts/gpu_sweep_x2.sh            # OUT defaults to ./gpu_out
+#   DRY_SIM=1 BIN=build/gpumembench bash scripts/gpu_sweep_x2.sh   # the script itself, on sim
+#     (no build; --jobs 2 and --jobs 1 in place of --gpus all and --gpus 0, --steps 5)
 set -u
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -29,26 +31,34 @@ status=0
   echo "cpu: $(nproc) cores"
 } 2>&1 | tee -a "$LOG" > "$W/environment.txt"
 
-log "build (Release, CUDA, sm_90)"
-export PATH="$PATH:/usr/local/cuda/bin"
-gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-if ! { cmake -S . -B build-x2 "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DGMB_WITH_CUDA=ON \
-        && cmake --build build-x2 --target gpumembench -j32; } > "$W/build.log" 2>&1; then
-  tail -30 "$W/build.log" | tee -a "$LOG"; log "BUILD FAILED"; exit 1
+DEVICE=(--device cuda)
+par() { echo --gpus "$1"; }
+if [ "${DRY_SIM:-0}" = 1 ]; then
+  DEVICE=(--device sim --steps 5)
+  par() { if [ "$1" = all ]; then echo --jobs 2; else echo --jobs 1; fi; }
+else
+  log "build (Release, CUDA, sm_90)"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  if ! { cmake -S . -B build-x2 "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DGMB_WITH_CUDA=ON \
+          && cmake --build build-x2 --target gpumembench -j32; } > "$W/build.log" 2>&1; then
+    tail -30 "$W/build.log" | tee -a "$LOG"; log "BUILD FAILED"; exit 1
+  fi
+  BIN=build-x2/gpumembench
 fi
-BIN=build-x2/gpumembench
 "$BIN" --version | tee -a "$LOG"
 CFG=scripts/gpu_sweep_x2.yaml
-"$BIN" plan --config "$CFG" --device cuda > "$W/plan.jsonl"
+"$BIN" plan --config "$CFG" "${DEVICE[@]}" > "$W/plan.jsonl"
 log "$(wc -l < "$W/plan.jsonl") cases"
 
 # One sweep: --gpus $1 into $W/$2, its wall time in $W/$2.wall_s.
 sweep() {
   local gpus="$1" name="$2" t0 t1
   if [ "$(left)" -lt 60 ]; then log "deadline: $name not run"; status=1; return; fi
-  log "sweep --gpus $gpus -> $name"
+  log "sweep $(par "$gpus") -> $name"
   t0=$(date +%s.%N)
-  timeout "$(( $(left) - 20 ))" "$BIN" --config "$CFG" --device cuda --gpus "$gpus" --output "$W/$name" \
+  # shellcheck disable=SC2046  # par: two words
+  timeout "$(( $(left) - 20 ))" "$BIN" --config "$CFG" "${DEVICE[@]}" $(par "$gpus") --output "$W/$name" \
     > "$W/$name.out" 2> "$W/$name.err" || { log "sweep --gpus $gpus exited $?"; status=1; }
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", b - a }' > "$W/$name.wall_s"
