@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "allocators/registry.h"
 #include "harness/run/runner.h"
+#include "torch_ref_data.h"
 #include "workloads/hole_pattern.h"
 
 using namespace gmb;
@@ -157,9 +159,9 @@ TEST(GpuNative, MemPoolModelMatchesTheGpuOnTheHolePattern) {
 
 // Synchronized after every free, the H200 places pool requests best fit and the model
 // reaches its peak exactly (results/h200/probe/pool/README.md). Unsynchronized, the driver
-// reuses frees it has not yet seen complete in a way the model does not follow: there the
-// model must stay within the spread recorded on the H200 (-7.3% .. +5.2% over twelve mixes;
-// these three seeds gave -3.4%, -5.5%, -3.2%).
+// first reuses the ranges freed since its frees last completed; the model does so too and must
+// come within 2% of its peak (recorded: 0%, -1.8%, 0% on these seeds; the driver gave the same
+// figures in three repeats, so the 2% is the model's error, not the GPU's variance).
 TEST(GpuNative, MemPoolModelMatchesTheGpuOnSeededRandomMixes) {
   REQUIRE_GPU();
   for (bool sync : {true, false})
@@ -190,10 +192,48 @@ TEST(GpuNative, MemPoolModelMatchesTheGpuOnSeededRandomMixes) {
       EXPECT_EQ(sim.peak_reserved, gpu.peak_reserved) << "seed " << seed << ", synchronized";
     } else {
       const double diff = 100.0 * (double(sim.peak_reserved) - double(gpu.peak_reserved)) / double(gpu.peak_reserved);
-      EXPECT_GE(diff, -7.5) << "seed " << seed << ", unsynchronized";
-      EXPECT_LE(diff, 5.5) << "seed " << seed << ", unsynchronized";
+      EXPECT_LE(std::abs(diff), 2.0) << "seed " << seed << ", unsynchronized";
     }
   }
+}
+
+// The GpuNative mixes through cuda_mempool on the sim, against the H200's own run of them
+// (results/h200/probe/pool/native/mempool_seed<N>.csv.gz, gpu_reserved after every op; the
+// driver gave the same figures on every repeat): the model's peak reserved within 2% in CI,
+// which is what MemPoolModelMatchesTheGpuOnSeededRandomMixes requires on the GPU.
+TEST(NativeModel, MemPoolMixesOnSimComeWithin2PercentOfTheRecordedH200Peak) {
+#ifndef GMB_HAVE_ZLIB
+  GTEST_SKIP() << "built without zlib";
+#else
+  for (std::uint64_t seed : {1, 2, 3}) {
+    const std::string path =
+        std::string(GMB_SOURCE_DIR) + "/results/h200/probe/pool/native/mempool_seed" + std::to_string(seed) + ".csv.gz";
+    std::istringstream in(torch_ref::read_gz(path));
+    std::string line;
+    std::getline(in, line);  // op,kind,slot,bytes,gpu_reserved,sim_reserved,gpu_offset,sim_offset
+    Bytes gpu_peak = 0;
+    std::size_t rows = 0;
+    while (std::getline(in, line)) {
+      std::vector<std::string> c;
+      std::istringstream ls(line);
+      for (std::string cell; std::getline(ls, cell, ',');) c.push_back(cell);
+      ASSERT_EQ(c.size(), 8u) << path << ": bad row " << line;
+      gpu_peak = std::max<Bytes>(gpu_peak, std::stoull(c[4]));
+      ++rows;
+    }
+    const auto ops = random_mix(seed);
+    ASSERT_EQ(rows, ops.size()) << path << ": the recorded mix is not this seed's";
+    SimDeviceOptions o;
+    o.capacity_bytes = 8 * GiB;
+    auto dev = make_sim_device(o);
+    const MixRun sim = run_mix(*dev, "cuda_mempool", ops);
+    const double diff = 100.0 * (double(sim.peak_reserved) - double(gpu_peak)) / double(gpu_peak);
+    std::printf("[native-model] random mix seed %llu, cuda_mempool unsynchronized: peak reserved H200 %.0f MiB, "
+                "sim %.0f MiB (%+.1f%%)\n",
+                (unsigned long long)seed, mib(gpu_peak), mib(sim.peak_reserved), diff);
+    EXPECT_LE(std::abs(diff), 2.0) << "seed " << seed;
+  }
+#endif
 }
 
 // cudaMalloc placement and footprint: the same mixes through cuda_malloc, whole card (no

@@ -326,10 +326,12 @@ TEST(SimMemPool, RecordedMixesSynchronizedReachTheH200sPeak) {
 #endif
 }
 
-// Without a synchronize the H200 reuses frees it has not yet seen complete in a way the model
-// does not follow (results/h200/probe/pool/README.md): the figures are printed, and the model
-// stays within the spread measured when this was written (-7.3% .. +5.2%).
-TEST(SimMemPool, RecordedMixesUnsynchronizedStayWithinTheMeasuredSpread) {
+// Without a synchronize the H200 first reuses the ranges freed since its frees last completed
+// (merged only with each other), then everything (results/h200/probe/pool/README.md). The
+// driver is deterministic here (three repeats of every mix gave the same offsets and reserved
+// bytes after every op), so the band is the model's own error: within 2% on the six 205-op mixes
+// (-1.8% .. 0%; best fit alone was -6.4% .. +5.2%), -4.3% .. +2.0% on the six 3000-op ones.
+TEST(SimMemPool, RecordedMixesUnsynchronizedReachTheH200sPeakWithinTheModelsError) {
 #ifndef GMB_HAVE_ZLIB
   GTEST_SKIP() << "built without zlib";
 #else
@@ -339,8 +341,9 @@ TEST(SimMemPool, RecordedMixesUnsynchronizedStayWithinTheMeasuredSpread) {
       const double diff = 100.0 * (double(sim) - double(gpu)) / double(gpu);
       std::printf("[sim-mempool] seed %d%s, unsynchronized: peak reserved H200 %llu MiB, sim %llu MiB (%+.1f%%)\n",
                   seed, kind.c_str(), (unsigned long long)(gpu / MiB), (unsigned long long)(sim / MiB), diff);
-      EXPECT_GE(diff, -7.5) << "seed " << seed << kind;
-      EXPECT_LE(diff, 5.5) << "seed " << seed << kind;
+      const bool long_mix = kind != "_r0";
+      EXPECT_GE(diff, long_mix ? -4.5 : -2.0) << "seed " << seed << kind;
+      EXPECT_LE(diff, long_mix ? 2.5 : 2.0) << "seed " << seed << kind;
     }
   }
 #endif
