@@ -1,5 +1,8 @@
 #include "harness/cli/sweep_cli.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -112,6 +115,14 @@ std::optional<WorkerSetup> worker_setup(const RunArgs& a, const PlannedRun& p, c
 }
 
 int run_worker_case(const RunArgs& a) {
+  // The first signal: the case ends and its file is written. The pool started this process with
+  // the signals blocked (worker_pool.h): one that came meanwhile is delivered now, to the handler.
+  install_stop_handlers(true);
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
   PlannedRun p = plan_run(a, true);
   const PlannedCase* c = nullptr;
   for (const PlannedCase& planned : p.cases)
@@ -132,7 +143,6 @@ int run_worker_case(const RunArgs& a) {
   header.device = describe_device(p.spec);
   const CaseFiles files{a.output, p.cases.size(),
                         a.format.empty() ? std::vector<std::string>{"md", "csv", "json"} : parse_formats(a.format)};
-  install_stop_handlers(true);  // the first signal: the case ends and its file is written
   auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   SweepObserver observer;
   observer.step = [&](std::uint64_t r, std::uint64_t s, std::uint64_t n) {

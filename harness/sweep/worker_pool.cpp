@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,9 +67,11 @@ Running start_child(const WorkerJob& job, std::size_t job_index, const WorkerSlo
   }
   if (pid == 0) {  // the child: async-signal-safe calls only, up to exec
     ::setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    sigset_t stops;  // held until the worker's handlers are in place (worker_pool.h)
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    ::sigprocmask(SIG_SETMASK, &stops, nullptr);
     ::dup2(fds[1], STDOUT_FILENO);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     ::execve(image.argv[0], image.argv.data(), image.envp.data());

@@ -4,6 +4,9 @@
 // comes back line by line; its stderr is the user's. A child is in a process group of its own
 // (a Ctrl-C at the terminal reaches this process alone) and gets every stop signal this process
 // gets (stop_request.h), so that Ctrl-C or SIGTERM stops every worker as it would stop a run.
+// A child starts with SIGINT and SIGTERM blocked and unblocks them once its own handlers are in
+// place: a stop that comes while it starts waits for them (a gpumembench worker then finishes its
+// case) instead of killing it.
 #pragma once
 
 #include <cstddef>
