@@ -22,7 +22,18 @@ mkdir -p "$W"
 : > "$LOG"
 log() { echo "[$(date +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$LOG"; }
 left() { echo $(( DEADLINE_S - ($(date +%s) - START) )); }
-pack() { cp "$LOG" "$W/"; tar -czf "$OUT/sweep_x2.tar.gz.tmp" -C "$(dirname "$W")" sweep_x2 && mv "$OUT/sweep_x2.tar.gz.tmp" "$OUT/sweep_x2.tar.gz"; }
+# Packs the tables, logs and the per-case summaries (not the case files, OOM usage windows and
+# block maps: they pass the device tool's 16 MiB limit); results.json too while it fits.
+pack() {
+  cp "$LOG" "$W/"
+  local parent; parent="$(dirname "$W")"
+  for drop in "" "--exclude=results.json"; do
+    # shellcheck disable=SC2086
+    tar -czf "$OUT/sweep_x2.tar.gz.tmp" -C "$parent" --exclude=cases --exclude=oom --exclude=timelines $drop sweep_x2 \
+      && mv "$OUT/sweep_x2.tar.gz.tmp" "$OUT/sweep_x2.tar.gz"
+    [ "$(stat -c %s "$OUT/sweep_x2.tar.gz")" -lt 15000000 ] && return
+  done
+}
 trap pack EXIT
 status=0
 {
@@ -76,6 +87,25 @@ log "merge"
 echo "merge of --gpus all and --gpus 0 exited $?" | tee -a "$LOG"
 cat "$W/merged_both.err" | tee -a "$LOG"
 
+# Per case file: where and when it ran, and its headline figures (cases_brief.json of each sweep).
+python3 - "$W" <<'PY'
+import json, sys, os, glob
+w = sys.argv[1]
+for name in ("gpus_all", "gpus_0"):
+    out = []
+    for p in sorted(glob.glob(os.path.join(w, name, "cases", "*.json"))):
+        j = json.load(open(p)); r = j["result"]; m = r["runs"][0] if r["runs"] else {}
+        oom = m.get("first_oom") or {}
+        out.append({"id": j["id"], "plan_index": j.get("plan_index"), "label": r["label"], "gpu": r.get("gpu"),
+                    "started_at": j["started_at"], "finished_at": j["finished_at"], "error": r["error"],
+                    "peak_reserved_bytes": m.get("peak_reserved_bytes"), "peak_allocated_bytes": m.get("peak_allocated_bytes"),
+                    "device_allocs": m.get("device_allocs"), "device_frees": m.get("device_frees"), "ooms": m.get("ooms"),
+                    "first_oom": {k: oom.get(k) for k in ("step", "event", "requested_bytes", "kind")} if oom else None,
+                    "seconds": m.get("seconds")})
+    out.sort(key=lambda c: c["plan_index"] or 0)
+    json.dump(out, open(os.path.join(w, name + "_cases_brief.json"), "w"), indent=1)
+PY
+
 # Per case: the GPU, its free memory before the case, and the figures of both sweeps.
 python3 - "$W" > "$W/summary.md" 2>&1 <<'PY'
 import json, sys, os
@@ -86,21 +116,25 @@ def cases(name):
 a, one = cases("gpus_all"), cases("gpus_0")
 wall = {n: open(os.path.join(w, n + ".wall_s")).read().strip() for n in ("gpus_all", "gpus_0") if os.path.exists(os.path.join(w, n + ".wall_s"))}
 print(f"wall time: --gpus all {wall.get('gpus_all', '?')} s, --gpus 0 {wall.get('gpus_0', '?')} s\n")
-print("| case | GPU (--gpus all) | UUID | free before (GiB) | peak reserved all / 0 | peak allocated all / 0 | OOM all / 0 | equal |")
-print("|---|---|---|---:|---|---|---|---|")
+print("| case | GPU (--gpus all) | UUID | free before (GiB) | peak reserved all / 0 | peak allocated all / 0 | OOM all / 0 | device mallocs all / 0 | equal |")
+print("|---|---|---|---:|---|---|---|---|---|")
 equal = 0
+diffs = []
 for label, c in a.items():
     g = c.get("gpu") or {}
     o = one.get(label, {})
     point = lambda x: None if not x.get("oom") else {k: x["oom"].get(k) for k in ("step", "event", "requested_bytes", "allocated_bytes", "reserved_bytes", "kind")}
     fa = (c.get("peak_reserved_bytes"), c.get("peak_allocated_bytes"), point(c), c.get("device_mallocs"))
     fo = (o.get("peak_reserved_bytes"), o.get("peak_allocated_bytes"), point(o), o.get("device_mallocs"))
+    if fa[0] and fo[0] and fa[0] != fo[0]:
+        diffs.append(f"{label}: peak reserved differs by {abs(fa[0]-fo[0])/2**20:.2f} MiB ({abs(fa[0]-fo[0])/fa[0]*100:.4f}%)")
     same = fa == fo
     equal += same
     oom = lambda x: "none" if not x.get("oom") else f"step {x['oom']['step']} event {x['oom']['event']}"
     print(f"| {label} | {g.get('visible_devices','?')} | {g.get('uuid','?')} | {g.get('free_bytes_before',0)/2**30:.2f} | "
-          f"{fa[0]} / {fo[0]} | {fa[1]} / {fo[1]} | {oom(c)} / {oom(o) if o else '?'} | {'yes' if same else 'NO'} |")
-print(f"\n{equal} of {len(a)} cases with equal memory figures and OOM points")
+          f"{fa[0]} / {fo[0]} | {fa[1]} / {fo[1]} | {oom(c)} / {oom(o) if o else '?'} | {fa[3]} / {fo[3]} | {'yes' if same else 'NO'} |")
+print(f"\n{equal} of {len(a)} cases with equal peak reserved, peak allocated, OOM point and device mallocs")
+for d in diffs: print("- " + d)
 PY
 cat "$W/summary.md" | tee -a "$LOG"
 log "done, status $status"

@@ -290,6 +290,21 @@ TEST(Merge, RefusesCasesThatDisagreeOrMix) {
   r = run_gpumembench("merge " + (dir / "b").string() + " --allow-mixed --output " + (dir / "m").string());
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("the cases mix tool versions (--allow-mixed)"), std::string::npos) << r.out;
+  // A GPU case whose figures differ between two runs (the driver decides part of them): the
+  // first is kept and the difference said, not refused.
+  for (const char* d : {"g1", "g2"}) fs::create_directories(dir / d / "cases");
+  json gpu = j;
+  gpu["spec"]["device"]["kind"] = "cuda";
+  gpu["id"] = gmb::case_id(gpu["spec"]);
+  const std::string gpu_file = gpu["id"].get<std::string>() + ".json";
+  write_text(dir / "g1" / "cases" / gpu_file, gpu.dump());
+  gpu["result"]["runs"][0]["peak_reserved_bytes"] = gpu["result"]["runs"][0]["peak_reserved_bytes"].get<std::uint64_t>() + 2097152;
+  write_text(dir / "g2" / "cases" / gpu_file, gpu.dump());
+  r = run_gpumembench("merge " + (dir / "g1").string() + " " + (dir / "g2").string() + " --output " +
+                      (dir / "gm").string());
+  EXPECT_NE(r.out.find("are the same GPU case"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first at runs/0/peak_reserved_bytes"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "gm" / "results.md"));
   // Not a run's folder.
   r = run_gpumembench("merge " + dir.string() + " --output " + (dir / "n").string());
   EXPECT_EQ(r.status, 2) << r.out;

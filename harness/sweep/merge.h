@@ -1,8 +1,9 @@
 // Case files from several folders (the shards of a sweep, runs on other nodes, an interrupted run
 // and its rerun) joined into one run's report, as a run of the whole sweep would make it: the
 // cases in plan order, the header from the case files. Nothing is joined that should not be: a
-// file whose id is not the hash of its spec, two files of one case whose figures differ, and
-// (unless allowed) cases of different tool versions or devices.
+// file whose id is not the hash of its spec, two files of one sim case whose figures differ (a
+// GPU case's may: the driver decides part of them; the difference is reported), and (unless
+// allowed) cases of different tool versions or devices.
 #pragma once
 
 #include <optional>
