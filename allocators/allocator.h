@@ -54,6 +54,16 @@ struct SegmentInfo {
   std::vector<BlockInfo> blocks;
 };
 
+// The free space inside the reserved memory as the allocator's own segments and blocks show it:
+// what TensorFlow's BFC fragmentation metric and PyTorch memory_viz's internal/external split
+// read (docs/METRICS.md). Only allocators with a block view have one.
+struct FreeSpace {
+  Bytes free_bytes = 0;          // reserved (mapped) bytes in no live block: external free bytes
+  Bytes largest_free_bytes = 0;  // the largest free block
+  Bytes allocated_bytes = 0;     // the live blocks' sizes
+  Bytes requested_bytes = 0;     // what their callers asked for (allocated - requested: rounding)
+};
+
 // What the allocator knew when an allocation failed.
 struct OomDetails {
   Bytes requested_bytes = 0;
@@ -96,6 +106,10 @@ class AllocatorInspection {
   // The picture drawn at an OOM: segments(), plus address space reserved but not mapped
   // (expandable segments) as blocks with mapped = false, where the allocator has any.
   virtual std::vector<SegmentInfo> block_map() const { return segments(); }
+  // Its free space now, where it keeps its own blocks; nullopt where the free space lives in the
+  // driver (cuda_malloc, cuda_managed, cuda_mempool: no block view). Cheap enough to call when
+  // a peak moves, not after every call.
+  virtual std::optional<FreeSpace> free_space() const { return std::nullopt; }
   // PyTorch-style memory_stats keys where the allocator has them ("allocated_bytes.all.current"...).
   virtual std::vector<std::pair<std::string, std::int64_t>> memory_stats() const { return {}; }
   // A memory_summary()-style text.

@@ -528,7 +528,9 @@ TEST(Reports, CsvHeaderIsTheStableColumnSetWithUnits) {
             "oom_largest_free_block_bytes,oom_capacity_bytes,oom_retried,fragmentation_ooms,capacity_ooms,"
             "capacity_requested_bytes,ballast_bytes,need_peak_requested_bytes,need_peak_rounded_bytes,need_peak_step,"
             "need_peak_event,allocated_at_peak_reserved_bytes,fragmentation_at_first_oom,oom_need_from_here_bytes,"
-            "oom_what_would_fix_it,oom_message,workload_label,allocator_label");
+            "oom_what_would_fix_it,oom_message,workload_label,allocator_label,fragmentation_gmlake,utilization_stalloc,"
+            "waste_stalloc_bytes,fragmentation_tf_at_peak,fragmentation_tf_at_first_oom,internal_free_bytes,"
+            "external_free_bytes");
   auto rows = parse_csv(csv);
   ASSERT_EQ(rows.size(), 6u);
   const auto& hole = rows.at("caching x hole_pattern[100/200/300 MiB, free #1, probe 250 MiB]");

@@ -355,6 +355,19 @@ class CachingAllocator final : public InspectableAllocator {
 
   OomDetails last_oom() const override { return last_oom_; }
 
+  // Free = reserved (mapped) - allocated: every mapped byte of a segment is in a block. The
+  // largest free block is looked for in both pools' free sets.
+  std::optional<FreeSpace> free_space() const override {
+    FreeSpace f;
+    f.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.all_current);
+    f.requested_bytes = static_cast<Bytes>(stats_.requested_bytes.all_current);
+    f.free_bytes = static_cast<Bytes>(stats_.reserved_bytes.all_current) - f.allocated_bytes;
+    for (const Pool* pool : {&large_, &small_})
+      for (const Block* b = pool->blocks.first(); b; b = pool->blocks.next(b))
+        f.largest_free_bytes = std::max(f.largest_free_bytes, b->size);
+    return f;
+  }
+
   std::vector<SegmentInfo> segments() const override;
   std::vector<SegmentInfo> block_map() const override;
   std::vector<std::pair<std::string, std::int64_t>> memory_stats() const override;
@@ -413,7 +426,7 @@ class CachingAllocator final : public InspectableAllocator {
       if (divisions > 1 && size > kMinBlockSize * divisions)
         return roundup_power2_next_division(size, divisions);
     }
-    return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+    return round_to_min_block(size);
   }
 
   static Bytes roundup_power2_next_division(Bytes size, Bytes divisions) {

@@ -38,6 +38,7 @@
 #include "harness/report/markdown_report.h"
 #include "harness/report/report.h"
 #include "harness/report/timeline_report.h"
+#include "harness/run/fragmentation_metrics.h"
 #include "harness/run/snapshot_check.h"
 #include "harness/run/stop_request.h"
 #include "harness/run/workload_need.h"
@@ -62,6 +63,23 @@ std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
+}
+
+// --metrics gmlake,tf (or all): the metric families the tables show, each checked.
+std::vector<std::string> parse_metrics_flag(const std::string& flag) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= flag.size()) {
+    const std::size_t comma = std::min(flag.find(',', start), flag.size());
+    const std::string name = flag.substr(start, comma - start);
+    start = comma + 1;
+    if (name == "all") return metric_families();
+    if (std::find(metric_families().begin(), metric_families().end(), name) == metric_families().end())
+      throw UsageError(fmt::format("--metrics: '{}' is not a metric family (valid: {}, all)", name,
+                                   join(metric_families())));
+    out.push_back(name);
+  }
+  return out;
 }
 
 // An argument as a shell reads it back: quoted where it holds anything but plain characters.
@@ -129,6 +147,7 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
   report.repeat = config.run.repeat;
   report.capacity_sweep = p.capacity_sweep;
   report.baseline = baseline;
+  report.metrics = a.metrics.empty() ? config.metrics : parse_metrics_flag(a.metrics);
   if (!shard.whole()) {
     report.shard_index = shard.index;
     report.shard_count = shard.count;
@@ -457,8 +476,8 @@ int run_compare(const std::vector<std::string>& inputs, const std::string& outpu
 // Every subcommand in one place: the no-argument message and `gpumembench help` list them all.
 const char* kSynopsis =
     "  gpumembench --config FILE [--device auto|sim|cuda] [--capacity SIZE] [--steps N] [--allocator NAME]...\n"
-    "              [--baseline NAME] [--output DIR [--overwrite] | --resume DIR] [--format md,csv,json,latex]\n"
-    "              [--quiet] [--shard I/N] [--jobs N | --gpus all|0,1,...]\n"
+    "              [--baseline NAME] [--metrics LIST] [--output DIR [--overwrite] | --resume DIR]\n"
+    "              [--format md,csv,json,latex] [--quiet] [--shard I/N] [--jobs N | --gpus all|0,1,...]\n"
     "                                                    run a config's workloads x allocators\n"
     "  gpumembench merge DIR... --output DIR [--config FILE --device sim|cuda] [--allow-mixed]\n"
     "                                                    join run folders (shards, nodes) into one run's tables\n"
@@ -541,6 +560,11 @@ int run_cli(int argc, char** argv) {
   app.add_option("--baseline", baseline,
                  "show every allocator relative to this one in the tables (peak reserved as a ratio, steps/s as a "
                  "change): a row label or an allocator's name; default: the config's output.baseline");
+  std::string metrics;
+  app.add_option("--metrics", metrics,
+                 "fragmentation metrics the tables show beside gpumembench's own, comma-separated: gmlake, stalloc, "
+                 "tf, memory_viz, or all (docs/METRICS.md); results.csv and results.json hold them all; default: "
+                 "the config's output.metrics");
   std::uint64_t steps = 0;
   auto step_count = CLI::Validator(
       [](const std::string& v) {
@@ -720,7 +744,7 @@ int run_cli(int argc, char** argv) {
       return 2;
     }
     RunArgs run_args{config, device, capacity, output, resume,  format,     baseline,    overwrite,
-                     quiet,  steps,  only_allocators, shard, jobs, gpus, worker_case, worker_command};
+                     quiet,  steps,  only_allocators, shard, jobs, gpus, worker_case, worker_command, metrics};
     return run_config(run_args, cmd, argc, argv);
   } catch (const ConfigError& e) {
     std::cerr << "gpumembench: " << e.what() << "\n";

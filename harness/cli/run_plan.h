@@ -22,6 +22,7 @@ struct RunArgs {
   std::string gpus;                  // --gpus all|0,1,...: one worker per GPU ("" none)
   std::string worker_case;           // internal: run this case id alone (a worker of a sweep)
   std::string worker_command;        // internal: the sweep's command line, for the case file
+  std::string metrics;               // --metrics: families the tables show (comma-separated), "" the config's
 };
 
 struct PlannedRun {

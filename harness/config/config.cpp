@@ -11,6 +11,7 @@
 #include "allocators/registry.h"
 #include "common/text_excerpt.h"
 #include "harness/io/bounded_read.h"
+#include "harness/run/fragmentation_metrics.h"
 
 namespace gmb {
 
@@ -163,16 +164,25 @@ void parse_run(const YamlReader& y, const YAML::Node& n, Config& c) {
 }
 
 void parse_output(const YamlReader& y, const YAML::Node& n, Config& c) {
-  y.expect_map(n, "output", {"formats", "baseline"});
+  y.expect_map(n, "output", {"formats", "baseline", "metrics"});
   if (n["baseline"]) c.baseline = y.choice(n["baseline"], "output.baseline", baseline_choices(c));
-  if (!n["formats"]) return;
-  const YAML::Node f = n["formats"];
-  std::vector<YAML::Node> items;
-  if (f.IsScalar()) items.push_back(f);
-  else if (f.IsSequence()) for (std::size_t i = 0; i < f.size(); ++i) items.push_back(f[i]);
-  else y.fail(f, "output.formats", fmt::format("expected a list (valid: {})", join(valid_formats())));
-  for (std::size_t i = 0; i < items.size(); ++i)
-    c.formats.push_back(y.choice(items[i], fmt::format("output.formats[{}]", i), valid_formats()));
+  // A scalar or a list of choices, each checked against `valid`.
+  auto choices = [&](const char* key, const std::vector<std::string>& valid, std::vector<std::string>& out) {
+    if (!n[key]) return;
+    const YAML::Node f = n[key];
+    const std::string where = std::string("output.") + key;
+    std::vector<YAML::Node> items;
+    if (f.IsScalar()) items.push_back(f);
+    else if (f.IsSequence()) for (std::size_t i = 0; i < f.size(); ++i) items.push_back(f[i]);
+    else y.fail(f, where, fmt::format("expected a list (valid: {})", join(valid)));
+    for (std::size_t i = 0; i < items.size(); ++i)
+      out.push_back(y.choice(items[i], fmt::format("{}[{}]", where, i), valid));
+  };
+  choices("formats", valid_formats(), c.formats);
+  std::vector<std::string> metric_choices = metric_families();
+  metric_choices.push_back("all");
+  choices("metrics", metric_choices, c.metrics);
+  if (std::find(c.metrics.begin(), c.metrics.end(), "all") != c.metrics.end()) c.metrics = metric_families();
 }
 
 }  // namespace

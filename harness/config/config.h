@@ -59,6 +59,7 @@ struct Config {
   RunSettings run;
   std::vector<std::string> formats;  // from `output: {formats: [...]}`; empty: the default
   std::string baseline;              // from `output: {baseline: NAME}`; empty: none
+  std::vector<std::string> metrics;  // from `output: {metrics: [...]}`: metric families the tables show
   std::optional<FrontierSpec> frontier;
 };
 

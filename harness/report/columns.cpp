@@ -7,6 +7,7 @@
 
 #include "common/units.h"
 #include "harness/report/oom_diagnosis.h"
+#include "harness/run/fragmentation_metrics.h"
 
 namespace gmb {
 
@@ -38,6 +39,11 @@ CellValue spread_field(const CaseRow& r, F metric, double Spread::*field) {
   return spread_of(r.c.runs, metric).*field;
 }
 std::uint64_t u(std::uint64_t v) { return v; }
+// An optional figure: empty where the allocator cannot give it.
+template <typename T>
+CellValue opt_cell(const std::optional<T>& v) {
+  return v ? CellValue(*v) : CellValue();
+}
 
 const auto kStepsPerS = [](const RunMetrics& m) { return m.steps_per_s; };
 const auto kTokensPerS = [](const RunMetrics& m) { return m.tokens_per_s; };
@@ -57,7 +63,7 @@ std::string oom_words(const RunMetrics& m) {
 std::vector<Column> make_columns() {
   using P = Provenance;
   std::vector<Column> c;
-  c.reserve(64);  // `add` hands out a pointer to the last column
+  c.reserve(96);  // `add` hands out a pointer to the last column
   auto add = [&](Column col) { c.push_back(col); return &c.back(); };
   // What the case is.
   add({"label", "", Unit::Text, [](const CaseRow& r) -> CellValue { return r.c.label; }});
@@ -187,6 +193,44 @@ std::vector<Column> make_columns() {
   // group's names as the tables show them.
   add({"workload_label", "", Unit::Text, [](const CaseRow& r) -> CellValue { return r.c.workload_label; }});
   add({"allocator_label", "", Unit::Text, [](const CaseRow& r) -> CellValue { return row_name(r.c); }});
+  // The published fragmentation metrics beside gpumembench's own (docs/METRICS.md); the tables
+  // show a family only when asked. Empty where the allocator cannot give the figure.
+  auto family = [&](Column* k, std::string_view f, std::string_view top, std::string_view bottom) {
+    k->metric_family = f;
+    k->provenance = P::Memory;
+    k->latex_top = top;
+    k->latex_bottom = bottom;
+  };
+  col = add({"fragmentation_gmlake", "frag. (GMLake)", Unit::Fraction,
+             [](const CaseRow& r) { return run_of(r) ? opt_cell(gmlake_fragmentation(*run_of(r))) : CellValue(); }});
+  family(col, "gmlake", "Frag.", "GMLake (\\%)");
+  col->better = Better::Lower;
+  col = add({"utilization_stalloc", "utilization (STAlloc)", Unit::Fraction,
+             [](const CaseRow& r) { return run_of(r) ? opt_cell(stalloc_utilization(*run_of(r))) : CellValue(); }});
+  family(col, "stalloc", "Util.", "STAlloc (\\%)");
+  col->better = Better::Higher;
+  col = add({"waste_stalloc_bytes", "waste (STAlloc)", Unit::Bytes,
+             [](const CaseRow& r) { return of_run(r, [](auto& m) { return u(stalloc_waste_bytes(m)); }); }});
+  family(col, "stalloc", "Waste", "STAlloc");
+  col->better = Better::Lower;
+  col = add({"fragmentation_tf_at_peak", "BFC frag. at peak", Unit::Fraction, [](const CaseRow& r) {
+               return run_of(r) ? opt_cell(tf_bfc_fragmentation(run_of(r)->free_space_at_peak_reserved)) : CellValue();
+             }});
+  family(col, "tf", "BFC frag.", "peak (\\%)");
+  col->better = Better::Lower;
+  col = add({"fragmentation_tf_at_first_oom", "BFC frag. at OOM", Unit::Fraction, [](const CaseRow& r) {
+               return run_of(r) ? opt_cell(tf_bfc_fragmentation(run_of(r)->free_space_at_first_oom)) : CellValue();
+             }});
+  family(col, "tf", "BFC frag.", "OOM (\\%)");
+  col->better = Better::Lower;
+  col = add({"internal_free_bytes", "internal free (rounding)", Unit::Bytes, [](const CaseRow& r) {
+               return run_of(r) ? opt_cell(internal_free_bytes(run_of(r)->free_space_at_peak_reserved)) : CellValue();
+             }});
+  family(col, "memory_viz", "Internal", "free");
+  col = add({"external_free_bytes", "external free (gaps)", Unit::Bytes, [](const CaseRow& r) {
+               return run_of(r) ? opt_cell(external_free_bytes(run_of(r)->free_space_at_peak_reserved)) : CellValue();
+             }});
+  family(col, "memory_viz", "External", "free");
   // The tables' OOM cell (not in the CSV: the oom_* columns hold its parts).
   col = add({"oom", "OOM", Unit::Text,
              [](const CaseRow& r) { return of_run(r, [](auto& m) { return oom_words(m); }); }});
@@ -217,6 +261,11 @@ bool applies_to(Applies applies, const CaseResult& c) {
 const std::vector<Column>& case_columns() {
   static const std::vector<Column> columns = make_columns();
   return columns;
+}
+
+bool shown_in_tables(const Column& col, const RunReport& report) {
+  if (col.metric_family.empty()) return true;
+  return std::find(report.metrics.begin(), report.metrics.end(), col.metric_family) != report.metrics.end();
 }
 
 const Column& column(std::string_view key) {

@@ -70,7 +70,14 @@ struct Column {
   Relative relative = Relative::None;
   std::string_view latex_top = {}, latex_bottom = {};  // LaTeX's two heading lines (a byte unit follows the top)
   bool csv = true;  // false: a table cell made of CSV columns (the OOM in words)
+  // A published fragmentation metric other than gpumembench's own (docs/METRICS.md): in the
+  // CSV and JSON always, in the Markdown and LaTeX tables only where the report asks for its
+  // family (`output: {metrics: [...]}`, --metrics). Empty: a column the tables always consider.
+  std::string_view metric_family = {};
 };
+
+// Whether the tables of this report show the column (its family asked for, or none).
+bool shown_in_tables(const Column& col, const RunReport& report);
 
 // Every column, in the CSV's order.
 const std::vector<Column>& case_columns();

@@ -8,6 +8,7 @@
 #include "harness/report/oom_diagnosis.h"
 #include "harness/report/oom_json.h"
 #include "harness/run/case_file.h"
+#include "harness/run/fragmentation_metrics.h"
 
 namespace gmb {
 
@@ -16,6 +17,29 @@ namespace {
 using nlohmann::json;
 
 json oom_json(const std::optional<OomRecord>& oom) { return oom ? oom_record_json(*oom) : json(nullptr); }
+
+template <typename T>
+json or_null(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// Every published fragmentation metric of the representative run, by its source
+// (docs/METRICS.md); null where the allocator cannot give it.
+json fragmentation_metrics_json(const RunMetrics& m) {
+  return {{"gpumembench", m.fragmentation},
+          {"gmlake", or_null(gmlake_fragmentation(m))},
+          {"gmlake_peak_active_bytes", or_null(m.peak_active_bytes)},
+          {"stalloc_utilization", or_null(stalloc_utilization(m))},
+          {"stalloc_waste_bytes", stalloc_waste_bytes(m)},
+          {"tf_bfc_at_peak_reserved", or_null(tf_bfc_fragmentation(m.free_space_at_peak_reserved))},
+          {"tf_bfc_at_first_oom", or_null(tf_bfc_fragmentation(m.free_space_at_first_oom))},
+          {"memory_viz_internal_free_bytes", or_null(internal_free_bytes(m.free_space_at_peak_reserved))},
+          {"memory_viz_external_free_bytes", or_null(external_free_bytes(m.free_space_at_peak_reserved))},
+          {"largest_free_block_at_peak_reserved_bytes",
+           m.free_space_at_peak_reserved ? json(m.free_space_at_peak_reserved->largest_free_bytes) : json(nullptr)},
+          {"largest_free_block_at_first_oom_bytes",
+           m.free_space_at_first_oom ? json(m.free_space_at_first_oom->largest_free_bytes) : json(nullptr)}};
+}
 
 json need_json(const std::shared_ptr<const WorkloadNeed>& need) {
   if (!need) return nullptr;
@@ -73,6 +97,7 @@ json to_json(const RunReport& r) {
                                            {"reserved_bytes", m->peak_reserved_sampled_bytes},
                                            {"allocated_bytes", m->allocated_at_peak_reserved_bytes}};
     j["fragmentation_at_first_oom"] = m->first_oom ? json(m->first_oom->fragmentation()) : json(nullptr);
+    j["fragmentation_metrics"] = fragmentation_metrics_json(*m);
     j["memory_modeled"] = c.memory_modeled;
     j["throughput"] = {{"steps_per_s", spread_of(c.runs, [](auto& x) { return x.steps_per_s; }).median},
                        {"tokens_per_s", spread_of(c.runs, [](auto& x) { return x.tokens_per_s; }).median},

@@ -129,7 +129,7 @@ std::string latex_table(const RunReport& r) {
   bool baseline = false;  // a figure was shown against the baseline
   std::vector<TexColumn> columns;
   for (const Column& col : case_columns()) {
-    if (col.latex_top.empty()) continue;
+    if (col.latex_top.empty() || !shown_in_tables(col, r)) continue;
     if (!std::any_of(rows.begin(), rows.end(), [&](const CaseRow& row) { return applies_to(col.applies, row.c); })) continue;
     std::string top(col.latex_top);
     if (col.unit == Unit::Bytes) top += fmt::format(" ({})", unit.name);

@@ -51,7 +51,7 @@ class SectionTable {
     unit_ = byte_unit_for(largest);
     const CaseResult& first = r.cases[g.cases.front()];
     for (const Column& col : case_columns()) {
-      if (col.title.empty() || !applies_to(col.applies, first)) continue;
+      if (col.title.empty() || !applies_to(col.applies, first) || !shown_in_tables(col, r)) continue;
       std::vector<double> values;
       bool any = false;
       for (std::size_t i : g.cases) {

@@ -65,6 +65,25 @@ OomRecord oom_record_from(const json& j) {
   return o;
 }
 
+json free_space_json(const std::optional<FreeSpace>& f) {
+  if (!f) return nullptr;
+  return {{"free_bytes", f->free_bytes},
+          {"largest_free_bytes", f->largest_free_bytes},
+          {"allocated_bytes", f->allocated_bytes},
+          {"requested_bytes", f->requested_bytes}};
+}
+// Absent or null: the allocator has no block view (or the file predates the field).
+std::optional<FreeSpace> free_space_from(const json& run, const char* key) {
+  if (!run.contains(key) || run.at(key).is_null()) return std::nullopt;
+  const json& j = run.at(key);
+  FreeSpace f;
+  f.free_bytes = j.at("free_bytes").get<Bytes>();
+  f.largest_free_bytes = j.at("largest_free_bytes").get<Bytes>();
+  f.allocated_bytes = j.at("allocated_bytes").get<Bytes>();
+  f.requested_bytes = j.at("requested_bytes").get<Bytes>();
+  return f;
+}
+
 json run_json(const RunMetrics& m) {
   return {{"peak_reserved_bytes", m.peak_reserved_bytes},
           {"peak_allocated_bytes", m.peak_allocated_bytes},
@@ -91,7 +110,10 @@ json run_json(const RunMetrics& m) {
           {"steps_per_s", num(m.steps_per_s)},
           {"tokens_per_s", num(m.tokens_per_s)},
           {"padded_tokens_per_s", num(m.padded_tokens_per_s)},
-          {"first_oom", m.first_oom ? oom_record_json(*m.first_oom) : json(nullptr)}};
+          {"first_oom", m.first_oom ? oom_record_json(*m.first_oom) : json(nullptr)},
+          {"peak_active_bytes", m.peak_active_bytes ? json(*m.peak_active_bytes) : json(nullptr)},
+          {"free_space_at_peak_reserved", free_space_json(m.free_space_at_peak_reserved)},
+          {"free_space_at_first_oom", free_space_json(m.free_space_at_first_oom)}};
 }
 RunMetrics run_from(const json& j) {
   RunMetrics m;
@@ -121,6 +143,10 @@ RunMetrics run_from(const json& j) {
   m.tokens_per_s = num_of(j.at("tokens_per_s"));
   m.padded_tokens_per_s = num_of(j.at("padded_tokens_per_s"));
   if (!j.at("first_oom").is_null()) m.first_oom = oom_record_from(j.at("first_oom"));
+  if (j.contains("peak_active_bytes") && !j.at("peak_active_bytes").is_null())
+    m.peak_active_bytes = j.at("peak_active_bytes").get<Bytes>();
+  m.free_space_at_peak_reserved = free_space_from(j, "free_space_at_peak_reserved");
+  m.free_space_at_first_oom = free_space_from(j, "free_space_at_first_oom");
   return m;
 }
 

@@ -133,6 +133,13 @@ struct RunMetrics {
   double padded_tokens_per_s = 0;  // tokens including padding
   double hit_rate() const { return allocs ? double(cache_hits) / double(allocs) : 0; }
   std::optional<OomRecord> first_oom;
+  // Inputs of the other published fragmentation metrics (fragmentation_metrics.h), absent where
+  // the allocator cannot give them: PyTorch's active_bytes.all.peak (memory_stats), and its free
+  // space (AllocatorInspection::free_space) at the peak-reserved point above (R, A) and right
+  // after the first OOM.
+  std::optional<Bytes> peak_active_bytes;
+  std::optional<FreeSpace> free_space_at_peak_reserved;
+  std::optional<FreeSpace> free_space_at_first_oom;
 };
 
 // The GPU a case ran on, as the worker found it just before the case (a sweep over several GPUs
@@ -192,6 +199,9 @@ struct RunReport {
   // share of the plan_cases of the whole sweep.
   std::size_t shard_index = 0, shard_count = 0, plan_cases = 0;
   std::string shard_source;
+  // The fragmentation metric families the tables show beside gpumembench's own (--metrics,
+  // `output: {metrics: [...]}`; docs/METRICS.md); the CSV and JSON hold every one regardless.
+  std::vector<std::string> metrics;
   std::vector<CaseResult> cases;
 };
 

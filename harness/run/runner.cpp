@@ -90,11 +90,19 @@ struct CaseRun {
   // allocated while R was reserved (fragmentation at peak reserved), and this step's peaks.
   Bytes peak_reserved = 0, allocated_at_peak_reserved = 0;
   Bytes step_peak_allocated = 0, step_peak_reserved = 0;
+  // Where the allocator has a block view, its free space is read again whenever (R, A) moves
+  // (rarely after the first step): the TF BFC and memory_viz figures at peak reserved.
+  bool has_free_space = false;
+  bool peak_seen = false;
   void track(const MemoryInUse& u) {
     if (u.reserved_bytes >= peak_reserved) {
-      allocated_at_peak_reserved =
+      const Bytes a =
           u.reserved_bytes > peak_reserved ? u.allocated_bytes : std::max(allocated_at_peak_reserved, u.allocated_bytes);
+      const bool moved = !peak_seen || u.reserved_bytes > peak_reserved || a > allocated_at_peak_reserved;
+      allocated_at_peak_reserved = a;
       peak_reserved = u.reserved_bytes;
+      peak_seen = true;
+      if (moved && has_free_space) m.free_space_at_peak_reserved = allocator.free_space();
     }
     step_peak_allocated = std::max(step_peak_allocated, u.allocated_bytes);
     step_peak_reserved = std::max(step_peak_reserved, u.reserved_bytes);
@@ -140,6 +148,7 @@ struct CaseRun {
         keep_usage_up_to_oom({event, step, s.allocated_bytes, s.reserved_bytes});
       }
       m.first_oom = r;
+      m.free_space_at_first_oom = allocator.free_space();
     }
     if (details && result.oom_events.size() < CaseResult::kMaxOomEvents) result.oom_events.push_back(r);
     record_timeline(event, 'a', op, true);
@@ -265,6 +274,7 @@ struct CaseRun {
     ctx.stream = device.native_stream(0);
     ctx.buffer = [this](BufferId id) { return live.find(id); };
     workload.prepare(ctx);
+    has_free_space = allocator.free_space().has_value();
     if (first_run && settings.oom_block_map) usage_ring.reserve(kUsageWindow);
     // A workload of unknown length (a trace stream) runs until a step says it is the end.
     const std::uint64_t steps =
@@ -356,6 +366,8 @@ struct CaseRun {
       m.tokens_per_s = real_tokens / m.seconds;
       m.padded_tokens_per_s = padded_tokens / m.seconds;
     }
+    for (const auto& [key, value] : allocator.memory_stats())
+      if (key == "active_bytes.all.peak" && value >= 0) m.peak_active_bytes = static_cast<Bytes>(value);
     if (first_run) {
       result.memory_stats = allocator.memory_stats();
       result.memory_summary = allocator.memory_summary();
@@ -393,6 +405,17 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
     overshoot = caching_limit_overshoot_bytes(options);
     case_device.capacity_bytes += overshoot;
     case_device.card_bytes = kH200CardBytes;
+  }
+  // A bound holds no device memory: it runs on a simulated device of the capacity the case has.
+  const AllocatorEntry* entry = find_allocator(spec.allocator);
+  if (entry && entry->traits.lower_bound && resolve_device(device_spec.choice) != DeviceChoice::Sim) {
+    case_device.choice = DeviceChoice::Sim;
+    try {
+      case_device.capacity_bytes = describe_device(device_spec).capacity_bytes;
+    } catch (const DeviceError& e) {
+      result.error = e.what();
+      return result;
+    }
   }
   for (std::uint64_t r = 0; r < std::max<std::uint64_t>(settings.repeat, 1); ++r) {
     try {
