@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
+#include "allocators/bfc/bfc_allocator.h"
 #include "allocators/caching/caching_allocator.h"
 #include "allocators/cuda_malloc/cuda_malloc.h"
 #include "allocators/cuda_managed/cuda_managed.h"
 #include "allocators/cuda_mempool/cuda_mempool.h"
+#include "allocators/ideal/ideal_allocator.h"
 #ifdef GMB_HAS_TORCH_CACHING
 #include "allocators/torch_caching/torch_caching.h"
 #endif
@@ -33,6 +35,15 @@ const std::vector<AllocatorEntry>& allocator_registry() {
        {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/true, /*replayable_in_pytorch=*/true},
        caching_options(),
        validate_caching_options, make_caching_allocator},
+      {"bfc", "TensorFlow's BFCAllocator policy (best fit with coalescing, 21 bins, region growth)",
+       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/false},
+       bfc_options(),
+       validate_bfc_options, make_bfc_allocator},
+      {"ideal", "the lower bound: the live bytes perfectly packed (no rounding unless asked, no fragmentation)",
+       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/false, /*replayable_in_pytorch=*/false,
+        /*runs_on_sim=*/true, /*lower_bound=*/true},
+       ideal_options(),
+       validate_ideal_options, make_ideal_allocator},
 #ifdef GMB_HAS_TORCH_CACHING
       // Built only against an installed PyTorch (allocators/CMakeLists.txt, GMB_WITH_TORCH).
       {"torch_caching", "real PyTorch's CUDACachingAllocator (libc10_cuda), on the GPU only",

@@ -27,6 +27,10 @@ struct AllocatorTraits {
   // Runs on the simulated device. False: the GPU only (torch_caching: PyTorch's own allocator
   // asks the CUDA driver itself).
   bool runs_on_sim = true;
+  // A bound, not an allocator one could use (`ideal`): it holds no device memory and its
+  // pointers are handles, so the runner gives it a simulated device of the same capacity even
+  // in a GPU run; its figures do not depend on the device.
+  bool lower_bound = false;
 };
 
 using AllocatorFactory =

@@ -19,6 +19,16 @@
 namespace gmb::caching {
 
 constexpr Bytes kMinBlockSize = 512;            // every size is rounded up to 512 bytes
+
+// PyTorch's block size for a request under the default rounding (no roundup_power2_divisions):
+// at least kMinBlockSize, else the next multiple of it. Saturates at 2^64 - 1 (more than any
+// card) instead of wrapping. The caching allocator, the `ideal` bound and the workload's need
+// all round through this one function.
+constexpr Bytes round_to_min_block(Bytes size) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  if (size > UINT64_MAX - kMinBlockSize) return UINT64_MAX;
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
 constexpr Bytes kSmallSize = 1 * MiB;           // largest request served by the small pool
 constexpr Bytes kSmallBuffer = 2 * MiB;         // small-pool segment size
 constexpr Bytes kDefaultLargeBuffer = 20 * MiB; // large-pool segment for requests < kMinLargeAlloc

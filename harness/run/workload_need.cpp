@@ -3,16 +3,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "allocators/caching/alloc_conf.h"
 #include "harness/run/buffer_table.h"
 
 namespace gmb {
 
-Bytes torch_rounded_size(Bytes requested) {
-  constexpr Bytes kBlock = 512;
-  if (requested < kBlock) return kBlock;
-  if (requested > UINT64_MAX - kBlock) return UINT64_MAX;  // saturates: more than any card anyway
-  return requested + (kBlock - requested % kBlock) % kBlock;
-}
+Bytes torch_rounded_size(Bytes requested) { return caching::round_to_min_block(requested); }
 
 namespace {
 // Sums of live bytes are kept in 128 bits (a trace may ask for 2^64 - 1 bytes, then more) and
