@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 15 on the GPU machine (device tool; no internet there): builds gpumembench and the tests,
+# runs the bfc/ideal GPU tests, configs/allocators.yaml and the C13 comparison
+# (configs/c13_bfc_growth.yaml) on the GPU and on sim from the same build, and packs everything
+# into one tar. Every step runs under what is left of a deadline (default 340 s), and the tar is
+# rewritten after each step, so a run cut short still brings back what it finished.
+#
+#   OUT=/some/dir bash scripts/gpu_allocators.sh          # default OUT: ./gpu_out
+#   DEADLINE_S=340 STEPS=100                              # the defaults
+#
+# Brings back $OUT/allocators_gpu.tar.gz: allocators_gpu/{run.log,environment.txt,gpu_tests.log,
+# allocators_{cuda,sim}/,c13_{cuda,sim}/} (each a results folder: results.md/csv/json, cases/).
+set -u
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT="${OUT:-$PWD/gpu_out}"
+STEPS="${STEPS:-100}"
+START=$(date +%s)
+DEADLINE=$((START + ${DEADLINE_S:-340}))
+WORK="$(mktemp -d)/allocators_gpu"
+mkdir -p "$OUT" "$WORK"
+LOG="$WORK/run.log"
+log() { echo "[$(date +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$LOG"; }
+pack() { tar -czf "$OUT/allocators_gpu.tar.gz.tmp" -C "$(dirname "$WORK")" allocators_gpu &&
+         mv "$OUT/allocators_gpu.tar.gz.tmp" "$OUT/allocators_gpu.tar.gz"; }
+left() { echo $(( DEADLINE - $(date +%s) )); }
+# Runs a command under the time left (less a margin for the last pack); skips it when none is.
+guarded() {
+  local t=$(( $(left) - 10 ))
+  if [ "$t" -le 5 ]; then log "SKIPPED (deadline): $*"; status=1; return 1; fi
+  timeout "$t" "$@"
+}
+status=0
+
+{
+  echo "git: $(git rev-parse HEAD 2>/dev/null || echo none) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>&1
+  nvcc --version 2>&1 | tail -2
+} > "$WORK/environment.txt"
+
+log "build (gpumembench, gmb_tests)"
+export PATH="$PATH:/usr/local/cuda/bin"
+gen=(); command -v ninja >/dev/null && [ ! -f build-gpu/CMakeCache.txt ] && gen=(-G Ninja)
+if ! guarded cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+     >> "$LOG" 2>&1 ||
+   ! guarded cmake --build build-gpu --target gpumembench gmb_tests -j"$(nproc)" > "$WORK/build.log" 2>&1; then
+  tail -30 "$WORK/build.log" 2>/dev/null | tee -a "$LOG"
+  log "BUILD FAILED"; pack; exit 1
+fi
+BIN=build-gpu/gpumembench
+pack
+
+log "GPU tests (bfc and ideal; caching's for reference)"
+guarded build-gpu/tests/gmb_tests --gtest_filter='GpuBfc*:Gpu.PolicyAllocatorsDecideTheSameOnGpuAndSim' \
+  > "$WORK/gpu_tests.log" 2>&1 || status=1
+grep -E '^\[gpu\]|OK \]|FAILED|PASSED|SKIPPED' "$WORK/gpu_tests.log" | tee -a "$LOG"
+pack
+
+# Each config on the GPU, then on sim from the same binary (the labelled sim comparison).
+for cfg in c13_bfc_growth allocators; do
+  for dev in cuda sim; do
+    log "$cfg on $dev (--steps $STEPS)"
+    guarded "$BIN" --config "configs/$cfg.yaml" --device "$dev" --steps "$STEPS" --metrics all --quiet \
+      --format md,csv,json --output "$WORK/${cfg}_$dev" > "$WORK/${cfg}_$dev.log" 2>&1 || { log "$cfg on $dev: exit $?"; status=1; }
+    pack
+  done
+done
+log "done, status $status"
+pack
+exit $status
