@@ -1,5 +1,6 @@
 // The CUDA device's entry points in a sim-only build (GMB_WITH_CUDA=OFF): no GPU is ever
 // visible, and asking for one is an error that says the path is not built in.
+#include "devices/cuda_fault.h"
 #include "devices/cuda_path.h"
 #include "devices/device.h"
 
@@ -15,4 +16,8 @@ std::unique_ptr<Device> make_cuda_device(Bytes) { throw DeviceError(kNoCudaPathM
 
 DeviceInfo cuda_device_info() { throw DeviceError(kNoCudaPathMessage); }
 
+}  // namespace gmb
+
+namespace gmb {
+bool inject_cuda_fault_if_asked(const std::string&) { return false; }  // no GPU path: nothing to fault
 }  // namespace gmb

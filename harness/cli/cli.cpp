@@ -134,7 +134,7 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
     for (const auto& w : config.workloads)
       for (const auto& note : w.notes) std::cerr << "gpumembench: " << note << "\n";
   // Checked before the folder is taken: a bad --jobs or --gpus writes nothing.
-  const bool in_workers = a.jobs > 0 || !a.gpus.empty();
+  const bool in_workers = a.jobs > 0 || !a.gpus.empty() || (p.spec.choice == DeviceChoice::Cuda && !a.in_process);
   if (in_workers) (void)worker_setup(a, p, baseline, formats, "", cmd);
 
   RunReport report;
@@ -578,6 +578,7 @@ int run_cli(int argc, char** argv) {
       ->check(step_count);
   std::string shard, gpus, worker_case, worker_command;
   std::uint64_t jobs = 0;
+  bool in_process = false;
   app.add_option("--shard", shard,
                  "run only shard I of N of the cases (those whose plan index is I mod N), counted from 0: 0/3, 1/3, "
                  "2/3; default: from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, SLURM_PROCID/SLURM_NTASKS or "
@@ -589,6 +590,9 @@ int run_cli(int argc, char** argv) {
   app.add_option("--gpus", gpus,
                  "cuda: all, or GPU numbers such as 0,1: one worker per GPU (pinned with CUDA_VISIBLE_DEVICES), "
                  "each case in a process of its own and alone on its GPU, cases from one queue");
+  app.add_flag("--in-process", in_process,
+               "cuda: run the cases in this process, one after another (default: each GPU case in a process of its "
+               "own, so a sticky CUDA error or a crash ends that case alone)");
   app.add_option("--worker-case", worker_case, "internal: a sweep's worker running one case")->group("");
   app.add_option("--worker-command", worker_command, "internal: the sweep's command line")->group("");
 
@@ -744,7 +748,7 @@ int run_cli(int argc, char** argv) {
       return 2;
     }
     RunArgs run_args{config, device, capacity, output, resume,  format,     baseline,    overwrite,
-                     quiet,  steps,  only_allocators, shard, jobs, gpus, worker_case, worker_command, metrics};
+                     quiet,  steps,  only_allocators, shard, jobs, gpus, in_process, worker_case, worker_command, metrics};
     return run_config(run_args, cmd, argc, argv);
   } catch (const ConfigError& e) {
     std::cerr << "gpumembench: " << e.what() << "\n";

@@ -20,6 +20,7 @@ struct RunArgs {
   std::string shard;                 // --shard I/N ("" the environment's, or the whole sweep)
   std::uint64_t jobs = 0;            // --jobs N: worker processes on sim (0: none)
   std::string gpus;                  // --gpus all|0,1,...: one worker per GPU ("" none)
+  bool in_process = false;           // --in-process: GPU cases in this process, not one process each
   std::string worker_case;           // internal: run this case id alone (a worker of a sweep)
   std::string worker_command;        // internal: the sweep's command line, for the case file
   std::string metrics;               // --metrics: families the tables show (comma-separated), "" the config's

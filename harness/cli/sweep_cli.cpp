@@ -89,10 +89,17 @@ Shard resolve_shard(const std::string& flag, bool quiet) {
 std::optional<WorkerSetup> worker_setup(const RunArgs& a, const PlannedRun& p, const std::string& baseline,
                                         const std::vector<std::string>& formats, const std::string& out_dir,
                                         const std::string& command_line) {
-  if (a.jobs == 0 && a.gpus.empty()) return std::nullopt;
+  if (a.in_process && (a.jobs || !a.gpus.empty()))
+    throw UsageError("--in-process runs every case in this process; --jobs and --gpus run them in worker processes");
+  const bool isolated_gpu_cases = p.spec.choice == DeviceChoice::Cuda && a.gpus.empty() && a.jobs == 0 && !a.in_process;
+  if (a.jobs == 0 && a.gpus.empty() && !isolated_gpu_cases) return std::nullopt;
   if (a.jobs && !a.gpus.empty()) throw UsageError("--jobs N is for sim, --gpus for cuda: give one of them");
   WorkerSetup w;
-  if (!a.gpus.empty()) {
+  if (isolated_gpu_cases) {
+    // Without --gpus a GPU run still runs each case in a process of its own, on the GPU this
+    // process would use (the environment passes on as it is): one case at a time.
+    w.slots.push_back({"GPU", {}});
+  } else if (!a.gpus.empty()) {
     if (p.spec.choice != DeviceChoice::Cuda)
       throw UsageError("--gpus runs cases on GPUs (--device cuda); on sim, --jobs N runs N worker processes");
     w.slots = gpu_slots(a.gpus);

@@ -1,5 +1,7 @@
 #include "harness/sweep/sweep.h"
 
+#include "devices/cuda_fault.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -92,6 +94,7 @@ CaseResult run_planned_case(const Config& config, const DeviceSpec& device, cons
   const std::string started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
   std::optional<CaseGpu> gpu = gpu_before_case(device);
   if (observer.start_case) observer.start_case(c.index, c.label);
+  if (resolve_device(device.choice) == DeviceChoice::Cuda) inject_cuda_fault_if_asked(c.label);  // tests only
   CaseResult done = run_case(cs, case_device, config.run, observer.step);
   if (observer.end_case) observer.end_case();
   label_case(done, a, c);
