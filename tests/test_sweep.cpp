@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "devices/device.h"
 #include "harness/sweep/case_plan.h"
 #include "harness/sweep/shard.h"
 #include "test_helpers.h"
@@ -322,6 +323,49 @@ TEST(Workers, BadFlagsAreUsageErrors) {
   r = run_gpumembench("--config " + config + " --device sim --worker-case 0123456789abcdef --output /tmp");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--worker-case 0123456789abcdef: not a case of"), std::string::npos) << r.out;
+  r = run_gpumembench("--config " + config + " --device sim --in-process --jobs 2 --output /tmp");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--in-process runs every case in this process; --jobs and --gpus run them in worker processes"),
+            std::string::npos)
+      << r.out;
+}
+
+// Issue 13, isolation on the GPU: a sticky CUDA error (an illegal address written by a kernel, as
+// after a real bug or an Xid) ends the case it happens in, recorded as an error in the tables;
+// the cases before and after it run normally, because each GPU case has a process of its own.
+TEST(GpuWorkers, AStickyCudaErrorEndsOneCaseAndTheSweepGoesOn) {
+  if (!gmb::cuda_device_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  auto dir = temp_dir("gpufault");
+  write_text(dir / "c.yaml",
+             "name: gpufault\n"
+             "device: {capacity: 8GiB}\n"
+             "allocators: [cuda_malloc, caching, cuda_mempool]\n"
+             "workloads:\n"
+             "  - hole_pattern: {sizes: [100MiB, 200MiB, 300MiB], free: [1], probe: 250MiB}\n"
+             "output: {formats: [md, json]}\n");
+  const std::string out = (dir / "out").string();
+  auto r = run_gpumembench_with_prefix("GMB_INJECT_CUDA_FAULT='caching x' ",
+                                       "--config " + (dir / "c.yaml").string() + " --device cuda --quiet --output " + out);
+  EXPECT_EQ(r.status, 1) << r.out;  // a case failed: the sweep says so, and its tables are complete
+  const json results = json::parse(read_text(fs::path(out) / "results.json"));
+  ASSERT_EQ(results.at("cases").size(), 3u) << r.out;
+  std::map<std::string, json> by_allocator;
+  for (const json& c : results.at("cases")) by_allocator[c.at("allocator")] = c;
+  const std::string error = by_allocator.at("caching").value("error", "");
+  EXPECT_FALSE(error.empty()) << r.out;
+  std::printf("[gpu] the faulted case's error: %s\n", error.c_str());
+  for (const char* ok : {"cuda_malloc", "cuda_mempool"}) {
+    const json& c = by_allocator.at(ok);
+    EXPECT_FALSE(c.contains("error")) << ok << ": " << c.dump();
+    EXPECT_GE(c.value("peak_reserved_bytes", 0ull), 600ull << 20) << ok;  // 100 + 200 + 300 MiB live at peak
+  }
+  EXPECT_NE(read_text(fs::path(out) / "results.md").find(error.substr(0, 20)), std::string::npos);
+  // In one process the same fault poisons every later case: that is why isolation is the default.
+  const std::string shared = (dir / "shared").string();
+  r = run_gpumembench_with_prefix("GMB_INJECT_CUDA_FAULT='caching x' ", "--config " + (dir / "c.yaml").string() +
+                                                                          " --device cuda --quiet --in-process --output " + shared);
+  std::printf("[gpu] --in-process after the fault: exit %d\n%s\n", r.status, r.out.c_str());
+  fs::remove_all(dir);
 }
 
 TEST(Workers, AWorkerThatDiesIsAFailedCaseAndTheSweepGoesOn) {
