@@ -7,6 +7,8 @@
 #
 #   OUT=/some/dir bash scripts/gpu_allocators.sh          # default OUT: ./gpu_out
 #   DEADLINE_S=340 STEPS=100                              # the defaults
+#   GPU_TEST_FILTER='GpuBfc*:...'                         # which Gpu* tests (default: bfc, ideal, workers)
+#   FULL_CONFIGS="hole_pattern fragmentation_oom"         # also run these configs whole on the GPU
 #
 # Brings back $OUT/allocators_gpu.tar.gz: allocators_gpu/{run.log,environment.txt,gpu_tests.log,
 # allocators_{cuda,sim}/,c13_{cuda,sim}/} (each a results folder: results.md/csv/json, cases/).
@@ -50,8 +52,9 @@ fi
 BIN=build-gpu/gpumembench
 pack
 
-log "GPU tests (bfc and ideal; caching's for reference)"
-guarded build-gpu/tests/gmb_tests --gtest_filter='GpuBfc*:Gpu.PolicyAllocatorsDecideTheSameOnGpuAndSim' \
+log "GPU tests (bfc and ideal; caching's for reference; GPU case isolation)"
+guarded build-gpu/tests/gmb_tests \
+  --gtest_filter="${GPU_TEST_FILTER:-GpuBfc*:Gpu.PolicyAllocatorsDecideTheSameOnGpuAndSim:GpuWorkers*}" \
   > "$WORK/gpu_tests.log" 2>&1 || status=1
 grep -E '^\[gpu\]|OK \]|FAILED|PASSED|SKIPPED' "$WORK/gpu_tests.log" | tee -a "$LOG"
 pack
@@ -64,6 +67,13 @@ for cfg in c13_bfc_growth allocators; do
       --format md,csv,json --output "$WORK/${cfg}_$dev" > "$WORK/${cfg}_$dev.log" 2>&1 || { log "$cfg on $dev: exit $?"; status=1; }
     pack
   done
+done
+# Shipped configs whole on the GPU (every step), for results/h200/ in the current table layout.
+for cfg in ${FULL_CONFIGS:-}; do
+  log "$cfg on cuda (whole)"
+  guarded "$BIN" --config "configs/$cfg.yaml" --device cuda --quiet --output "$WORK/full_$cfg" \
+    > "$WORK/full_$cfg.log" 2>&1 || { log "$cfg on cuda: exit $?"; status=1; }
+  pack
 done
 log "done, status $status"
 pack
