@@ -101,7 +101,11 @@ class Converter {
   }
   template <class Path>
   Ref field(Ref dict, std::string_view key, const Path& where) const {
-    Ref r = d_.get(dict, key);
+    return present(d_.get(dict, key), key, where);
+  }
+  // A value already looked up under `key`: an error where it is absent.
+  template <class Path>
+  Ref present(Ref r, std::string_view key, const Path& where) const {
     if (r == Document::kAbsent)
       bad([&] { return where(); }, fmt::format("the key '{}'", key));
     return r;
@@ -114,14 +118,22 @@ class Converter {
   }
   template <class Path>
   std::uint64_t uint_field(Ref dict, std::string_view key, const Path& where) const {
+    return uint_of(d_.get(dict, key), key, where);
+  }
+  template <class Path>
+  std::uint64_t uint_of(Ref got, std::string_view key, const Path& where) const {
     auto path = [&] { return fmt::format("{}.{}", where(), key); };
-    std::int64_t v = int_value(field(dict, key, where), path);
+    std::int64_t v = int_value(present(got, key, where), path);
     if (v < 0) bad(path, fmt::format("a non-negative int, found {}", v));
     return static_cast<std::uint64_t>(v);
   }
   template <class Path>
   std::string_view str_field(Ref dict, std::string_view key, const Path& where) const {
-    Ref r = field(dict, key, where);
+    return str_of(d_.get(dict, key), key, where);
+  }
+  template <class Path>
+  std::string_view str_of(Ref got, std::string_view key, const Path& where) const {
+    Ref r = present(got, key, where);
     auto path = [&] { return fmt::format("{}.{}", where(), key); };
     if (d_.type(r) != Type::Str) bad(path, fmt::format("a str, found {}", pickle::type_name(d_.type(r))));
     return d_.as_bytes(r);
@@ -223,8 +235,8 @@ class Converter {
     if (s_.alloc_conf.find("cudaMallocAsync") != std::string::npos) s_.native_allocator = false;
   }
 
-  std::uint32_t origin_of(Ref entry) {
-    Ref frames = d_.get(entry, "frames");
+  std::uint32_t origin_of(Ref entry) { return origin_of_frames(d_.get(entry, "frames")); }
+  std::uint32_t origin_of_frames(Ref frames) {
     if (frames == Document::kAbsent || d_.type(frames) != Type::List || d_.size(frames) == 0) return 0;
     // The innermost frame of the user's Python code: not PyTorch's, not C/C++ (stacks="all").
     Ref pick = Document::kAbsent, first_py = Document::kAbsent;
@@ -288,36 +300,68 @@ class Converter {
     bool free_requested;
   };
 
+  // The keys of a trace entry that the conversion reads, the value of each found in one pass
+  // over the entry (the last where a key repeats, as Document::get): a trace has ~7 keys per
+  // entry, and key strings are memoized in the pickle, so each key node is classified once.
+  enum EntryKey : std::uint8_t { kUnclassified, kOtherKey, kAction, kAddr, kSize, kStream, kDeviceFree, kFrames, kKeys };
+  struct EntryFields {
+    Ref value[kKeys] = {Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent,
+                        Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent};
+    Ref operator[](EntryKey k) const { return value[k]; }
+  };
+  std::vector<std::uint8_t> key_class_;  // by node: the EntryKey of a key node
+  EntryKey classify_key(Ref k) {
+    std::uint8_t& c = key_class_[k];
+    if (c != kUnclassified) return static_cast<EntryKey>(c);
+    static constexpr std::pair<const char*, EntryKey> kNames[] = {{"action", kAction}, {"addr", kAddr},
+                                                                  {"size", kSize},     {"stream", kStream},
+                                                                  {"device_free", kDeviceFree}, {"frames", kFrames}};
+    c = kOtherKey;
+    if (d_.type(k) == Type::Str)
+      for (const auto& [name, key] : kNames)
+        if (d_.as_bytes(k) == name) c = key;
+    return static_cast<EntryKey>(c);
+  }
+  EntryFields entry_fields(Ref e) {  // e is a dict
+    EntryFields f;
+    const auto& kv = d_.items(e);
+    for (std::size_t j = 0; j + 1 < kv.size(); j += 2) f.value[classify_key(kv[j])] = kv[j + 1];
+    return f;
+  }
+
   void convert_trace(Ref trace) {
     const int dev = s_.device;
     std::uint64_t delayed_frees = 0, ignored = 0, requested_pending = 0;
     const auto& entries = d_.items(trace);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
+    key_class_.assign(d_.node_count(), kUnclassified);
+    EntryFields f, prev;
+    for (std::size_t i = 0; i < entries.size(); ++i, prev = f) {
       Ref e = entries[i];
       auto where = [&] { return fmt::format("device_traces[{}][{}]", dev, i); };
       expect(e, Type::Dict, where);
-      std::string_view action = str_field(e, "action", where);
+      f = entry_fields(e);
+      std::string_view action = str_of(f[kAction], "action", where);
       if (action == "snapshot" || action == "user_defined") {
         ++ignored;
         continue;
       }
       if (action == "oom") {
-        Bytes size = uint_field(e, "size", where);
-        Ref df = d_.get(e, "device_free");
+        Bytes size = uint_of(f[kSize], "size", where);
+        Ref df = f[kDeviceFree];
         Bytes device_free = df != Document::kAbsent && d_.is_int(df) && d_.as_int(df) > 0 ? static_cast<Bytes>(d_.as_int(df)) : 0;
-        StreamId stream = stream_id(int_value(field(e, "stream", where), [&] { return where() + ".stream"; }));
+        StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
         s_.ooms.push_back({size, device_free, s_.ops.size(), i});
         BufferId id = new_id();
-        std::uint32_t origin = origin_of(e);
+        std::uint32_t origin = origin_of_frames(f[kFrames]);
         push_op(Op::Kind::Alloc, id, size, stream, i, origin);
         push_op(Op::Kind::Free, id, 0, stream, i, 0);
         free_ids_.push_back(id);
         continue;
       }
-      DevPtr addr = uint_field(e, "addr", where);
-      Bytes size = uint_field(e, "size", where);
+      DevPtr addr = uint_of(f[kAddr], "addr", where);
+      Bytes size = uint_of(f[kSize], "size", where);
       if (action == "alloc") {
-        StreamId stream = stream_id(int_value(field(e, "stream", where), [&] { return where() + ".stream"; }));
+        StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
         auto [it, inserted] = live_.emplace(addr, Live{0, size, stream, false});
         if (!inserted)
           throw TraceError::in_content(file_, where(),
@@ -325,12 +369,12 @@ class Converter {
                                           "(free_completed) in the trace",
                                           addr));
         it->second.id = new_id();
-        push_op(Op::Kind::Alloc, it->second.id, size, stream, i, origin_of(e));
+        push_op(Op::Kind::Alloc, it->second.id, size, stream, i, origin_of_frames(f[kFrames]));
       } else if (action == "free_requested" || action == "free_completed") {
         auto it = live_.find(addr);
         if (it == live_.end()) {
           // Allocated before the trace's first entry (the ring buffer dropped its alloc).
-          StreamId stream = stream_id(int_value(field(e, "stream", where), [&] { return where() + ".stream"; }));
+          StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
           BufferId tagged = kInitialTag | initial_.size();
           initial_.push_back({addr, size, stream, tagged, 0});
           it = live_.emplace(addr, Live{tagged, size, stream, false}).first;
@@ -343,7 +387,7 @@ class Converter {
         if (it->second.free_requested) {
           --requested_pending;
           // A free_completed that is not right after its free_requested waited on another stream.
-          if (i == 0 || !is_free_requested_of(entries[i - 1], addr)) ++delayed_frees;
+          if (i == 0 || !is_free_requested_of(prev, addr)) ++delayed_frees;
         }
         push_op(Op::Kind::Free, it->second.id, 0, it->second.stream, i, 0);
         if (!(it->second.id & kInitialTag)) free_ids_.push_back(it->second.id);
@@ -383,9 +427,8 @@ class Converter {
                                      s_.ooms.size()));
   }
 
-  bool is_free_requested_of(Ref e, DevPtr addr) const {
-    if (d_.type(e) != Type::Dict) return false;
-    Ref a = d_.get(e, "action"), p = d_.get(e, "addr");
+  bool is_free_requested_of(const EntryFields& e, DevPtr addr) const {  // e: the entry before
+    Ref a = e[kAction], p = e[kAddr];
     return a != Document::kAbsent && d_.type(a) == Type::Str && d_.as_bytes(a) == "free_requested" &&
            p != Document::kAbsent && d_.is_int(p) && static_cast<DevPtr>(d_.as_int(p)) == addr;
   }

@@ -74,10 +74,14 @@ struct CaseRun {
   Device& device;
   InspectableAllocator& allocator;
   Workload& workload;
-  const WorkloadNeed& need;
+  // The workload's need; null while a NeedTracker computes it from this run's own steps: then
+  // the OOMs are classified, and the steps' need filled in, when the run ends (finish_need).
+  const WorkloadNeed* need;
+  NeedTracker* need_tracker;
   CaseResult& result;  // timeline / steps / block map are filled on the first run only
   bool first_run;
   AllocatorEventGate* event_gate;  // events exported (first run): closed before the clean-up
+  bool need_complete = false;  // after run(): need_tracker saw every step of the workload
 
   BufferTable live{};
   RunMetrics m{};
@@ -133,11 +137,18 @@ struct CaseRun {
     r.capacity_bytes = device.info().capacity_bytes;
     if (d.limit_bytes && d.limit_bytes < r.capacity_bytes) r.capacity_bytes = d.limit_bytes;
     r.retried_after_freeing_cache = d.retried_after_freeing_cache;
-    r.need_from_here_bytes = need.requested_from(step);
-    r.kind = classify_oom(need, step, r.capacity_bytes);
+    if (need) {
+      r.need_from_here_bytes = need->requested_from(step);
+      r.kind = classify_oom(*need, step, r.capacity_bytes);
+      ++(r.kind == OomKind::Fragmentation ? m.fragmentation_ooms : m.capacity_ooms);
+    } else if (!unclassified.empty() && unclassified.back().step == step &&
+               unclassified.back().capacity_bytes == r.capacity_bytes) {
+      ++unclassified.back().count;
+    } else {
+      unclassified.push_back({step, r.capacity_bytes, 1});
+    }
     track({s.allocated_bytes, s.reserved_bytes});  // a failed call may have emptied the cache
     r.message = d.message;
-    ++(r.kind == OomKind::Fragmentation ? m.fragmentation_ooms : m.capacity_ooms);
     const bool details = first_run && settings.oom_block_map;
     // Where the request came from in the user's program (a trace that records it): only for the
     // records kept, as the lookup may wait for the trace reader.
@@ -154,10 +165,39 @@ struct CaseRun {
     record_timeline(event, 'a', op, true);
   }
 
+  // OOMs made before the need was known, by step and capacity (in run order): classified by
+  // finish_need.
+  struct Unclassified {
+    std::uint64_t step;
+    Bytes capacity_bytes;
+    std::uint64_t count;
+  };
+  std::vector<Unclassified> unclassified{};
+
+  // Once the need is known: what record_oom and the step series would have said with it.
+  void finish_need(const WorkloadNeed& known) {
+    need = &known;
+    auto classify = [&](OomRecord& r) {
+      r.need_from_here_bytes = known.requested_from(r.step);
+      r.kind = classify_oom(known, r.step, r.capacity_bytes);
+    };
+    for (const Unclassified& u : unclassified)
+      (classify_oom(known, u.step, u.capacity_bytes) == OomKind::Fragmentation ? m.fragmentation_ooms
+                                                                                : m.capacity_ooms) += u.count;
+    unclassified.clear();
+    if (m.first_oom) classify(*m.first_oom);
+    if (first_run) {
+      for (OomRecord& r : result.oom_events) classify(r);
+      for (StepSample& s : result.steps)
+        s.need_bytes = s.step < known.step_peak_requested_bytes.size() ? known.step_peak_requested_bytes[s.step] : 0;
+    }
+  }
+
   // A run of allocator ops between two compute ops, timed as one: the clock costs 10-16 ns a
   // read, as much as a cached allocation, so reading it around every call would make the
   // harness a large part of what is measured. The pointers a run frees are looked up before
-  // its clock starts; the pointers it gets are stored after the clock stops. The bytes in use
+  // its clock starts (a buffer allocated earlier in the same run: its pointer is read from that
+  // op's entry); the pointers it gets are stored after the clock stops. The bytes in use
   // after each call (the peaks, and the usage picture at an OOM) are read inside the run: a
   // few ns a call.
   struct PendingOp {
@@ -165,41 +205,51 @@ struct CaseRun {
     DevPtr ptr;         // free: looked up before (0: its allocation had failed); alloc: the result
     MemoryInUse after;  // bytes in use after the call
     bool skipped;       // an alloc skipped after an OOM (on_oom: skip_step): no event
+    bool made;          // an alloc that succeeded
+    int src;            // free of a buffer allocated in this run: that alloc's index, else -1
   };
   static constexpr std::size_t kMaxRun = 64;
-  std::vector<PendingOp> run_ops{};
+  PendingOp run_ops[kMaxRun]{};  // the run: run_ops[0, n_run)
+  std::size_t n_run = 0;
 
   bool sampling_usage() const { return first_run && settings.oom_block_map && !m.first_oom; }
 
-  // Runs the allocator ops from ops[i] up to the next compute op, a free of a buffer allocated
-  // in the same run (its pointer is not known before the run), or kMaxRun ops (one op when a
+  // Runs the allocator ops from ops[i] up to the next compute op or kMaxRun ops (one op when a
   // timeline is kept: it reads the full statistics after every call). Returns the next op.
   std::size_t run_allocator_ops(const Op* ops, std::size_t n_ops, std::size_t i, std::uint64_t step, bool& skipping,
                                 bool& step_ok, bool& stop) {
-    run_ops.clear();
+    n_run = 0;
     const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
     std::size_t next = i;
     std::uint64_t allocated_bits = 0;  // bit id % 64 of every alloc in the run: most frees skip the search
-    for (; next < n_ops && ops[next].kind != Op::Kind::Compute && run_ops.size() < max_run; ++next) {
+    for (; next < n_ops && ops[next].kind != Op::Kind::Compute && n_run < max_run; ++next) {
       const Op& o = ops[next];
       if (o.kind == Op::Kind::Free) {
-        bool allocated_in_run = false;
+        // The latest op of this id in the run, if any: an alloc gives its pointer when it has
+        // run; a free (a second free of the buffer) leaves nothing to free, as the table would.
+        int latest = -1;
         if (allocated_bits >> (o.id % 64) & 1)
-          for (const PendingOp& p : run_ops) allocated_in_run |= p.op->kind == Op::Kind::Alloc && p.op->id == o.id;
-        if (allocated_in_run) break;
-        run_ops.push_back({&o, live.take(o.id).value_or(0), {}, false});
+          for (int q = static_cast<int>(n_run); q-- > 0;)
+            if (run_ops[q].op->id == o.id) {
+              latest = q;
+              break;
+            }
+        if (latest < 0)
+          run_ops[n_run++] = {&o, live.take(o.id).value_or(0), {}, false, false, -1};
+        else
+          run_ops[n_run++] = {&o, 0, {}, false, false, run_ops[latest].op->kind == Op::Kind::Alloc ? latest : -1};
       } else {
         allocated_bits |= std::uint64_t(1) << (o.id % 64);
-        run_ops.push_back({&o, 0, {}, false});
+        run_ops[n_run++] = {&o, 0, {}, false, false, -1};
       }
     }
     std::size_t k = 0;
-    while (k < run_ops.size()) {
+    while (k < n_run) {
       const std::size_t first = k;
       const bool sample = sampling_usage();
       bool failed = false;
       const TickClock::Ticks t = TickClock::now();
-      for (; k < run_ops.size(); ++k) {
+      for (; k < n_run; ++k) {
         PendingOp& p = run_ops[k];
         if (p.op->kind == Op::Kind::Alloc) {
           if (skipping) {
@@ -212,8 +262,12 @@ struct CaseRun {
             break;
           }
           p.ptr = *ptr;
-        } else if (p.ptr) {
-          allocator.deallocate(p.ptr);
+          p.made = true;
+        } else {
+          // Its alloc failed or was skipped (rare: after an OOM): what the table holds, as a
+          // free in a run of its own would have found.
+          if (p.src >= 0) p.ptr = run_ops[p.src].made ? run_ops[p.src].ptr : live.take(p.op->id).value_or(0);
+          if (p.ptr) allocator.deallocate(p.ptr);
         }
         p.after = allocator.in_use();
         track(p.after);
@@ -224,6 +278,7 @@ struct CaseRun {
         if (p.skipped) continue;
         const std::uint64_t event = m.events++;
         if (p.op->kind == Op::Kind::Alloc) live.put(p.op->id, p.ptr);
+        if (p.src >= 0 && run_ops[p.src].made) live.take(p.op->id);  // put by its alloc above
         if (p.op->kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
         record_timeline(event, p.op->kind == Op::Kind::Alloc ? 'a' : 'f', *p.op, false);
         if (sample) record_usage(event, step, p.after);
@@ -236,7 +291,7 @@ struct CaseRun {
       if (settings.on_oom == OnOom::Stop) {
         stop = true;
         // The frees not made stay live (released when the run ends).
-        for (; k < run_ops.size(); ++k)
+        for (; k < n_run; ++k)
           if (run_ops[k].op->kind == Op::Kind::Free && run_ops[k].ptr) live.put(run_ops[k].op->id, run_ops[k].ptr);
       }
     }
@@ -280,16 +335,20 @@ struct CaseRun {
     const std::uint64_t steps =
         settings.max_steps ? std::min(settings.max_steps, workload.num_steps()) : workload.num_steps();
     const std::uint64_t steps_known = steps == Workload::kUnknownSteps ? 0 : steps;
-    bool stop = false;
+    bool stop = false, ended = false;
     if (!device.simulated()) device.synchronize();
     TickCalibration clock;
     clock.start();
-    std::optional<StepOpsAhead> maker(std::in_place, workload, steps);
-    for (std::uint64_t step = 0; step < steps && !stop; ++step) {
+    std::optional<StepOpsAhead> maker(std::in_place, workload, steps, need ? nullptr : need_tracker);
+    std::uint64_t step = 0;
+    for (; step < steps && !stop; ++step) {
       const TickClock::Ticks g = TickClock::now();
       const StepOpsAhead::Step& made = maker->get(step);
       generation_ticks += TickClock::now() - g;
-      if (made.info.end) break;
+      if (made.info.end) {
+        ended = true;
+        break;
+      }
       ctx.step = step;
       {
         const MemoryInUse u = allocator.in_use();  // what the step starts with counts for it
@@ -326,13 +385,16 @@ struct CaseRun {
         AllocatorStats s = allocator.stats();
         result.steps.push_back({step, s.allocated_bytes, s.reserved_bytes, s.peak_allocated_bytes,
                                 s.peak_reserved_bytes, m.ooms, step_peak_allocated, step_peak_reserved,
-                                step < need.step_peak_requested_bytes.size() ? need.step_peak_requested_bytes[step]
-                                                                             : 0,
+                                need && step < need->step_peak_requested_bytes.size()
+                                    ? need->step_peak_requested_bytes[step]
+                                    : 0,
                                 peak_reserved, allocated_at_peak_reserved});
       }
       if (progress) progress(repeat_index, step + 1, steps_known);
     }
     maker.reset();  // its worker is done with the workload before anything else happens to it
+    // The tracker saw every step of the workload unless an OOM stopped the run early.
+    need_complete = ended || (step == steps && !stop);
     const TickClock::Ticks sync_start = TickClock::now();
     if (!device.simulated()) device.synchronize();
     const TickClock::Ticks sync_ticks = TickClock::now() - sync_start;
@@ -389,7 +451,10 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
   result.options = spec.options;
   result.allocator_label = allocator_label(spec.allocator, spec.options);
   result.need = spec.need;
-  if (!result.need) {  // one pass over a workload of its own, apart from the timed runs
+  // Without a need given: on the GPU one pass over a workload of its own, apart from the timed
+  // runs (nothing is added to the thread that calls the allocator); on sim the first run's own
+  // steps, read once (a pass of its own only when an OOM stopped that run early).
+  if (!result.need && resolve_device(device_spec.choice) != DeviceChoice::Sim) {
     auto workload = spec.make_workload();
     result.need = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, settings.max_steps));
   }
@@ -445,13 +510,28 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
         result.memory_modeled = memory_modeled(spec.allocator, device->simulated());
         result.device = device->info();
       }
-      CaseRun run{settings, *device, *allocator, *workload, *result.need, result, r == 0, gate ? &*gate : nullptr};
+      NeedTracker tracker;
+      CaseRun run{settings, *device, *allocator, *workload, result.need.get(), &tracker, result, r == 0,
+                  gate ? &*gate : nullptr};
       run.run(progress, r);
+      if (!result.need) {
+        if (run.need_complete) {
+          result.need = std::make_shared<const WorkloadNeed>(tracker.finish());
+        } else {
+          auto whole = spec.make_workload();
+          result.need = std::make_shared<const WorkloadNeed>(compute_workload_need(*whole, settings.max_steps));
+        }
+        run.finish_need(*result.need);
+      }
       result.runs.push_back(run.m);
     } catch (const DeviceError& e) {
       result.error = e.what();
       break;
     }
+  }
+  if (!result.need) {  // the first run could not run: the need still belongs in the results
+    auto workload = spec.make_workload();
+    result.need = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, settings.max_steps));
   }
   return result;
 }

@@ -2,6 +2,8 @@
 // (Workload::makes_ops_ahead), a worker thread makes step k + 1 while the runner's thread runs
 // step k, so the thread that launches kernels and calls the allocator spends no time making
 // events (the harness must not be what is measured); otherwise each step is made on demand.
+// Given a NeedTracker, each step made (the end step excepted) is added to it, in step order, on
+// the thread that made it: the workload's need without a pass of its own.
 #pragma once
 
 #include <condition_variable>
@@ -11,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/run/workload_need.h"
 #include "workloads/workload.h"
 
 namespace gmb {
@@ -23,8 +26,9 @@ class StepOpsAhead {
     StepInfo info;
   };
 
-  StepOpsAhead(Workload& workload, std::uint64_t steps)
-      : workload_(workload), steps_(steps), threaded_(workload.makes_ops_ahead() && steps > 1) {
+  // `need` (may be null) is read by the caller only once this object is destroyed.
+  StepOpsAhead(Workload& workload, std::uint64_t steps, NeedTracker* need = nullptr)
+      : workload_(workload), steps_(steps), threaded_(workload.makes_ops_ahead() && steps > 1), need_(need) {
     if (threaded_) worker_ = std::thread([this] { work(); });
   }
   ~StepOpsAhead() {
@@ -66,6 +70,7 @@ class StepOpsAhead {
     s.ops.clear();
     s.info = StepInfo{};
     workload_.step_ops(step, s.ops, s.info);
+    if (need_ && !s.info.end) need_->add_step(s.ops);
   }
   void ask(std::uint64_t step) { asked_ = step, has_ask_ = true; }  // mu_ held
 
@@ -94,6 +99,7 @@ class StepOpsAhead {
   Workload& workload_;
   const std::uint64_t steps_;
   const bool threaded_;
+  NeedTracker* const need_;
   Step slots_[2];
   std::thread worker_;
   std::mutex mu_;

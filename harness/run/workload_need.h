@@ -1,11 +1,14 @@
-// The workload's own need (WorkloadNeed, results.h): one pass over its events, before and apart
-// from the timed runs, through the Workload interface only (step by step, so a streamed trace
-// streams here too).
+// The workload's own need (WorkloadNeed, results.h): the live requested bytes over its events,
+// apart from any allocator, step by step through the Workload interface only (so a streamed
+// trace streams here too). On sim the runner feeds the run's own steps to a NeedTracker (the
+// workload is then read once, not twice); compute_workload_need is the separate pass.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "harness/run/buffer_table.h"
 #include "harness/run/results.h"
 #include "workloads/workload.h"
 
@@ -16,8 +19,28 @@ namespace gmb {
 // a segment holds beyond its blocks is the allocator's choice, not the workload's need).
 Bytes torch_rounded_size(Bytes requested);
 
+// The need accumulated step by step: add_step() with the ops of steps 0, 1, ... in order (the
+// end step of a workload of unknown length is not a step), then finish() once. Frees of ids
+// that are not live are ignored (a run without an OOM has none).
+class NeedTracker {
+ public:
+  void add_step(const std::vector<Op>& ops);
+  WorkloadNeed finish();
+
+ private:
+  // Sums of live bytes are kept in 128 bits (a trace may ask for 2^64 - 1 bytes, then more) and
+  // reported saturated at 2^64 - 1: more than any card, never wrapped to a small number.
+  using Wide = unsigned __int128;
+  static Bytes saturated(Wide v) { return v > UINT64_MAX ? UINT64_MAX : static_cast<Bytes>(v); }
+
+  WorkloadNeed need_;
+  BufferTable live_;  // id -> requested bytes
+  Wide requested_ = 0, rounded_ = 0;
+  std::uint64_t event_ = 0, step_ = 0;
+};
+
 // Walks steps 0 .. min(max_steps, num_steps()) - 1 (max_steps 0: all) of a workload that has
-// not run yet. Frees of ids that are not live are ignored (a run without an OOM has none).
+// not run yet.
 WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps);
 
 }  // namespace gmb

@@ -15,7 +15,6 @@
 #include "harness/io/atomic_write.h"
 #include "harness/report/report.h"
 #include "harness/run/stop_request.h"
-#include "harness/run/workload_need.h"
 
 namespace gmb {
 
@@ -159,12 +158,11 @@ SweepResult run_sweep(const Config& config, const DeviceSpec& device, const std:
       out.stopped = true;
       break;
     }
-    if (!needs[c.workload_index]) {
-      auto workload = config.workloads[c.workload_index].make();
-      needs[c.workload_index] = std::make_shared<const WorkloadNeed>(compute_workload_need(*workload, config.run.max_steps));
-    }
+    // The first case of a workload computes its need (run_case: on sim from its own run); the
+    // others reuse it.
     out.report.cases.push_back(
         run_planned_case(config, device, c, out.report, files, observer, needs[c.workload_index]));
+    if (!needs[c.workload_index]) needs[c.workload_index] = out.report.cases.back().need;
     ++out.ran;
   }
   if (resume) {  // files of other cases (another config, flags or version) stay, out of the tables

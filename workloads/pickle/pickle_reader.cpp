@@ -145,6 +145,12 @@ class Builder {
     std::size_t n = b.size();
     if (n == 0) return add_int(0);
     const bool negative = static_cast<unsigned char>(b[n - 1]) & 0x80;
+    if (n <= 8) {  // the common case (addresses, times): the bytes sign-extended
+      std::uint64_t v = 0;
+      for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t(static_cast<unsigned char>(b[i])) << (8 * i);
+      if (negative && n < 8) v |= ~std::uint64_t(0) << (8 * n);
+      return add_int(static_cast<std::int64_t>(v));
+    }
     const char fill = negative ? '\xff' : '\x00';
     while (n > 1 && b[n - 1] == fill && ((static_cast<unsigned char>(b[n - 2]) & 0x80) != 0) == negative) --n;
     if (n <= 8) {
@@ -170,6 +176,20 @@ class Builder {
     return stack_.back();
   }
   std::size_t base() const { return marks_.empty() ? 0 : marks_.back(); }
+  // APPENDS, SETITEMS: the errors of pop_mark() then top(), before anything is popped.
+  void check_container_below_mark() {
+    if (marks_.empty()) fail(op_at_, "the opcode needs a MARK but there is none");
+    const std::size_t below = marks_.size() > 1 ? marks_[marks_.size() - 2] : 0;
+    if (marks_.back() <= below) fail(op_at_, "the opcode needs a value but the stack is empty here");
+  }
+  // The values above the last mark, appended to `out`, then popped with the mark.
+  void pop_mark_into(std::vector<Ref>& out) {
+    if (marks_.empty()) fail(op_at_, "the opcode needs a MARK but there is none");
+    const std::size_t m = marks_.back();
+    marks_.pop_back();
+    out.insert(out.end(), stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    stack_.resize(m);
+  }
   // Pops the values above the last mark and the mark.
   std::vector<Ref> pop_mark() {
     if (marks_.empty()) fail(op_at_, "the opcode needs a MARK but there is none");
@@ -436,9 +456,9 @@ class Builder {
         return;
       }
       case 'e': {  // APPENDS
-        auto items = pop_mark();
-        auto& list = container(top(), Type::List, Type::List, "APPENDS");
-        list.insert(list.end(), items.begin(), items.end());
+        check_container_below_mark();
+        auto& list = container(stack_[marks_.back() - 1], Type::List, Type::List, "APPENDS");
+        pop_mark_into(list);
         return;
       }
       case 0x90: {  // ADDITEMS
@@ -454,8 +474,11 @@ class Builder {
         return;
       }
       case 'u': {  // SETITEMS
-        auto kv = pop_mark();
-        set_items(top(), kv, "SETITEMS");
+        check_container_below_mark();
+        auto& items = container(stack_[marks_.back() - 1], Type::Dict, Type::Dict, "SETITEMS");
+        if ((stack_.size() - marks_.back()) % 2)
+          fail(op_at_, fmt::format("SETITEMS with an odd number of values ({})", stack_.size() - marks_.back()));
+        pop_mark_into(items);
         return;
       }
       // Memo.
