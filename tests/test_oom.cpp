@@ -664,3 +664,57 @@ TEST(OomUsageWindow, LongRunsKeepTheLastEventsBeforeTheOomInOrder) {
     }
   }
 }
+
+// On sim run_case computes the need from the run's own steps (the workload is read once) and
+// classifies the OOMs met before it is known when the run ends; a run stopped by an OOM gets it
+// from a pass of its own. Either way every figure is what the separate pass gives.
+TEST(WorkloadNeed, ARunOnSimClassifiesItsOomsAsTheSeparatePassDoes) {
+  const gmb::Config config = gmb::load_config(source_path("configs/fragmentation_oom.yaml"));
+  const auto& w = config.workloads.at(0);
+  const auto given = std::make_shared<const gmb::WorkloadNeed>(gmb::compute_workload_need(*w.make(), 0));
+  std::size_t fragmentation = 0, capacity = 0;
+  std::vector<gmb::Bytes> capacities = config.capacities;  // 1.75 and 2 GiB: fragmentation OOMs
+  capacities.push_back(1024 * MiB);                        // below the 1600 MiB need: capacity OOMs
+  for (gmb::OnOom policy : {gmb::OnOom::Continue, gmb::OnOom::Stop, gmb::OnOom::SkipStep})
+    for (gmb::Bytes cap : capacities)
+      for (const auto& a : config.allocators) {
+        SCOPED_TRACE(fmt::format("{} {} at {} MiB", a.name, gmb::to_string(policy), cap / MiB));
+        gmb::DeviceSpec dev;
+        dev.choice = gmb::DeviceChoice::Sim;
+        dev.capacity_bytes = cap;
+        gmb::RunSettings settings = config.run;
+        settings.on_oom = policy;
+        settings.repeat = 2;
+        const gmb::CaseResult own = gmb::run_case({a.name, a.options, w.make}, dev, settings);
+        const gmb::CaseResult separate = gmb::run_case({a.name, a.options, w.make, given}, dev, settings);
+        ASSERT_TRUE(own.need);
+        EXPECT_EQ(own.need->peak_requested_bytes, given->peak_requested_bytes);
+        EXPECT_EQ(own.need->peak_requested_event, given->peak_requested_event);
+        EXPECT_EQ(own.need->peak_rounded_bytes, given->peak_rounded_bytes);
+        EXPECT_EQ(own.need->events, given->events);
+        EXPECT_EQ(own.need->step_peak_requested_bytes, given->step_peak_requested_bytes);
+        EXPECT_EQ(own.need->requested_from_step_bytes, given->requested_from_step_bytes);
+        ASSERT_EQ(own.runs.size(), 2u);
+        for (std::size_t r = 0; r < 2; ++r) {
+          EXPECT_EQ(own.runs[r].ooms, separate.runs[r].ooms);
+          EXPECT_EQ(own.runs[r].capacity_ooms, separate.runs[r].capacity_ooms);
+          EXPECT_EQ(own.runs[r].fragmentation_ooms, separate.runs[r].fragmentation_ooms);
+          ASSERT_EQ(own.runs[r].first_oom.has_value(), separate.runs[r].first_oom.has_value());
+          if (own.runs[r].first_oom) {
+            EXPECT_EQ(own.runs[r].first_oom->kind, separate.runs[r].first_oom->kind);
+            EXPECT_EQ(own.runs[r].first_oom->need_from_here_bytes, separate.runs[r].first_oom->need_from_here_bytes);
+          }
+        }
+        fragmentation += own.runs[0].fragmentation_ooms;
+        capacity += own.runs[0].capacity_ooms;
+        ASSERT_EQ(own.oom_events.size(), separate.oom_events.size());
+        for (std::size_t i = 0; i < own.oom_events.size(); ++i) {
+          EXPECT_EQ(own.oom_events[i].kind, separate.oom_events[i].kind) << i;
+          EXPECT_EQ(own.oom_events[i].need_from_here_bytes, separate.oom_events[i].need_from_here_bytes) << i;
+        }
+        ASSERT_EQ(own.steps.size(), separate.steps.size());
+        for (std::size_t i = 0; i < own.steps.size(); ++i) EXPECT_EQ(own.steps[i].need_bytes, separate.steps[i].need_bytes) << i;
+      }
+  EXPECT_GT(fragmentation, 0u) << "the config has fragmentation OOMs: the comparison covers them";
+  EXPECT_GT(capacity, 0u) << "and capacity OOMs";
+}
