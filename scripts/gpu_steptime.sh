@@ -5,16 +5,20 @@
 # cut short still brings back what it finished.
 #
 #   OUT=/some/dir bash scripts/gpu_steptime.sh        # default OUT: ./gpu_out
-#   DEADLINE_S=300 STEPS=12                           # the defaults
+#   DEADLINE_S=300 STEPS=12 LOOP_STEPS=6              # the defaults
+#   SECTIONS=loop                                     # only the loop section (default: all but loop)
 #
 # Brings back $OUT/steptime_gpu.tar.gz: steptime_gpu/{run.log,environment.txt,build.log,
-# step_probe.json,step_probe.log,ops_0.csv (dynamic_seq),ops_1.csv (fixed_seq)}.
+# step_probe.json,step_probe.log,ops_0.csv.gz (dynamic_seq),ops_1.csv.gz (fixed_seq), with the loop
+# section ops_loop_{0,1}_{0,1}.csv.gz (config, managed)}.
 # devices/step_time_model.h fits its constants from these (docs/STEP_TIME.md).
 set -u
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT="${OUT:-$PWD/gpu_out}"
 STEPS="${STEPS:-12}"
+LOOP_STEPS="${LOOP_STEPS:-6}"
+SECTIONS="${SECTIONS:-launch,waits,managed,ops}"
 START=$(date +%s)
 DEADLINE=$((START + ${DEADLINE_S:-300}))
 WORK="$(mktemp -d)/steptime_gpu"
@@ -48,9 +52,9 @@ if ! guarded cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebIn
 fi
 pack
 
-log "step_probe (launch, waits, managed; ops of dynamic_seq and fixed_seq, $STEPS steps)"
+log "step_probe ($SECTIONS; dynamic_seq and fixed_seq, $STEPS steps, loop $LOOP_STEPS steps)"
 (cd "$WORK" && guarded "$OLDPWD/build-gpu/gmb_step_probe" --config "$OLDPWD/configs/dynamic_seq.yaml" \
-   --config "$OLDPWD/configs/fixed_seq.yaml" --steps "$STEPS" --ops "$WORK/ops" \
+   --config "$OLDPWD/configs/fixed_seq.yaml" --steps "$STEPS" --loop-steps "$LOOP_STEPS" --sections "$SECTIONS" --ops "$WORK/ops" \
    > "$WORK/step_probe.json" 2> "$WORK/step_probe.log") || { log "step_probe: exit $?"; status=1; }
 tail -5 "$WORK/step_probe.log" | tee -a "$LOG"
 gzip -f "$WORK"/ops_*.csv 2>/dev/null

@@ -15,6 +15,9 @@
 //   waits    which calls wait for queued GPU work: each call timed on the host with the GPU idle
 //            and again with ~20 ms of kernels queued (cudaMalloc, cudaFree, cudaMallocAsync,
 //            cudaFreeAsync, cudaMemPoolTrimTo, cudaMallocManaged, cudaFree of managed memory).
+//   loop     (--sections loop) the ops of --loop-steps steps as a training loop runs them through
+//            cudaMalloc, and through cudaMallocManaged + cudaMemPrefetchAsync, with no
+//            synchronization: each call's host time and whether the GPU was still busy.
 //   managed  cudaMallocManaged + cudaMemPrefetchAsync + a kernel writing it + cudaFree, by size,
 //            medians of 5: host time of each call, GPU time of the prefetch and of the first and
 //            second kernel over the range; and the first kernel without a prefetch.
@@ -29,6 +32,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,6 +50,12 @@ void ck(cudaError_t e, const char* what) {
 }
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+// The modeled GPU time, whether the workload says it as seconds or as a ModeledKernel.
+template <typename T>
+double gpu_seconds_of(const T& modeled) {
+  if constexpr (std::is_arithmetic_v<T>) return modeled;
+  else return modeled.gpu_seconds;
 }
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -135,7 +145,7 @@ std::string ops_section(Gpu& gpu, const std::string& config_path, std::uint64_t 
         const double h = now_s() - t;
         ck(cudaEventRecord(gpu.e1, gpu.stream), "cudaEventRecord");
         const double g = gpu.elapsed();
-        const double m = tw->modeled_seconds(c);
+        const double m = gpu_seconds_of(tw->modeled_seconds(c));
         const bool gemm = c.kind == ComputeDesc::Kind::Gemm;
         csv << fmt::format("{},{},{},{},{},0,{},{},{},{},{},{},{:.9f},{:.9f},{:.9f}\n", cfg.name, step, i,
                            gemm ? "gemm" : "touch", c.name, c.flops, c.bytes, gemm ? c.gemm.m : 0,
@@ -153,6 +163,79 @@ std::string ops_section(Gpu& gpu, const std::string& config_path, std::uint64_t 
       "\"modeled_s\": {:.6f}, \"gpu_s\": {:.6f}, \"launch_host_s\": {:.6f}, \"malloc_host_s\": {:.6f}, "
       "\"free_host_s\": {:.6f}}}",
       cfg.name, steps, n_compute, n_gemm, n_malloc, n_free, sum_modeled, sum_gpu, sum_launch, sum_malloc, sum_free);
+}
+
+// --- loop ---
+// The same ops as a training loop runs them through cudaMalloc (managed = false) or
+// cudaMallocManaged + cudaMemPrefetchAsync (managed = true), with no synchronization between
+// them: each call's host time, and whether the GPU still had work queued when it was made.
+std::string loop_section(Gpu& gpu, const std::string& config_path, std::uint64_t steps, bool managed,
+                         const std::string& csv_path) {
+  Config cfg = load_config(config_path);
+  auto wl = cfg.workloads.at(0).make();
+  std::map<BufferId, std::pair<void*, Bytes>> live;
+  ComputeContext ctx;
+  ctx.real_gpu = true;
+  ctx.stream = gpu.stream;
+  ctx.buffer = [&](BufferId id) -> std::optional<DevPtr> {
+    auto it = live.find(id);
+    if (it == live.end()) return std::nullopt;
+    return reinterpret_cast<DevPtr>(it->second.first);
+  };
+  wl->prepare(ctx);
+  std::ofstream csv(csv_path);
+  csv << "config,managed,step,op,kind,bytes,gpu_busy,host_s\n";
+  std::vector<Op> ops;
+  std::vector<double> step_s;
+  cudaMemLocation loc{};
+  loc.type = cudaMemLocationTypeDevice;
+  loc.id = 0;
+  for (std::uint64_t step = 0; step < steps && step < wl->num_steps(); ++step) {
+    ops.clear();
+    StepInfo info;
+    wl->step_ops(step, ops, info);
+    ctx.step = step;
+    const double t_step = now_s();
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      const bool busy = cudaStreamQuery(gpu.stream) == cudaErrorNotReady;
+      const char* kind = "compute";
+      Bytes bytes = 0;
+      const double t = now_s();
+      if (op.kind == Op::Kind::Alloc) {
+        void* p = nullptr;
+        bytes = std::max<Bytes>(op.bytes, 1);
+        if (managed) {
+          ck(cudaMallocManaged(&p, bytes), "cudaMallocManaged");
+          ck(cudaMemPrefetchAsync(p, bytes, loc, 0, gpu.stream), "cudaMemPrefetchAsync");
+        } else {
+          ck(cudaMalloc(&p, bytes), "cudaMalloc");
+        }
+        live[op.id] = {p, bytes};
+        kind = "malloc";
+      } else if (op.kind == Op::Kind::Free) {
+        auto it = live.find(op.id);
+        if (it == live.end()) continue;
+        bytes = it->second.second;
+        ck(cudaFree(it->second.first), "cudaFree");
+        live.erase(it);
+        kind = "free";
+      } else {
+        wl->compute(op, ctx);
+      }
+      const double h = now_s() - t;
+      csv << fmt::format("{},{},{},{},{},{},{},{:.9f}\n", cfg.name, managed ? 1 : 0, step, i, kind, bytes, busy ? 1 : 0, h);
+    }
+    gpu.sync();
+    step_s.push_back(now_s() - t_step);
+    fmt::print(stderr, "loop: {} managed={} step {} {:.1f} ms\n", cfg.name, managed, step, step_s.back() * 1e3);
+  }
+  wl->finish();
+  for (auto& [id, p] : live) cudaFree(p.first);
+  if (!csv.good()) throw std::runtime_error("step_probe: cannot write " + csv_path);
+  std::string list;
+  for (double v : step_s) list += fmt::format("{}{:.6f}", list.empty() ? "" : ", ", v);
+  return fmt::format("{{\"config\": \"{}\", \"managed\": {}, \"step_s\": [{}]}}", cfg.name, managed, list);
 }
 
 // --- launch ---
@@ -329,14 +412,17 @@ std::string managed_section(Gpu& gpu) {
 int main(int argc, char** argv) {
   std::vector<std::string> configs;
   std::string ops_prefix = "ops";
-  std::uint64_t steps = 3;
+  std::uint64_t steps = 3, loop_steps = 0;
+  std::string sections = "launch,waits,managed,ops";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--config" && i + 1 < argc) configs.push_back(argv[++i]);
     else if (a == "--steps" && i + 1 < argc) steps = std::stoull(argv[++i]);
     else if (a == "--ops" && i + 1 < argc) ops_prefix = argv[++i];
+    else if (a == "--loop-steps" && i + 1 < argc) loop_steps = std::stoull(argv[++i]);
+    else if (a == "--sections" && i + 1 < argc) sections = argv[++i];
     else {
-      fmt::print(stderr, "usage: gmb_step_probe [--config FILE]... [--steps N] [--ops CSV_PREFIX]\n");
+      fmt::print(stderr, "usage: gmb_step_probe [--config FILE]... [--steps N] [--loop-steps N] [--ops CSV_PREFIX] [--sections launch,waits,managed,ops,loop]\n");
       return 2;
     }
   }
@@ -356,11 +442,17 @@ int main(int argc, char** argv) {
   };
   try {
     Gpu gpu;
-    section("launch", [&] { return launch_section(gpu); });
-    section("waits", [&] { return waits_section(gpu); });
-    section("managed", [&] { return managed_section(gpu); });
-    for (std::size_t i = 0; i < configs.size(); ++i)
+    auto wanted = [&](const char* name) { return ("," + sections + ",").find(std::string(",") + name + ",") != std::string::npos; };
+    if (wanted("launch")) section("launch", [&] { return launch_section(gpu); });
+    if (wanted("waits")) section("waits", [&] { return waits_section(gpu); });
+    if (wanted("managed")) section("managed", [&] { return managed_section(gpu); });
+    for (std::size_t i = 0; i < configs.size() && wanted("ops"); ++i)
       section(fmt::format("ops_{}", i), [&] { return ops_section(gpu, configs[i], steps, fmt::format("{}_{}.csv", ops_prefix, i)); });
+    for (std::size_t i = 0; i < configs.size() && wanted("loop"); ++i)
+      for (int managed = 0; managed < 2; ++managed)
+        section(fmt::format("loop_{}_{}", i, managed ? "managed" : "malloc"), [&] {
+          return loop_section(gpu, configs[i], loop_steps, managed, fmt::format("{}_loop_{}_{}.csv", ops_prefix, i, managed));
+        });
   } catch (const std::exception& e) {
     fmt::print(stderr, "step_probe: {}\n", e.what());
     return 1;
