@@ -10,6 +10,7 @@
 #include "allocators/cuda_managed/cuda_managed.h"
 #include "allocators/cuda_mempool/cuda_mempool.h"
 #include "allocators/ideal/ideal_allocator.h"
+#include "allocators/vmm_stitch/vmm_stitch_allocator.h"
 #ifdef GMB_HAS_TORCH_CACHING
 #include "allocators/torch_caching/torch_caching.h"
 #endif
@@ -39,6 +40,10 @@ const std::vector<AllocatorEntry>& allocator_registry() {
        {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/false},
        bfc_options(),
        validate_bfc_options, make_bfc_allocator},
+      {"vmm_stitch", "GMLake's virtual memory stitching: free physical chunks mapped into one new virtual range",
+       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/false},
+       vmm_stitch_options(),
+       validate_vmm_stitch_options, make_vmm_stitch_allocator},
       {"ideal", "the lower bound: the live bytes perfectly packed (no rounding unless asked, no fragmentation)",
        {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/false, /*replayable_in_pytorch=*/false,
         /*runs_on_sim=*/true, /*lower_bound=*/true},

@@ -43,7 +43,8 @@ Device& device() {
 
 std::uint64_t driver_calls(const DeviceCounters& c) {
   return c.mallocs + c.frees + c.vmm_maps + c.vmm_unmaps + c.managed_mallocs + c.managed_frees +
-         c.async_mallocs + c.async_frees;
+         c.async_mallocs + c.async_frees + c.handle_creates + c.handle_releases + c.handle_maps +
+         c.handle_unmaps;
 }
 
 void alloc_free(benchmark::State& state, const std::string& allocator, Bytes bytes) {

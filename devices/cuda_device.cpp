@@ -131,6 +131,7 @@ class CudaDevice final : public Device {
     cudaDeviceSynchronize();
     for (auto& [id, s] : streams_) cudaStreamDestroy(static_cast<cudaStream_t>(s));
     for (auto& [h, pool] : pools_) cudaMemPoolDestroy(pool);
+    for (auto& [id, handle] : physical_) cu().mem_release(handle.first);
     if (ballast_) cudaFree(ballast_);
   }
 
@@ -153,7 +154,7 @@ class CudaDevice final : public Device {
 
   Bytes vmm_granularity() const override { return granularity_; }
 
-  std::optional<DevPtr> reserve_address_range(Bytes bytes) override {
+  std::optional<DevPtr> do_reserve_address_range(Bytes bytes) override {
     CUdeviceptr p = 0;
     CUresult r = cu().mem_address_reserve(&p, bytes, 0, 0, 0);
     if (is_oom(r)) return std::nullopt;
@@ -161,7 +162,7 @@ class CudaDevice final : public Device {
     return static_cast<DevPtr>(p);
   }
 
-  void release_address_range(DevPtr base, Bytes bytes) override {
+  void do_release_address_range(DevPtr base, Bytes bytes) override {
     check(cu().mem_address_free(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
   }
 
@@ -191,6 +192,41 @@ class CudaDevice final : public Device {
       check(cu().mem_release(it->second.first), "cuMemRelease");
       it = handles_.erase(it);
     }
+  }
+
+  std::optional<PhysicalHandle> do_create_physical(Bytes bytes) override {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle handle{};
+    CUresult r = cu().mem_create(&handle, bytes, &prop, 0);
+    if (is_oom(r)) return std::nullopt;
+    check(r, "cuMemCreate");
+    const PhysicalHandle id = ++physical_seq_;
+    physical_[id] = {handle, bytes};
+    return id;
+  }
+
+  void do_release_physical(PhysicalHandle id) override {
+    auto it = physical_.find(id);
+    if (it == physical_.end()) throw DeviceError(fmt::format("cuMemRelease of unknown handle {}", id));
+    check(cu().mem_release(it->second.first), "cuMemRelease");
+    physical_.erase(it);
+  }
+
+  void do_map_physical(DevPtr addr, PhysicalHandle id) override {
+    const auto& [handle, bytes] = physical_.at(id);
+    check(cu().mem_map(static_cast<CUdeviceptr>(addr), bytes, 0, handle, 0), "cuMemMap");
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = 0;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    check(cu().mem_set_access(static_cast<CUdeviceptr>(addr), bytes, &access, 1), "cuMemSetAccess");
+  }
+
+  void do_unmap_physical(DevPtr addr, Bytes bytes) override {
+    check(cu().mem_unmap(static_cast<CUdeviceptr>(addr), bytes), "cuMemUnmap");
   }
 
   std::optional<DevPtr> do_malloc_managed(Bytes bytes) override {
@@ -316,6 +352,8 @@ class CudaDevice final : public Device {
   void* ballast_ = nullptr;
   Bytes baseline_free_ = 0;
   std::map<DevPtr, std::pair<CUmemGenericAllocationHandle, Bytes>> handles_;
+  std::map<PhysicalHandle, std::pair<CUmemGenericAllocationHandle, Bytes>> physical_;  // create_physical's
+  PhysicalHandle physical_seq_ = 0;
   std::map<StreamId, void*> streams_;
   std::map<PoolHandle, cudaMemPool_t> pools_;
   PoolHandle next_pool_ = 0;

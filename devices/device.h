@@ -31,6 +31,10 @@ struct DeviceInfo {
 struct DeviceCounters {
   std::uint64_t mallocs = 0, frees = 0;
   std::uint64_t vmm_maps = 0, vmm_unmaps = 0;
+  // The driver's virtual memory calls one by one (vmm_stitch): cuMemAddressReserve/Free,
+  // cuMemCreate/cuMemRelease of a physical handle, cuMemMap(+cuMemSetAccess)/cuMemUnmap of one.
+  std::uint64_t address_reserves = 0, address_frees = 0;
+  std::uint64_t handle_creates = 0, handle_releases = 0, handle_maps = 0, handle_unmaps = 0;
   std::uint64_t managed_mallocs = 0, managed_frees = 0;
   std::uint64_t async_mallocs = 0, async_frees = 0;
   std::uint64_t synchronizes = 0;
@@ -76,8 +80,14 @@ class Device {
   // cuMemUnmap+cuMemRelease, cuMemAddressFree). map() returns false when physical memory
   // is exhausted. Addresses and sizes are multiples of vmm_granularity().
   virtual Bytes vmm_granularity() const = 0;
-  virtual std::optional<DevPtr> reserve_address_range(Bytes bytes) = 0;
-  virtual void release_address_range(DevPtr base, Bytes bytes) = 0;
+  std::optional<DevPtr> reserve_address_range(Bytes bytes) {
+    ++counters_.address_reserves;
+    return do_reserve_address_range(bytes);
+  }
+  void release_address_range(DevPtr base, Bytes bytes) {
+    ++counters_.address_frees;
+    do_release_address_range(base, bytes);
+  }
   bool map(DevPtr addr, Bytes bytes) {
     ++counters_.vmm_maps;
     return do_map(addr, bytes);
@@ -85,6 +95,31 @@ class Device {
   void unmap(DevPtr addr, Bytes bytes) {
     ++counters_.vmm_unmaps;
     do_unmap(addr, bytes);
+  }
+
+  // The same calls one at a time, for allocators that map one physical allocation at several
+  // addresses (vmm_stitch). create_physical: cuMemCreate of `bytes` (a multiple of
+  // vmm_granularity()) of device memory, nullopt when it is exhausted; release_physical:
+  // cuMemRelease (the memory goes back once no mapping of it is left). map_physical: cuMemMap of
+  // the whole handle at addr (inside a reserved range) and cuMemSetAccess read/write for this
+  // GPU; unmap_physical: cuMemUnmap of exactly one such mapping. cuMemUnmap does not wait for
+  // work still using the memory: the caller synchronizes first.
+  using PhysicalHandle = std::uint64_t;
+  std::optional<PhysicalHandle> create_physical(Bytes bytes) {
+    ++counters_.handle_creates;
+    return do_create_physical(bytes);
+  }
+  void release_physical(PhysicalHandle handle) {
+    ++counters_.handle_releases;
+    do_release_physical(handle);
+  }
+  void map_physical(DevPtr addr, PhysicalHandle handle) {
+    ++counters_.handle_maps;
+    do_map_physical(addr, handle);
+  }
+  void unmap_physical(DevPtr addr, Bytes bytes) {
+    ++counters_.handle_unmaps;
+    do_unmap_physical(addr, bytes);
   }
 
   // cudaMallocManaged / cudaFree of managed memory (the allocator enforces the safety cap).
@@ -135,8 +170,14 @@ class Device {
  private:
   virtual std::optional<DevPtr> do_malloc(Bytes bytes) = 0;
   virtual void do_free(DevPtr ptr) = 0;
+  virtual std::optional<DevPtr> do_reserve_address_range(Bytes bytes) = 0;
+  virtual void do_release_address_range(DevPtr base, Bytes bytes) = 0;
   virtual bool do_map(DevPtr addr, Bytes bytes) = 0;
   virtual void do_unmap(DevPtr addr, Bytes bytes) = 0;
+  virtual std::optional<PhysicalHandle> do_create_physical(Bytes bytes) = 0;
+  virtual void do_release_physical(PhysicalHandle handle) = 0;
+  virtual void do_map_physical(DevPtr addr, PhysicalHandle handle) = 0;
+  virtual void do_unmap_physical(DevPtr addr, Bytes bytes) = 0;
   virtual std::optional<DevPtr> do_malloc_managed(Bytes bytes) = 0;
   virtual void do_free_managed(DevPtr ptr) = 0;
   virtual std::optional<DevPtr> do_malloc_async(PoolHandle pool, Bytes bytes, StreamId stream) = 0;

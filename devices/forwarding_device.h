@@ -13,8 +13,6 @@ class ForwardingDevice : public Device {
 
   const DeviceInfo& info() const override { return inner_.info(); }
   Bytes vmm_granularity() const override { return inner_.vmm_granularity(); }
-  std::optional<DevPtr> reserve_address_range(Bytes bytes) override { return inner_.reserve_address_range(bytes); }
-  void release_address_range(DevPtr base, Bytes bytes) override { inner_.release_address_range(base, bytes); }
   void prefetch_managed(DevPtr ptr, Bytes bytes, StreamId stream) override {
     inner_.prefetch_managed(ptr, bytes, stream);
   }
@@ -33,8 +31,14 @@ class ForwardingDevice : public Device {
 
   std::optional<DevPtr> do_malloc(Bytes bytes) override { return inner_.malloc(bytes); }
   void do_free(DevPtr ptr) override { inner_.free(ptr); }
+  std::optional<DevPtr> do_reserve_address_range(Bytes bytes) override { return inner_.reserve_address_range(bytes); }
+  void do_release_address_range(DevPtr base, Bytes bytes) override { inner_.release_address_range(base, bytes); }
   bool do_map(DevPtr addr, Bytes bytes) override { return inner_.map(addr, bytes); }
   void do_unmap(DevPtr addr, Bytes bytes) override { inner_.unmap(addr, bytes); }
+  std::optional<PhysicalHandle> do_create_physical(Bytes bytes) override { return inner_.create_physical(bytes); }
+  void do_release_physical(PhysicalHandle handle) override { inner_.release_physical(handle); }
+  void do_map_physical(DevPtr addr, PhysicalHandle handle) override { inner_.map_physical(addr, handle); }
+  void do_unmap_physical(DevPtr addr, Bytes bytes) override { inner_.unmap_physical(addr, bytes); }
   std::optional<DevPtr> do_malloc_managed(Bytes bytes) override { return inner_.malloc_managed(bytes); }
   void do_free_managed(DevPtr ptr) override { inner_.free_managed(ptr); }
   std::optional<DevPtr> do_malloc_async(PoolHandle pool, Bytes bytes, StreamId stream) override {

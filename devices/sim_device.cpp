@@ -26,6 +26,7 @@
 // Call costs: cudaMalloc/cudaFree and the pool calls are the probe's medians of 50 calls on the
 // H200 (results/h200/probe/); managed and VMM calls are medians measured on the H200 the same
 // way (cudaMallocManaged/cudaFree about 13 us each; VMM map of 2 MiB 44 us, unmap 33 us).
+// The one-at-a-time VMM calls (create/map/unmap/release of a physical handle): see kHandle*.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -69,6 +70,12 @@ double malloc_cost(Bytes b) { return interpolate_cost(b, 51.8e-6, 88.5e-6, 167.2
 double free_cost(Bytes b) { return interpolate_cost(b, 41.9e-6, 149.3e-6, 687.6e-6); }
 constexpr double kAsyncMallocCost = 0.65e-6, kAsyncFreeCost = 0.81e-6;
 constexpr double kManagedCallCost = 13e-6;
+// The VMM calls one at a time, per 2 MiB (modeled): cuMemCreate + cuMemMap + cuMemSetAccess
+// together cost the 44 us of map() above and cuMemUnmap + cuMemRelease the 33 us of unmap();
+// until the calls are timed apart on the H200 (scripts/probe/vmm_probe.cu), each pair is split
+// in halves. cuMemAddressReserve/Free are modeled as free, as for expandable segments.
+constexpr double kHandleCreateCost = 22e-6, kHandleMapCost = 22e-6;
+constexpr double kHandleUnmapCost = 16.5e-6, kHandleReleaseCost = 16.5e-6;
 
 // Free-range bookkeeping inside one driver VA region.
 struct Region {
@@ -188,13 +195,13 @@ class SimDevice final : public Device {
 
   Bytes vmm_granularity() const override { return info_.page_bytes; }
 
-  std::optional<DevPtr> reserve_address_range(Bytes bytes) override {
+  std::optional<DevPtr> do_reserve_address_range(Bytes bytes) override {
     if (bytes > 2 * kMaxDeviceBytes) return std::nullopt;  // more address space than modeled
     Bytes size = round_up(bytes, info_.page_bytes);
     return new_region(size, /*vmm=*/true);
   }
 
-  void release_address_range(DevPtr base, Bytes) override { erase_region(regions_.find(base)); }
+  void do_release_address_range(DevPtr base, Bytes) override { erase_region(regions_.find(base)); }
 
   bool do_map(DevPtr addr, Bytes bytes) override {
     add_modeled_call_seconds(44e-6 * static_cast<double>(bytes / info_.page_bytes));
@@ -211,6 +218,44 @@ class SimDevice final : public Device {
       used_ -= it->second;
       it = mapped_.erase(it);
     }
+  }
+
+  // Physical handles: memory is taken at creation and given back at release; a mapping only
+  // records where a handle is seen (the same handle may be mapped at several addresses).
+  std::optional<PhysicalHandle> do_create_physical(Bytes bytes) override {
+    add_modeled_call_seconds(kHandleCreateCost * pages(bytes));
+    if (bytes == 0 || bytes % info_.page_bytes != 0)
+      throw DeviceError(fmt::format("simulated device: cuMemCreate of {} bytes, not a multiple of the {}-byte "
+                                    "granularity", bytes, info_.page_bytes));
+    if (bytes > info_.capacity_bytes || used_ + bytes > info_.capacity_bytes) return std::nullopt;
+    used_ += bytes;
+    const PhysicalHandle h = ++handle_seq_;
+    handles_[h] = bytes;
+    return h;
+  }
+
+  void do_release_physical(PhysicalHandle h) override {
+    auto it = handles_.find(h);
+    if (it == handles_.end()) throw DeviceError(fmt::format("simulated device: cuMemRelease of unknown handle {}", h));
+    add_modeled_call_seconds(kHandleReleaseCost * pages(it->second));
+    used_ -= it->second;
+    handles_.erase(it);
+  }
+
+  void do_map_physical(DevPtr addr, PhysicalHandle h) override {
+    auto it = handles_.find(h);
+    if (it == handles_.end()) throw DeviceError(fmt::format("simulated device: cuMemMap of unknown handle {}", h));
+    add_modeled_call_seconds(kHandleMapCost * pages(it->second));
+    if (!handle_maps_.emplace(addr, it->second).second)
+      throw DeviceError(fmt::format("simulated device: cuMemMap at {:#x}, already mapped", addr));
+  }
+
+  void do_unmap_physical(DevPtr addr, Bytes bytes) override {
+    auto it = handle_maps_.find(addr);
+    if (it == handle_maps_.end() || it->second != bytes)
+      throw DeviceError(fmt::format("simulated device: cuMemUnmap of {} bytes at {:#x}: no such mapping", bytes, addr));
+    add_modeled_call_seconds(kHandleUnmapCost * pages(bytes));
+    handle_maps_.erase(it);
   }
 
   std::optional<DevPtr> do_malloc_managed(Bytes bytes) override {
@@ -376,6 +421,8 @@ class SimDevice final : public Device {
   Bytes used_bytes() const override { return used_; }
 
  private:
+  double pages(Bytes bytes) const { return static_cast<double>(bytes / info_.page_bytes); }
+
   // --- the context's own regions (see the top of the file) ---
   void add_context_regions() {
     const Bytes used_at_start = used_;
@@ -644,6 +691,9 @@ class SimDevice final : public Device {
   std::vector<SmallPage> small_pages_;
   std::map<DevPtr, Bytes> small_live_;
   std::map<DevPtr, Bytes> mapped_;
+  std::map<PhysicalHandle, Bytes> handles_;    // live physical handles and their sizes
+  std::map<DevPtr, Bytes> handle_maps_;        // address -> bytes of each handle mapping
+  PhysicalHandle handle_seq_ = 0;
   std::map<DevPtr, Bytes> managed_;
   DevPtr managed_next_ = kManagedBase;
   std::vector<PoolModel> pools_;

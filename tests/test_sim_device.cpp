@@ -58,6 +58,41 @@ TEST(SimDevice, PlacesRegionsTopDownAndCarvesExistingRegionsFirst) {
   EXPECT_EQ(f, c - 32 * MiB);
 }
 
+// The one-at-a-time VMM calls (vmm_stitch): memory is taken by cuMemCreate and given back by
+// cuMemRelease; mapping a handle at a second address takes nothing more. Every call is counted.
+TEST(SimDevice, PhysicalHandlesTakeMemoryOnceWhereverTheyAreMapped) {
+  auto d = sim(8 * MiB);
+  const DevPtr a = *d->reserve_address_range(4 * MiB);
+  const DevPtr b = *d->reserve_address_range(2 * MiB);
+  const auto h1 = d->create_physical(2 * MiB), h2 = d->create_physical(4 * MiB);
+  ASSERT_TRUE(h1 && h2);
+  EXPECT_EQ(d->used_bytes(), 6 * MiB);
+  EXPECT_FALSE(d->create_physical(4 * MiB)) << "2 MiB are left";
+  EXPECT_THROW(d->create_physical(3 * MiB), DeviceError) << "not a multiple of the granularity";
+  d->map_physical(a, *h1);
+  d->map_physical(b, *h1);  // the same memory at a second address
+  EXPECT_THROW(d->map_physical(a, *h2), DeviceError) << "already mapped there";
+  EXPECT_EQ(d->used_bytes(), 6 * MiB);
+  EXPECT_THROW(d->unmap_physical(a, 4 * MiB), DeviceError) << "the mapping there is 2 MiB";
+  d->unmap_physical(a, 2 * MiB);
+  d->unmap_physical(b, 2 * MiB);
+  d->release_physical(*h1);
+  d->release_physical(*h2);
+  EXPECT_EQ(d->used_bytes(), 0u);
+  d->release_address_range(a, 4 * MiB);
+  d->release_address_range(b, 2 * MiB);
+  const DeviceCounters& c = d->counters();
+  EXPECT_EQ(c.handle_creates, 4u) << "the refused and the bad one are calls too";
+  EXPECT_EQ(c.handle_maps, 3u);
+  EXPECT_EQ(c.handle_unmaps, 3u);
+  EXPECT_EQ(c.handle_releases, 2u);
+  EXPECT_EQ(c.address_reserves, 2u);
+  EXPECT_EQ(c.address_frees, 2u);
+  // Modeled per 2 MiB page, charged for refused calls too: creates of 1+2+2+1 pages (3 MiB
+  // counts 1) and maps of 1+1+2 pages at 22 us; unmaps of 1+1 and releases of 1+2 pages at 16.5 us.
+  EXPECT_NEAR(c.modeled_call_seconds, 10 * 22e-6 + 5 * 16.5e-6, 1e-12);
+}
+
 TEST(SimDevice, VmmMapsCountTowardCapacity) {
   auto d = sim(64 * MiB);
   DevPtr va = *d->reserve_address_range(1 * GiB);

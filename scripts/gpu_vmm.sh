@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# vmm_stitch (issue 15) on the GPU machine (device tool; no internet there): builds gpumembench
+# and the tests, times the driver's virtual memory calls one by one (scripts/probe/vmm_probe.cu),
+# runs the GpuVmm* tests, then configs/allocators.yaml for vmm_stitch and caching on the GPU and
+# on sim from the same build, and packs everything into one tar. Every step runs under what is
+# left of a deadline (default 300 s), and the tar is rewritten after each step, so a run cut short
+# still brings back what it finished.
+#
+#   OUT=/some/dir bash scripts/gpu_vmm.sh          # default OUT: ./gpu_out
+#   DEADLINE_S=300 STEPS=100                       # the defaults
+#
+# Brings back $OUT/vmm_gpu.tar.gz: vmm_gpu/{run.log,environment.txt,build.log,vmm_probe.json,
+# gpu_tests.log,allocators_{cuda,sim}/} (each a results folder: results.md/csv/json, cases/).
+set -u
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT="${OUT:-$PWD/gpu_out}"
+STEPS="${STEPS:-100}"
+START=$(date +%s)
+DEADLINE=$((START + ${DEADLINE_S:-300}))
+WORK="$(mktemp -d)/vmm_gpu"
+mkdir -p "$OUT" "$WORK"
+LOG="$WORK/run.log"
+log() { echo "[$(date +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$LOG"; }
+pack() { tar -czf "$OUT/vmm_gpu.tar.gz.tmp" -C "$(dirname "$WORK")" vmm_gpu &&
+         mv "$OUT/vmm_gpu.tar.gz.tmp" "$OUT/vmm_gpu.tar.gz"; }
+left() { echo $(( DEADLINE - $(date +%s) )); }
+# Runs a command under the time left (less a margin for the last pack); skips it when none is.
+guarded() {
+  local t=$(( $(left) - 10 ))
+  if [ "$t" -le 5 ]; then log "SKIPPED (deadline): $*"; status=1; return 1; fi
+  timeout "$t" "$@"
+}
+status=0
+
+{
+  echo "git: $(git rev-parse HEAD 2>/dev/null || echo none) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>&1
+  nvcc --version 2>&1 | tail -2
+} > "$WORK/environment.txt"
+export PATH="$PATH:/usr/local/cuda/bin"
+
+# The probe first: it is small, and its figures are what the sim's model of these calls needs.
+log "vmm_probe (build and run)"
+if guarded nvcc -O2 -std=c++17 -o "$WORK/vmm_probe" scripts/probe/vmm_probe.cu -lcuda >> "$LOG" 2>&1; then
+  guarded "$WORK/vmm_probe" > "$WORK/vmm_probe.json" 2>> "$LOG" || { log "vmm_probe: exit $?"; status=1; }
+  rm -f "$WORK/vmm_probe"
+else
+  log "vmm_probe: build failed"; status=1
+fi
+pack
+
+log "build (gpumembench, gmb_tests)"
+gen=(); command -v ninja >/dev/null && [ ! -f build-gpu/CMakeCache.txt ] && gen=(-G Ninja)
+if ! guarded cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+     -DGMB_WITH_TORCH=OFF >> "$LOG" 2>&1 ||
+   ! guarded cmake --build build-gpu --target gpumembench gmb_tests -j"$(nproc)" > "$WORK/build.log" 2>&1; then
+  tail -30 "$WORK/build.log" 2>/dev/null | tee -a "$LOG"
+  log "BUILD FAILED"; pack; exit 1
+fi
+BIN=build-gpu/gpumembench
+pack
+
+log "GPU tests (GpuVmm*, and the plain VMM map test)"
+guarded build-gpu/tests/gmb_tests --gtest_filter='GpuVmm*:Gpu.VmmMapAndUnmapTakeAndReturnPhysicalMemory' \
+  > "$WORK/gpu_tests.log" 2>&1 || status=1
+grep -E '^\[gpu\]|OK \]|FAILED|PASSED|SKIPPED' "$WORK/gpu_tests.log" | tee -a "$LOG"
+pack
+
+# configs/allocators.yaml for vmm_stitch and caching, on the GPU, then on sim from the same binary.
+for dev in cuda sim; do
+  log "allocators on $dev (vmm_stitch, caching; --steps $STEPS)"
+  guarded "$BIN" --config configs/allocators.yaml --device "$dev" --allocator vmm_stitch --allocator caching \
+    --steps "$STEPS" --metrics all --quiet --format md,csv,json --output "$WORK/allocators_$dev" \
+    > "$WORK/allocators_$dev.log" 2>&1 || { log "allocators on $dev: exit $?"; status=1; }
+  pack
+done
+log "done, status $status"
+pack
+exit $status
