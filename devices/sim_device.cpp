@@ -26,7 +26,7 @@
 // Call costs: cudaMalloc/cudaFree and the pool calls are the probe's medians of 50 calls on the
 // H200 (results/h200/probe/); managed and VMM calls are medians measured on the H200 the same
 // way (cudaMallocManaged/cudaFree about 13 us each; VMM map of 2 MiB 44 us, unmap 33 us).
-// The one-at-a-time VMM calls (create/map/unmap/release of a physical handle): see kHandle*.
+// The one-at-a-time VMM calls (create/map/unmap/release of a physical handle): see create_cost.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -70,12 +70,18 @@ double malloc_cost(Bytes b) { return interpolate_cost(b, 51.8e-6, 88.5e-6, 167.2
 double free_cost(Bytes b) { return interpolate_cost(b, 41.9e-6, 149.3e-6, 687.6e-6); }
 constexpr double kAsyncMallocCost = 0.65e-6, kAsyncFreeCost = 0.81e-6;
 constexpr double kManagedCallCost = 13e-6;
-// The VMM calls one at a time, per 2 MiB (modeled): cuMemCreate + cuMemMap + cuMemSetAccess
-// together cost the 44 us of map() above and cuMemUnmap + cuMemRelease the 33 us of unmap();
-// until the calls are timed apart on the H200 (scripts/probe/vmm_probe.cu), each pair is split
-// in halves. cuMemAddressReserve/Free are modeled as free, as for expandable segments.
-constexpr double kHandleCreateCost = 22e-6, kHandleMapCost = 22e-6;
-constexpr double kHandleUnmapCost = 16.5e-6, kHandleReleaseCost = 16.5e-6;
+// The VMM calls one at a time (modeled): medians of 50 calls each on the H200 at 2 MiB and
+// 20 MiB (scripts/probe/vmm_probe.cu, results/h200/probe/vmm_probe.json), linear in the size
+// between the two and beyond (below 2 MiB: the 2 MiB cost). cuMemAddressReserve/Free measured
+// about 0.5 us each and are modeled as free, as for expandable segments.
+double handle_call_cost(Bytes bytes, double at_2mib_us, double at_20mib_us) {
+  const double x = static_cast<double>(std::max<Bytes>(bytes, 2 * MiB) - 2 * MiB) / static_cast<double>(18 * MiB);
+  return (at_2mib_us + (at_20mib_us - at_2mib_us) * x) * 1e-6;
+}
+double create_cost(Bytes b) { return handle_call_cost(b, 7.402, 7.718); }     // cuMemCreate
+double map_cost(Bytes b) { return handle_call_cost(b, 19.591, 20.563); }      // cuMemMap + cuMemSetAccess
+double unmap_cost(Bytes b) { return handle_call_cost(b, 12.968, 13.117); }    // cuMemUnmap
+double release_cost(Bytes b) { return handle_call_cost(b, 9.155, 16.967); }   // cuMemRelease
 
 // Free-range bookkeeping inside one driver VA region.
 struct Region {
@@ -223,7 +229,7 @@ class SimDevice final : public Device {
   // Physical handles: memory is taken at creation and given back at release; a mapping only
   // records where a handle is seen (the same handle may be mapped at several addresses).
   std::optional<PhysicalHandle> do_create_physical(Bytes bytes) override {
-    add_modeled_call_seconds(kHandleCreateCost * pages(bytes));
+    add_modeled_call_seconds(create_cost(bytes));
     if (bytes == 0 || bytes % info_.page_bytes != 0)
       throw DeviceError(fmt::format("simulated device: cuMemCreate of {} bytes, not a multiple of the {}-byte "
                                     "granularity", bytes, info_.page_bytes));
@@ -237,7 +243,7 @@ class SimDevice final : public Device {
   void do_release_physical(PhysicalHandle h) override {
     auto it = handles_.find(h);
     if (it == handles_.end()) throw DeviceError(fmt::format("simulated device: cuMemRelease of unknown handle {}", h));
-    add_modeled_call_seconds(kHandleReleaseCost * pages(it->second));
+    add_modeled_call_seconds(release_cost(it->second));
     used_ -= it->second;
     handles_.erase(it);
   }
@@ -245,7 +251,7 @@ class SimDevice final : public Device {
   void do_map_physical(DevPtr addr, PhysicalHandle h) override {
     auto it = handles_.find(h);
     if (it == handles_.end()) throw DeviceError(fmt::format("simulated device: cuMemMap of unknown handle {}", h));
-    add_modeled_call_seconds(kHandleMapCost * pages(it->second));
+    add_modeled_call_seconds(map_cost(it->second));
     if (!handle_maps_.emplace(addr, it->second).second)
       throw DeviceError(fmt::format("simulated device: cuMemMap at {:#x}, already mapped", addr));
   }
@@ -254,7 +260,7 @@ class SimDevice final : public Device {
     auto it = handle_maps_.find(addr);
     if (it == handle_maps_.end() || it->second != bytes)
       throw DeviceError(fmt::format("simulated device: cuMemUnmap of {} bytes at {:#x}: no such mapping", bytes, addr));
-    add_modeled_call_seconds(kHandleUnmapCost * pages(bytes));
+    add_modeled_call_seconds(unmap_cost(bytes));
     handle_maps_.erase(it);
   }
 
@@ -421,8 +427,6 @@ class SimDevice final : public Device {
   Bytes used_bytes() const override { return used_; }
 
  private:
-  double pages(Bytes bytes) const { return static_cast<double>(bytes / info_.page_bytes); }
-
   // --- the context's own regions (see the top of the file) ---
   void add_context_regions() {
     const Bytes used_at_start = used_;

@@ -44,9 +44,10 @@ struct MixResult {
   DeviceCounters calls;
 };
 
-// A seeded mix: requests from 512 bytes to 96 MiB (a fifth of them small-pool sized), a third of
-// the events frees of a random live block; it stays below the capacity, so no decision depends on
-// how much the driver itself keeps.
+// A seeded mix: requests from 1 MiB + 1 to 96 MiB (vmm_stitch's own chunks; the small pool is
+// `caching`'s, whose GPU decisions also depend on where the driver puts its cudaMallocs), a third
+// of the events frees of a random live block; it stays below the capacity, so no decision depends
+// on how much the driver itself keeps.
 MixResult run_mix(Device& device) {
   auto a = make_allocator("vmm_stitch", device, {});
   std::mt19937_64 rng(15);
@@ -60,7 +61,7 @@ MixResult run_mix(Device& device) {
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
       o.ok = true;
     } else {
-      const Bytes b = rng() % 5 == 0 ? 512 + rng() % (1 * MiB) : 1 * MiB + 1 + rng() % (96 * MiB);
+      const Bytes b = 1 * MiB + 1 + rng() % (96 * MiB);
       auto p = a->allocate(b, 0);
       o.ok = p.has_value();
       if (p) live.push_back(*p);
@@ -96,8 +97,11 @@ TEST(GpuVmmStitch, AFixedMixMakesTheSameDecisionsAsOnSim) {
   ASSERT_EQ(gpu.steps.size(), sim.steps.size());
   for (std::size_t i = 0; i < gpu.steps.size(); ++i)
     ASSERT_TRUE(gpu.steps[i] == sim.steps[i])
-        << "event " << i << ": gpu reserved " << gpu.steps[i].reserved << " stitches " << gpu.steps[i].stitches
-        << ", sim reserved " << sim.steps[i].reserved << " stitches " << sim.steps[i].stitches;
+        << "event " << i << ": gpu/sim ok " << gpu.steps[i].ok << "/" << sim.steps[i].ok << ", reserved "
+        << gpu.steps[i].reserved << "/" << sim.steps[i].reserved << ", allocated " << gpu.steps[i].allocated << "/"
+        << sim.steps[i].allocated << ", stitches " << gpu.steps[i].stitches << "/" << sim.steps[i].stitches
+        << ", reuses " << gpu.steps[i].reuses << "/" << sim.steps[i].reuses << ", chunks " << gpu.steps[i].chunks
+        << "/" << sim.steps[i].chunks;
   const Observation& last = gpu.steps.back();
   std::printf("[gpu] vmm_stitch mix: %zu events, %lld stitches, %lld sBlock reuses; cuMemCreate %llu, cuMemMap %llu, "
               "cuMemUnmap %llu, cuMemRelease %llu, reserves %llu\n",
@@ -111,7 +115,6 @@ TEST(GpuVmmStitch, AFixedMixMakesTheSameDecisionsAsOnSim) {
   EXPECT_EQ(gpu.calls.handle_unmaps, sim.calls.handle_unmaps);
   EXPECT_EQ(gpu.calls.handle_releases, sim.calls.handle_releases);
   EXPECT_EQ(gpu.calls.address_reserves, sim.calls.address_reserves);
-  EXPECT_EQ(gpu.calls.mallocs, sim.calls.mallocs);
   EXPECT_EQ(gpu_device->used_bytes(), 0u) << "every chunk went back to the driver";
 }
 

@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "allocators/registry.h"
 #include "devices/device.h"
+#include "devices/forwarding_device.h"
 #include "harness/config/config.h"
 #include "harness/run/runner.h"
 #include "test_helpers.h"
@@ -279,6 +283,70 @@ TEST(VmmStitch, LargerGranularityRoundsToItsChunks) {
   f.get(9 * MiB);
   EXPECT_EQ(f.reserved(), 16 * MiB);
   EXPECT_EQ(f.calls().handle_creates, 2u);
+}
+
+// A device that shows the reserved ranges of another at other addresses, ascending where the
+// simulated driver's descend (the H200 places them its own way too).
+class ElsewhereDevice final : public ForwardingDevice {
+ public:
+  using ForwardingDevice::ForwardingDevice;
+
+ private:
+  std::optional<DevPtr> do_reserve_address_range(Bytes bytes) override {
+    auto real = inner().reserve_address_range(bytes);
+    if (!real) return real;
+    const DevPtr fake = next_;
+    next_ += bytes + 64 * MiB;
+    ranges_[fake] = {*real, bytes};
+    return fake;
+  }
+  void do_release_address_range(DevPtr base, Bytes bytes) override {
+    inner().release_address_range(ranges_.at(base).first, bytes);
+    ranges_.erase(base);
+  }
+  void do_map_physical(DevPtr addr, PhysicalHandle h) override { inner().map_physical(real(addr), h); }
+  void do_unmap_physical(DevPtr addr, Bytes bytes) override { inner().unmap_physical(real(addr), bytes); }
+  DevPtr real(DevPtr fake) const {
+    auto it = std::prev(ranges_.upper_bound(fake));
+    return it->second.first + (fake - it->first);
+  }
+  DevPtr next_ = 0x100000000000ULL;
+  std::map<DevPtr, std::pair<DevPtr, Bytes>> ranges_;  // fake base -> (real base, bytes)
+};
+
+// What a seeded mix of large requests (a third of the events frees) decides after every event.
+std::vector<std::vector<std::int64_t>> decisions(Device& device) {
+  auto a = make_allocator("vmm_stitch", device, {});
+  std::mt19937_64 rng(15);
+  std::vector<DevPtr> live;
+  std::vector<std::vector<std::int64_t>> out;
+  for (int i = 0; i < 600; ++i) {
+    if (!live.empty() && rng() % 3 == 0) {
+      const std::size_t k = rng() % live.size();
+      a->deallocate(live[k]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    } else if (auto p = a->allocate(1 * MiB + 1 + rng() % (96 * MiB), 0)) {
+      live.push_back(*p);
+    }
+    out.push_back({static_cast<std::int64_t>(a->stats().reserved_bytes), stat(*a, "vmm.stitches"),
+                   stat(*a, "vmm.stitched_block_reuses"), stat(*a, "vmm.free_chunks"),
+                   static_cast<std::int64_t>(a->stats().ooms)});
+  }
+  return out;
+}
+
+TEST(VmmStitch, DecisionsDoNotDependOnWhereTheDriverPutsTheRanges) {
+  SimDeviceOptions o;
+  o.capacity_bytes = 2 * GiB;
+  auto plain = make_sim_device(o);
+  auto inner = make_sim_device(o);
+  ElsewhereDevice elsewhere(*inner);
+  const auto a = decisions(*plain), b = decisions(elsewhere);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "event " << i;
+  EXPECT_GT(a.back()[1], 10) << "the mix stitches";
+  EXPECT_GT(a.back()[2], 10) << "the mix reuses stitched blocks";
+  EXPECT_GT(a.back()[4], 0) << "the mix reaches OOMs";
 }
 
 // The shipped cases where PyTorch's allocator runs out: configs/fragmentation_oom.yaml at 1.75 GiB

@@ -62,7 +62,7 @@ StitchOptions parse_stitch_options(const AllocatorOptions& o) {
 class VmmStitchAllocator final : public InspectableAllocator {
  public:
   VmmStitchAllocator(Device& device, const StitchOptions& o)
-      : device_(device), o_(o), chunk_(o.granularity), runs_(o.granularity),
+      : device_(device), o_(o), chunk_(o.granularity),
         small_(make_caching_allocator(device, {})) {
     const Bytes device_granularity = device.vmm_granularity();
     if (device_granularity == 0 || chunk_ % device_granularity != 0)
@@ -207,12 +207,14 @@ class VmmStitchAllocator final : public InspectableAllocator {
   };
   struct Segment {
     DevPtr base = 0;
+    std::uint64_t rank = 0;  // creation order: ties between equal free runs go to the oldest
     std::vector<std::size_t> chunks;
     std::size_t used = 0;  // chunks in use
     bool alive = false;
   };
   struct Stitched {
     DevPtr base = 0;
+    std::uint64_t rank = 0;  // creation order: ties between equal cached sBlocks go to the oldest
     std::vector<std::size_t> chunks;
     std::size_t busy = 0;       // its chunks in use (by it or by anyone else)
     bool live = false;          // handed out now (else cached)
@@ -225,7 +227,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
     std::size_t owner = 0;          // segment, or sBlock when stitched
     std::size_t first = 0, count = 0;  // chunks: [first, first + count) of the segment, or the sBlock's first count
   };
-  using StitchedKey = std::tuple<std::size_t, DevPtr, std::size_t>;  // chunks, address, id
+  using StitchedKey = std::tuple<std::size_t, std::uint64_t, std::size_t>;  // chunks, rank, id
 
   // --- the small pool ---
   std::optional<DevPtr> allocate_small(Bytes bytes, StreamId stream) {
@@ -306,7 +308,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
   std::optional<DevPtr> from_cached_stitched(std::size_t n, Bytes bytes) {
     auto it = available_.lower_bound({n, 0, 0});
     if (it == available_.end()) return std::nullopt;
-    const auto [chunks, base, id] = *it;
+    const std::size_t chunks = std::get<0>(*it), id = std::get<2>(*it);
     if (static_cast<long double>(chunks) > static_cast<long double>(n) * o_.reuse_limit) return std::nullopt;
     Stitched& s = stitched_[id];
     available_.erase(it);
@@ -334,7 +336,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
     if (!base) throw DeviceError("vmm_stitch: cannot reserve a virtual address range to stitch into");
     const std::size_t id = new_stitched();
     Stitched& s = stitched_[id];
-    s = Stitched{*base, std::move(picked), n, true, true, 0};
+    s = Stitched{*base, ++made_, std::move(picked), n, true, true, 0};
     for (std::size_t i = 0; i < n; ++i) {
       device_.map_physical(s.base + i * chunk_, chunks_[s.chunks[i]].handle);
       chunks_[s.chunks[i]].stitched_in.push_back(id);
@@ -371,6 +373,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
     const std::size_t g = new_segment();
     Segment& seg = segments_[g];
     seg.base = *base;
+    seg.rank = ++made_;
     seg.alive = true;
     seg.used = 0;
     seg.chunks.clear();
@@ -382,20 +385,20 @@ class VmmStitchAllocator final : public InspectableAllocator {
     chunk_creates_ += n;
     ++segment_creates_;
     ++live_segments_;
-    runs_.give(g, seg.base, 0, n);
+    runs_.give(g, seg.rank, 0, n);
     return true;
   }
 
   // --- chunk states: a chunk is used by one live block; the sBlocks that map it count it busy ---
   void take_chunks_of(std::size_t g, std::size_t first, std::size_t n) {
     Segment& seg = segments_[g];
-    runs_.take(g, seg.base, first, n);
+    runs_.take(g, seg.rank, first, n);
     for (std::size_t i = first; i < first + n; ++i) mark(seg.chunks[i], true);
   }
   void free_chunks_of(std::size_t g, std::size_t first, std::size_t n) {
     Segment& seg = segments_[g];
     for (std::size_t i = first; i < first + n; ++i) mark(seg.chunks[i], false);
-    runs_.give(g, seg.base, first, n);
+    runs_.give(g, seg.rank, first, n);
   }
   void take_chunk(std::size_t c) { take_chunks_of(chunks_[c].segment, chunks_[c].index, 1); }
   void free_chunk(std::size_t c) { free_chunks_of(chunks_[c].segment, chunks_[c].index, 1); }
@@ -474,7 +477,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
       device_.synchronize();
       synced = true;
     }
-    runs_.forget_segment(g, seg.base);
+    runs_.forget_segment(g, seg.rank);
     for (std::size_t i = 0; i < seg.chunks.size(); ++i) {
       device_.unmap_physical(seg.base + i * chunk_, chunk_);
       device_.release_physical(chunks_[seg.chunks[i]].handle);
@@ -508,7 +511,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
     return largest;
   }
 
-  StitchedKey key_of(std::size_t id) const { return {stitched_[id].chunks.size(), stitched_[id].base, id}; }
+  StitchedKey key_of(std::size_t id) const { return {stitched_[id].chunks.size(), stitched_[id].rank, id}; }
 
   std::size_t new_chunk() { return take_slot(chunks_, unused_chunks_); }
   std::size_t new_segment() { return take_slot(segments_, unused_segments_); }
@@ -559,7 +562,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
   std::uint64_t allocs_ = 0, frees_ = 0, hits_ = 0, ooms_ = 0, retries_ = 0, stitches_ = 0, stitched_reuses_ = 0,
                 stitched_collected_ = 0, chunk_creates_ = 0, chunk_releases_ = 0, segment_creates_ = 0,
                 segment_releases_ = 0, live_segments_ = 0,
-                live_stitched_ = 0, clock_ = 0;
+                live_stitched_ = 0, clock_ = 0, made_ = 0;
   OomDetails oom_;
 };
 

@@ -31,6 +31,10 @@
 // releases every segment with no used chunk, and empties the small pool's cache.
 // Requests of at most 1 MiB (PyTorch's small pool) go to a `caching` allocator at default
 // settings (2 MiB cudaMalloc segments), as GMLake leaves them to PyTorch's allocator.
+// Ties (equal free runs, equal cached sBlocks, equal runs to stitch) go by creation order (the
+// oldest segment or sBlock first; stitching takes the newest of equal runs first), not by
+// address as GMLake's PyTorch block sets do: the driver places reserved ranges its own way, and
+// the decisions must be the same on sim and on the GPU.
 // One stream: blocks are not kept apart by stream (GMLake keeps them apart; the workloads here
 // allocate on one stream).
 //
