@@ -8,6 +8,8 @@
 #
 #   OUT=/some/dir bash scripts/gpu_vmm.sh          # default OUT: ./gpu_out
 #   DEADLINE_S=300 STEPS=100                       # the defaults
+#   PROBE=0 CONFIGS=0                              # skip the probe / the allocators.yaml runs
+#                                                  # (a tests-only call: build and GpuVmm*)
 #
 # Brings back $OUT/vmm_gpu.tar.gz: vmm_gpu/{run.log,environment.txt,build.log,vmm_probe.json,
 # gpu_tests.log,allocators_{cuda,sim}/} (each a results folder: results.md/csv/json, cases/).
@@ -41,12 +43,16 @@ status=0
 export PATH="$PATH:/usr/local/cuda/bin"
 
 # The probe first: it is small, and its figures are what the sim's model of these calls needs.
-log "vmm_probe (build and run)"
-if guarded nvcc -O2 -std=c++17 -o "$WORK/vmm_probe" scripts/probe/vmm_probe.cu -lcuda >> "$LOG" 2>&1; then
-  guarded "$WORK/vmm_probe" > "$WORK/vmm_probe.json" 2>> "$LOG" || { log "vmm_probe: exit $?"; status=1; }
-  rm -f "$WORK/vmm_probe"
+if [ "${PROBE:-1}" = 0 ]; then
+  log "vmm_probe skipped (PROBE=0)"
 else
-  log "vmm_probe: build failed"; status=1
+  log "vmm_probe (build and run)"
+  if guarded nvcc -O2 -std=c++17 -o "$WORK/vmm_probe" scripts/probe/vmm_probe.cu -lcuda >> "$LOG" 2>&1; then
+    guarded "$WORK/vmm_probe" > "$WORK/vmm_probe.json" 2>> "$LOG" || { log "vmm_probe: exit $?"; status=1; }
+    rm -f "$WORK/vmm_probe"
+  else
+    log "vmm_probe: build failed"; status=1
+  fi
 fi
 pack
 
@@ -68,6 +74,7 @@ grep -E '^\[gpu\]|OK \]|FAILED|PASSED|SKIPPED' "$WORK/gpu_tests.log" | tee -a "$
 pack
 
 # configs/allocators.yaml for vmm_stitch and caching, on the GPU, then on sim from the same binary.
+[ "${CONFIGS:-1}" = 0 ] && { log "configs skipped (CONFIGS=0)"; pack; exit $status; }
 for dev in cuda sim; do
   log "allocators on $dev (vmm_stitch, caching; --steps $STEPS)"
   guarded "$BIN" --config configs/allocators.yaml --device "$dev" --allocator vmm_stitch --allocator caching \

@@ -349,6 +349,49 @@ TEST(VmmStitch, DecisionsDoNotDependOnWhereTheDriverPutsTheRanges) {
   EXPECT_GT(a.back()[4], 0) << "the mix reaches OOMs";
 }
 
+// A device whose address space runs out after `ranges` reservations.
+class FewRangesDevice final : public ForwardingDevice {
+ public:
+  FewRangesDevice(Device& inner, int ranges) : ForwardingDevice(inner), left_(ranges) {}
+
+ private:
+  std::optional<DevPtr> do_reserve_address_range(Bytes bytes) override {
+    if (left_ == 0) return std::nullopt;
+    auto p = inner().reserve_address_range(bytes);
+    if (p) --left_;
+    return p;
+  }
+  void do_release_address_range(DevPtr base, Bytes bytes) override {
+    inner().release_address_range(base, bytes);
+    ++left_;
+  }
+  int left_;
+};
+
+TEST(VmmStitch, NoAddressSpaceToStitchIntoIsARecordedOom) {
+  SimDeviceOptions o;
+  o.capacity_bytes = 64 * MiB;
+  auto sim = make_sim_device(o);
+  FewRangesDevice device(*sim, 3);
+  auto a = make_allocator("vmm_stitch", device, {});
+  const auto x = a->allocate(4 * MiB, 0), y = a->allocate(4 * MiB, 0);
+  ASSERT_TRUE(x && y);
+  a->deallocate(*x);
+  const auto s = a->allocate(6 * MiB, 0);  // 2 free chunks: 1 new segment (the 3rd range), stitched
+  EXPECT_FALSE(s.has_value()) << "no 4th range to stitch into";
+  EXPECT_EQ(a->stats().ooms, 1u);
+  EXPECT_NE(a->last_oom().message.find("virtual address space"), std::string::npos) << a->last_oom().message;
+  EXPECT_EQ(stat(*a, "vmm.free_chunks"), 3) << "nothing taken: the free chunks and the new one stay free";
+  a->deallocate(*y);
+  EXPECT_EQ(a->allocate(10 * MiB, 0).has_value(), false) << "still no range";
+  const auto z = a->allocate(4 * MiB, 0);  // a free run: no range needed
+  ASSERT_TRUE(z.has_value());
+  a->deallocate(*z);
+  a->empty_cache();
+  EXPECT_EQ(a->stats().reserved_bytes, 0u);
+  EXPECT_EQ(sim->used_bytes(), 0u);
+}
+
 // The shipped cases where PyTorch's allocator runs out: configs/fragmentation_oom.yaml at 1.75 GiB
 // and configs/dynamic_seq.yaml at 24 GiB (300 steps). vmm_stitch runs both to the end.
 CaseResult run_shipped(const std::string& config_name, const std::string& allocator, Bytes capacity) {

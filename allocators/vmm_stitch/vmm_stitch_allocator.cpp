@@ -261,7 +261,10 @@ class VmmStitchAllocator final : public InspectableAllocator {
     if (auto p = from_free_run(n, bytes)) return hit(*p);
     if (auto p = from_cached_stitched(n, bytes)) return hit(*p);
     const bool stitchable = rounded >= o_.fragment_limit;
-    if (stitchable && runs_.free_chunks() >= n) return hit(stitch(n, bytes));
+    if (stitchable && runs_.free_chunks() >= n) {
+      if (auto p = stitch(n, bytes)) return hit(*p);
+      return address_space_oom(bytes, n);
+    }
     bool grown = grow(stitchable ? n - runs_.free_chunks() : n);
     if (!grown && free_cached_memory(stitchable)) {
       ++retries_;
@@ -274,7 +277,14 @@ class VmmStitchAllocator final : public InspectableAllocator {
       return std::nullopt;
     }
     if (auto p = from_free_run(n, bytes)) return p;
-    return stitch(n, bytes);
+    if (auto p = stitch(n, bytes)) return p;
+    return address_space_oom(bytes, n);
+  }
+
+  std::optional<DevPtr> address_space_oom(Bytes bytes, std::size_t n) {
+    record_oom(bytes, fmt::format("vmm_stitch: out of virtual address space stitching {} ({} chunks of {})",
+                                  format_bytes(bytes), n, format_bytes(chunk_)));
+    return std::nullopt;
   }
 
   // Before asking the device again: the small pool's cached segments go back, and (when the
@@ -322,7 +332,16 @@ class VmmStitchAllocator final : public InspectableAllocator {
 
   // An sBlock of n chunks from the free runs, largest first; the last run gives what is missing
   // from its low end. The free runs together hold n chunks.
-  DevPtr stitch(std::size_t n, Bytes bytes) {
+  // nullopt (nothing taken) when no virtual range can be had, even after the cached sBlocks gave
+  // theirs back.
+  std::optional<DevPtr> stitch(std::size_t n, Bytes bytes) {
+    std::optional<DevPtr> base = device_.reserve_address_range(n * chunk_);
+    if (!base && !cached_order_.empty()) {
+      bool synced = false;
+      while (!cached_order_.empty()) drop_stitched(cached_order_.begin()->second, synced);
+      base = device_.reserve_address_range(n * chunk_);
+    }
+    if (!base) return std::nullopt;
     std::vector<std::size_t> picked;
     picked.reserve(n);
     while (picked.size() < n) {
@@ -332,8 +351,6 @@ class VmmStitchAllocator final : public InspectableAllocator {
       for (std::size_t i = 0; i < k; ++i) picked.push_back(g.chunks[run.first + i]);
       take_chunks_of(run.segment, run.first, k);
     }
-    std::optional<DevPtr> base = device_.reserve_address_range(n * chunk_);
-    if (!base) throw DeviceError("vmm_stitch: cannot reserve a virtual address range to stitch into");
     const std::size_t id = new_stitched();
     Stitched& s = stitched_[id];
     s = Stitched{*base, ++made_, std::move(picked), n, true, true, 0};
