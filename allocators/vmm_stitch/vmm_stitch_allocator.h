@@ -18,7 +18,8 @@
 //   1. the best-fitting free run (a hit);
 //   2. the best-fitting cached sBlock (a hit);
 //   3. a stitch, when the request is at least fragment_limit and the free chunks together hold
-//      it: runs largest first, the last one cut to what is still needed (no new memory);
+//      it: runs largest first, the last one cut to what is still needed (no new memory; when
+//      no virtual range can be reserved, even after the cached sBlocks gave theirs back, an OOM);
 //   4. new chunks: for a request of at least fragment_limit only as many as the free ones lack
 //      (then stitched with all of them, or, with no free chunk at all, a new segment is the
 //      block); below fragment_limit, a segment of the whole request;
