@@ -334,6 +334,8 @@ class Converter {
     std::uint64_t delayed_frees = 0, ignored = 0, requested_pending = 0;
     const auto& entries = d_.items(trace);
     key_class_.assign(d_.node_count(), kUnclassified);
+    s_.ops.reserve(s_.ops.size() + entries.size());  // at most one op per entry (two for an oom)
+    s_.op_origin.reserve(s_.op_origin.size() + entries.size());
     EntryFields f, prev;
     for (std::size_t i = 0; i < entries.size(); ++i, prev = f) {
       Ref e = entries[i];

@@ -49,7 +49,8 @@ Ref Document::get(Ref dict, std::string_view key) const {
 
 void Document::clear() {
   std::vector<Node>().swap(nodes_);
-  std::vector<std::vector<Ref>>().swap(children_);
+  std::vector<Span>().swap(spans_);
+  std::vector<Ref>().swap(items_);
   std::string().swap(text_);
   root_ = 0;
 }
@@ -71,7 +72,13 @@ std::string escape_excerpt(std::string_view bytes, std::size_t max_chars) {
 // The pickle machine: a value stack, a stack of marks, and the memo.
 class Builder {
  public:
-  Builder(std::string_view data, const std::string& file) : in_(data), file_(file) {}
+  Builder(std::string_view data, const std::string& file) : in_(data), file_(file) {
+    // Most opcodes of a snapshot add a node and take 2 to 10 bytes: room for the usual count up
+    // front, so the node vector is not copied as it grows (still proportional to the input).
+    doc_.nodes_.reserve(data.size() / 8);
+    doc_.spans_.reserve(data.size() / 64);
+    doc_.items_.reserve(data.size() / 8);
+  }
 
   Document run() {
     while (true) {
@@ -97,17 +104,29 @@ class Builder {
   [[noreturn]] void fail(std::uint64_t at, const std::string& message) const { throw PickleError(file_, at, message); }
 
   std::string_view take(std::uint64_t n) {
-    if (n > in_.size() - pos_)
-      fail(op_at_, fmt::format("the opcode needs {} more bytes but only {} are left (truncated file?)", n,
-                               in_.size() - pos_));
+    if (__builtin_expect(n > in_.size() - pos_, 0)) truncated(n);
     auto s = in_.substr(pos_, n);
     pos_ += n;
     return s;
   }
-  std::uint64_t le(std::size_t n) {
-    auto s = take(n);
+  // n <= 8 little-endian bytes (n is a constant at every call: inlined, one load).
+  [[gnu::always_inline]] std::uint64_t le(std::size_t n) {
+    if (__builtin_expect(n > in_.size() - pos_, 0)) truncated(n);
+    const std::uint64_t v = little_endian(in_.data() + pos_, n);
+    pos_ += n;
+    return v;
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void truncated(std::uint64_t n) {
+    fail(op_at_, fmt::format("the opcode needs {} more bytes but only {} are left (truncated file?)", n,
+                             in_.size() - pos_));
+  }
+  [[gnu::always_inline]] static std::uint64_t little_endian(const char* p, std::size_t n) {
     std::uint64_t v = 0;
-    for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t(static_cast<unsigned char>(s[i])) << (8 * i);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(&v, p, n);
+#else
+    for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
+#endif
     return v;
   }
   // A protocol 0 argument: the bytes up to the next newline.
@@ -119,8 +138,8 @@ class Builder {
     return s;
   }
 
-  Ref add(Type type, std::uint64_t payload, std::uint32_t length = 0) {
-    if (doc_.nodes_.size() >= UINT32_MAX - 1) fail(op_at_, "too many values");
+  [[gnu::always_inline]] Ref add(Type type, std::uint64_t payload, std::uint32_t length = 0) {
+    if (__builtin_expect(doc_.nodes_.size() >= UINT32_MAX - 1, 0)) fail(op_at_, "too many values");
     doc_.nodes_.push_back(Node{type, length, payload});
     return static_cast<Ref>(doc_.nodes_.size() - 1);
   }
@@ -130,9 +149,34 @@ class Builder {
     doc_.text_.append(bytes.data(), bytes.size());
     return add(type, at, static_cast<std::uint32_t>(bytes.size()));
   }
-  Ref add_container(Type type, std::vector<Ref> items = {}) {
-    doc_.children_.push_back(std::move(items));
-    return add(type, doc_.children_.size() - 1);
+  // A container holding the values stack_[from, to) (none by default).
+  Ref add_container(Type type, std::size_t from = 0, std::size_t to = 0) {
+    const std::uint64_t n = to - from;
+    doc_.spans_.push_back({doc_.items_.size(), n, n});
+    doc_.items_.insert(doc_.items_.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from),
+                       stack_.begin() + static_cast<std::ptrdiff_t>(to));
+    return add(type, doc_.spans_.size() - 1);
+  }
+  // Appends stack_[from, to) to the items of container span `span`.
+  void append_items(std::uint64_t span, std::size_t from, std::size_t to) {
+    auto& items = doc_.items_;
+    Document::Span& s = doc_.spans_[span];
+    const std::uint64_t n = to - from;
+    if (s.size + n > s.capacity && s.offset + s.capacity == items.size()) {  // the last in items_: grows in place
+      items.resize(s.offset + s.size + n);
+      s.capacity = s.size + n;
+    } else if (s.size + n > s.capacity) {  // moves to the end with twice the room
+      const std::uint64_t room = std::max(s.size + n, 2 * s.capacity);
+      const std::uint64_t at = items.size();
+      items.resize(at + room);
+      std::copy(items.begin() + static_cast<std::ptrdiff_t>(s.offset),
+                items.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size), items.begin() + static_cast<std::ptrdiff_t>(at));
+      s.offset = at;
+      s.capacity = room;
+    }
+    std::copy(stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.begin() + static_cast<std::ptrdiff_t>(to),
+              items.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size));
+    s.size += n;
   }
   Ref add_int(std::int64_t v) { return add(Type::Int, static_cast<std::uint64_t>(v)); }
   Ref add_float(double d) {
@@ -146,8 +190,7 @@ class Builder {
     if (n == 0) return add_int(0);
     const bool negative = static_cast<unsigned char>(b[n - 1]) & 0x80;
     if (n <= 8) {  // the common case (addresses, times): the bytes sign-extended
-      std::uint64_t v = 0;
-      for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t(static_cast<unsigned char>(b[i])) << (8 * i);
+      std::uint64_t v = little_endian(b.data(), n);
       if (negative && n < 8) v |= ~std::uint64_t(0) << (8 * n);
       return add_int(static_cast<std::int64_t>(v));
     }
@@ -176,39 +219,48 @@ class Builder {
     return stack_.back();
   }
   std::size_t base() const { return marks_.empty() ? 0 : marks_.back(); }
-  // APPENDS, SETITEMS: the errors of pop_mark() then top(), before anything is popped.
-  void check_container_below_mark() {
-    if (marks_.empty()) fail(op_at_, "the opcode needs a MARK but there is none");
+  // The error of popping n - 1 values then asking for the top one, before anything is popped.
+  void need_values(std::size_t n) {
+    if (stack_.size() < base() + n) fail(op_at_, "the opcode needs a value but the stack is empty here");
+  }
+  // APPENDS, ADDITEMS, SETITEMS: the container is the value below the last mark. The errors of
+  // popping the mark, then asking for the value below it; returns the mark.
+  std::size_t check_container_below_mark() {
+    const std::size_t m = last_mark();
     const std::size_t below = marks_.size() > 1 ? marks_[marks_.size() - 2] : 0;
-    if (marks_.back() <= below) fail(op_at_, "the opcode needs a value but the stack is empty here");
+    if (m <= below) fail(op_at_, "the opcode needs a value but the stack is empty here");
+    return m;
   }
-  // The values above the last mark, appended to `out`, then popped with the mark.
-  void pop_mark_into(std::vector<Ref>& out) {
+  // LIST, TUPLE, FROZENSET, DICT: a container of the values above the last mark.
+  void mark_container(Type type) {
+    const std::size_t m = last_mark();
+    const Ref c = add_container(type, m, stack_.size());
+    drop_mark(m);
+    push(c);
+  }
+  // APPENDS, ADDITEMS: the values above the last mark join the container below it.
+  void append_mark(Type type, const char* op_name) {
+    const std::size_t m = check_container_below_mark();
+    const std::uint64_t c = container(stack_[m - 1], type, type, op_name);
+    append_items(c, m, stack_.size());
+    drop_mark(m);
+  }
+  // The values above the last mark are stack_[mark, stack_.size()); the caller uses them, then
+  // drops them and the mark (drop_mark).
+  std::size_t last_mark() {
     if (marks_.empty()) fail(op_at_, "the opcode needs a MARK but there is none");
-    const std::size_t m = marks_.back();
+    return marks_.back();
+  }
+  void drop_mark(std::size_t m) {
     marks_.pop_back();
-    out.insert(out.end(), stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
     stack_.resize(m);
   }
-  // Pops the values above the last mark and the mark.
-  std::vector<Ref> pop_mark() {
-    if (marks_.empty()) fail(op_at_, "the opcode needs a MARK but there is none");
-    std::size_t m = marks_.back();
-    marks_.pop_back();
-    std::vector<Ref> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
-    stack_.resize(m);
-    return items;
-  }
-  std::vector<Ref>& container(Ref r, Type want1, Type want2, const char* op_name) {
+  // The span of container r, which must be of type want1 or want2.
+  std::uint64_t container(Ref r, Type want1, Type want2, const char* op_name) {
     Type t = doc_.nodes_[r].type;
     if (t != want1 && t != want2)
       fail(op_at_, fmt::format("{} applies to a {}, found a {}", op_name, type_name(want1), type_name(t)));
-    return doc_.children_[doc_.nodes_[r].payload];
-  }
-  void set_items(Ref dict, const std::vector<Ref>& kv, const char* op_name) {
-    auto& items = container(dict, Type::Dict, Type::Dict, op_name);
-    if (kv.size() % 2) fail(op_at_, fmt::format("{} with an odd number of values ({})", op_name, kv.size()));
-    items.insert(items.end(), kv.begin(), kv.end());
+    return doc_.nodes_[r].payload;
   }
 
   // The memo is a vector: Python numbers it 0, 1, 2... An index may skip ahead, but never past
@@ -216,7 +268,8 @@ class Builder {
   void memo_put(std::uint64_t index) {
     if (index > UINT32_MAX - 1 || index >= in_.size())
       fail(op_at_, fmt::format("memo index {} is larger than the pickle", index));
-    if (index >= memo_.size()) memo_.resize(index + 1, kNoMemo);
+    if (index == memo_.size()) memo_.push_back(kNoMemo);  // the usual: the next index
+    else if (index > memo_.size()) memo_.resize(index + 1, kNoMemo);
     if (memo_[index] == kNoMemo) ++memo_count_;
     memo_[index] = top();
   }
@@ -351,9 +404,10 @@ class Builder {
   }
   Ref mark_tuple(std::size_t n) {
     if (stack_.size() < base() + n) fail(op_at_, fmt::format("TUPLE{} needs {} values on the stack", n, n));
-    std::vector<Ref> items(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
-    stack_.resize(stack_.size() - n);
-    return add_container(Type::Tuple, std::move(items));
+    const std::size_t from = stack_.size() - n;
+    const Ref t = add_container(Type::Tuple, from, stack_.size());
+    stack_.resize(from);
+    return t;
   }
 
   [[noreturn]] void refuse(const char* name, unsigned char op) {
@@ -379,7 +433,7 @@ class Builder {
       // Marks and stack.
       case '(': marks_.push_back(stack_.size()); return;  // MARK
       case '0': pop(); return;                            // POP
-      case '1': pop_mark(); return;                       // POP_MARK
+      case '1': drop_mark(last_mark()); return;           // POP_MARK
       case '2': push(top()); return;                      // DUP
       // Constants and numbers.
       case 'N': push(add(Type::None, 0)); return;
@@ -437,48 +491,40 @@ class Builder {
       case '}': push(add_container(Type::Dict)); return;   // EMPTY_DICT
       case ')': push(add_container(Type::Tuple)); return;  // EMPTY_TUPLE
       case 0x8f: push(add_container(Type::Set)); return;   // EMPTY_SET
-      case 'l': push(add_container(Type::List, pop_mark())); return;  // LIST
-      case 't': push(add_container(Type::Tuple, pop_mark())); return; // TUPLE
-      case 0x91: push(add_container(Type::Set, pop_mark())); return;  // FROZENSET
-      case 'd': {                                                     // DICT
-        auto kv = pop_mark();
-        Ref d = add_container(Type::Dict);
-        set_items(d, kv, "DICT");
-        push(d);
+      case 'l': mark_container(Type::List); return;   // LIST
+      case 't': mark_container(Type::Tuple); return;  // TUPLE
+      case 0x91: mark_container(Type::Set); return;   // FROZENSET
+      case 'd': {                                     // DICT
+        const std::size_t m = last_mark();
+        if ((stack_.size() - m) % 2) fail(op_at_, fmt::format("DICT with an odd number of values ({})", stack_.size() - m));
+        mark_container(Type::Dict);
         return;
       }
       case 0x85: push(mark_tuple(1)); return;  // TUPLE1
       case 0x86: push(mark_tuple(2)); return;  // TUPLE2
       case 0x87: push(mark_tuple(3)); return;  // TUPLE3
-      case 'a': {                              // APPEND
-        Ref v = pop();
-        container(top(), Type::List, Type::List, "APPEND").push_back(v);
+      case 'a': {  // APPEND: the list is below the value
+        need_values(2);
+        const std::size_t v = stack_.size() - 1;
+        append_items(container(stack_[v - 1], Type::List, Type::List, "APPEND"), v, v + 1);
+        stack_.pop_back();
         return;
       }
-      case 'e': {  // APPENDS
-        check_container_below_mark();
-        auto& list = container(stack_[marks_.back() - 1], Type::List, Type::List, "APPENDS");
-        pop_mark_into(list);
-        return;
-      }
-      case 0x90: {  // ADDITEMS
-        auto items = pop_mark();
-        auto& set = container(top(), Type::Set, Type::Set, "ADDITEMS");
-        set.insert(set.end(), items.begin(), items.end());
-        return;
-      }
-      case 's': {  // SETITEM
-        Ref v = pop();
-        Ref k = pop();
-        set_items(top(), {k, v}, "SETITEM");
+      case 'e': append_mark(Type::List, "APPENDS"); return;  // APPENDS
+      case 0x90: append_mark(Type::Set, "ADDITEMS"); return;  // ADDITEMS
+      case 's': {                                             // SETITEM: the dict is below key and value
+        need_values(3);
+        const std::size_t k = stack_.size() - 2;
+        append_items(container(stack_[k - 1], Type::Dict, Type::Dict, "SETITEM"), k, k + 2);
+        stack_.resize(k);
         return;
       }
       case 'u': {  // SETITEMS
-        check_container_below_mark();
-        auto& items = container(stack_[marks_.back() - 1], Type::Dict, Type::Dict, "SETITEMS");
-        if ((stack_.size() - marks_.back()) % 2)
-          fail(op_at_, fmt::format("SETITEMS with an odd number of values ({})", stack_.size() - marks_.back()));
-        pop_mark_into(items);
+        const std::size_t m = check_container_below_mark();
+        const std::uint64_t dict = container(stack_[m - 1], Type::Dict, Type::Dict, "SETITEMS");
+        if ((stack_.size() - m) % 2) fail(op_at_, fmt::format("SETITEMS with an odd number of values ({})", stack_.size() - m));
+        append_items(dict, m, stack_.size());
+        drop_mark(m);
         return;
       }
       // Memo.

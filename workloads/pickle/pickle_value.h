@@ -1,6 +1,8 @@
 // The values a Python pickle of plain data holds (None, bool, int, float, str, bytes, list,
 // tuple, dict, set), as a tree of nodes in one arena. Shared objects (the pickle memo) are one
-// node referenced twice, never copied, so a small pickle cannot expand into a huge tree.
+// node referenced twice, never copied, so a small pickle cannot expand into a huge tree. The
+// items of every container share one vector too (no allocation per container: a snapshot has
+// one dict per trace entry).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,21 @@ const char* type_name(Type type);  // Python's names: "NoneType", "int", "str", 
 
 using Ref = std::uint32_t;  // a node of a Document
 
+// The items of a container: a view into its Document, valid while the Document lives.
+class Items {
+ public:
+  Items(const Ref* data, std::size_t size) : data_(data), size_(size) {}
+  const Ref* begin() const { return data_; }
+  const Ref* end() const { return data_ + size_; }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Ref operator[](std::size_t i) const { return data_[i]; }
+
+ private:
+  const Ref* data_;
+  std::size_t size_;
+};
+
 // A parsed pickle. Nodes are immutable once parsing ends.
 class Document {
  public:
@@ -29,7 +46,10 @@ class Document {
   // Str, Bytes and BigInt (little-endian two's complement bytes) contents.
   std::string_view as_bytes(Ref r) const;
   // List, Tuple, Set: the items; Dict: keys and values interleaved (k0, v0, k1, v1...).
-  const std::vector<Ref>& items(Ref r) const { return children_[nodes_[r].payload]; }
+  Items items(Ref r) const {
+    const Span& s = spans_[nodes_[r].payload];
+    return Items(items_.data() + s.offset, s.size);
+  }
   std::size_t size(Ref r) const;  // items, or pairs for a dict
   // The value of a str key in a dict (the last one where a key repeats); nullptr-like -1 when absent.
   static constexpr Ref kAbsent = UINT32_MAX;
@@ -43,10 +63,17 @@ class Document {
     Type type;
     std::uint32_t length;   // Str/Bytes/BigInt: byte length
     std::uint64_t payload;  // Int/Bool: the value; Float: the bits; Str/Bytes/BigInt: offset into
-                            // text_; containers: index into children_
+                            // text_; containers: index into spans_
+  };
+  // A container's items: items_[offset, offset + size), room for `capacity` there. A container
+  // that grows past its room moves to the end of items_ with twice the room (the old place is
+  // left unused): appends cost O(1) on average, and items_ stays within a few times the items.
+  struct Span {
+    std::uint64_t offset, size, capacity;
   };
   std::vector<Node> nodes_;
-  std::vector<std::vector<Ref>> children_;
+  std::vector<Span> spans_;
+  std::vector<Ref> items_;
   std::string text_;
   Ref root_ = 0;
 };
