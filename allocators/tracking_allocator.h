@@ -3,11 +3,11 @@
 #pragma once
 
 #include <algorithm>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "allocators/allocator.h"
+#include "allocators/live_map.h"
 #include "common/units.h"
 
 namespace gmb {
@@ -20,14 +20,14 @@ class TrackingAllocator : public InspectableAllocator {
 
  protected:
   struct Live {
-    Bytes bytes;
-    StreamId stream;
+    Bytes bytes = 0;
+    StreamId stream = 0;
   };
 
   explicit TrackingAllocator(Device& device) : device_(device) {}
 
   void record_alloc(DevPtr ptr, Bytes bytes, StreamId stream, bool device_alloc) {
-    live_[ptr] = Live{bytes, stream};
+    live_.put(ptr, Live{bytes, stream});
     ++stats_.allocs;
     if (device_alloc) ++stats_.device_allocs; else ++stats_.cache_hits;
     stats_.allocated_bytes += bytes;
@@ -38,10 +38,8 @@ class TrackingAllocator : public InspectableAllocator {
 
   // Forgets ptr; returns what it was, or nullopt for an unknown pointer.
   std::optional<Live> record_free(DevPtr ptr, bool device_free) {
-    auto it = live_.find(ptr);
-    if (it == live_.end()) return std::nullopt;
-    Live l = it->second;
-    live_.erase(it);
+    Live l;
+    if (!live_.take(ptr, l)) return std::nullopt;
     ++stats_.frees;
     if (device_free) ++stats_.device_frees;
     stats_.allocated_bytes -= l.bytes;
@@ -80,7 +78,7 @@ class TrackingAllocator : public InspectableAllocator {
   Device& device_;
   AllocatorStats stats_;
   OomDetails oom_;
-  std::unordered_map<DevPtr, Live> live_;
+  LiveMap<Live> live_;
 };
 
 }  // namespace gmb

@@ -17,7 +17,7 @@ class CudaMallocAllocator final : public TrackingAllocator {
       : TrackingAllocator(device), baseline_(device.used_bytes()) {}
 
   ~CudaMallocAllocator() override {
-    for (auto& [ptr, live] : live_) device_.free(ptr);
+    live_.for_each([this](DevPtr ptr, const Live&) { device_.free(ptr); });
   }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {

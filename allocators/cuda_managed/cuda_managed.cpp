@@ -50,7 +50,7 @@ class CudaManagedAllocator final : private ManagedCap, public TrackingAllocator 
         accessed_by_(o.accessed_by) {}
 
   ~CudaManagedAllocator() override {
-    for (auto& [ptr, live] : live_) device_.free_managed(ptr);
+    live_.for_each([this](DevPtr ptr, const Live&) { device_.free_managed(ptr); });
   }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {

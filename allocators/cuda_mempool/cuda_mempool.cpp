@@ -41,7 +41,7 @@ class CudaMemPoolAllocator final : public TrackingAllocator, public StepAware {
   }
 
   ~CudaMemPoolAllocator() override {
-    for (auto& [ptr, live] : live_) device_.free_async(pool_, ptr, live.stream);
+    live_.for_each([this](DevPtr ptr, const Live& live) { device_.free_async(pool_, ptr, live.stream); });
     device_.destroy_pool(pool_);
   }
 
