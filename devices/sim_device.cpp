@@ -467,7 +467,9 @@ class SimDevice final : public Device {
 
   void erase_region(std::map<DevPtr, Region>::iterator it) {
     if (it == regions_.end()) return;
-    carve_order_.erase(it->second.created);
+    const auto at = std::lower_bound(carve_order_.begin(), carve_order_.end(), it->second.created,
+                                     [](const auto& e, std::uint64_t created) { return e.first < created; });
+    if (at != carve_order_.end() && at->first == it->second.created) carve_order_.erase(at);
     regions_.erase(it);
   }
 
@@ -495,7 +497,7 @@ class SimDevice final : public Device {
     r.free_ranges.emplace(0, size);
     r.largest_free = size;
     auto it = regions_.emplace(base, std::move(r)).first;
-    if (!vmm) carve_order_.emplace(it->second.created, it);
+    if (!vmm) carve_order_.emplace_back(it->second.created, it);
     return base;
   }
 
@@ -687,9 +689,10 @@ class SimDevice final : public Device {
   DeviceInfo info_;
   Bytes used_ = 0;
   std::map<DevPtr, Region> regions_;
-  // The regions cudaMalloc may carve (not VMM reservations), by creation: place() searches
-  // them newest first.
-  std::map<std::uint64_t, std::map<DevPtr, Region>::iterator> carve_order_;
+  // The regions cudaMalloc may carve (not VMM reservations), by creation (`created` grows, so
+  // appending keeps the order): place() searches them newest first, on every cudaMalloc, so a
+  // vector rather than a tree to walk.
+  std::vector<std::pair<std::uint64_t, std::map<DevPtr, Region>::iterator>> carve_order_;
   std::uint64_t region_seq_ = 0;
   std::map<DevPtr, Bytes> large_;
   std::vector<SmallPage> small_pages_;
