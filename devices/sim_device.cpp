@@ -139,15 +139,49 @@ struct PoolBlock {
   StreamId stream = 0;
 };
 
+// Ranges offset -> (size, stream), disjoint, by offset: a pool's pending and recent frees. A
+// sorted vector, not a tree: every cudaMallocAsync walks the recent frees, and they are few.
+class RangeList {
+ public:
+  using Entry = std::pair<Bytes, std::pair<Bytes, StreamId>>;
+  using iterator = std::vector<Entry>::iterator;
+  using const_iterator = std::vector<Entry>::const_iterator;
+  iterator begin() { return v_.begin(); }
+  iterator end() { return v_.end(); }
+  const_iterator begin() const { return v_.begin(); }
+  const_iterator end() const { return v_.end(); }
+  bool empty() const { return v_.empty(); }
+  std::size_t size() const { return v_.size(); }
+  void clear() { v_.clear(); }
+  // The first range at `offset` or above.
+  iterator lower_bound(Bytes offset) {
+    return std::lower_bound(v_.begin(), v_.end(), offset, [](const Entry& e, Bytes o) { return e.first < o; });
+  }
+  iterator erase(iterator it) { return v_.erase(it); }  // the next range
+  // Inserts a range at `at`, which must be where its offset belongs (a new offset).
+  iterator insert(iterator at, Bytes offset, Bytes size, StreamId stream) {
+    return v_.insert(at, Entry{offset, {size, stream}});
+  }
+  // Inserts or replaces the range at `offset`.
+  void set(Bytes offset, Bytes size, StreamId stream) {
+    auto it = lower_bound(offset);
+    if (it != v_.end() && it->first == offset) it->second = {size, stream};
+    else v_.insert(it, Entry{offset, {size, stream}});
+  }
+
+ private:
+  std::vector<Entry> v_;
+};
+
 struct PoolModel {
   MemPoolOptions options;
   DevPtr base = 0;
   bool alive = false;
   std::map<Bytes, PoolBlock> live;                      // offset -> block
-  std::map<Bytes, std::pair<Bytes, StreamId>> pending;  // freed, not reusable by other streams yet
+  RangeList pending;  // freed, not reusable by other streams yet
   // Ranges freed since the pool last saw its frees complete (a synchronize, or a request that
   // none of them holds), merged only with each other (and a stream's only with its own).
-  std::map<Bytes, std::pair<Bytes, StreamId>> recent;
+  RangeList recent;
   std::set<std::uint64_t> backed;                       // granule indices with physical memory
   // The free ranges between live blocks, merged, in address order ([start, end)): what first
   // fit searches, so that a request does not walk every live block (a vector: a search reads
@@ -398,7 +432,7 @@ class SimDevice final : public Device {
     auto it = pool.live.find(ptr - pool.base);
     if (it == pool.live.end()) return;
     pool.usage.used_current -= it->second.requested;
-    if (!pool.cross_stream_reuse()) pool.pending[it->first] = {it->second.size, stream};
+    if (!pool.cross_stream_reuse()) pool.pending.set(it->first, it->second.size, stream);
     add_recent(pool, it->first, it->second.size, stream);
     return_gap(pool, it->first, it->first + it->second.size);
     pool.live.erase(it);
@@ -662,11 +696,11 @@ class SimDevice final : public Device {
         return;
       }
     }
-    pool.recent.emplace_hint(next, start, std::make_pair(size, stream));
+    pool.recent.insert(next, start, size, stream);
   }
 
   // A range taken again is no longer pending or recent (ranges: offset -> (size, stream)).
-  static void drop_overlap(std::map<Bytes, std::pair<Bytes, StreamId>>& ranges, Bytes start, Bytes end) {
+  static void drop_overlap(RangeList& ranges, Bytes start, Bytes end) {
     if (ranges.empty()) return;
     auto it = ranges.lower_bound(start);
     if (it != ranges.begin()) --it;
@@ -678,9 +712,9 @@ class SimDevice final : public Device {
         continue;
       }
       it = ranges.erase(it);
-      if (s < start) ranges[s] = {start - s, st};
+      if (s < start) it = ranges.insert(it, s, start - s, st) + 1;  // its part below: it still points past it
       if (e > end) {
-        ranges[end] = {e - end, st};
+        ranges.insert(it, end, e - end, st);  // its part above, before the ranges that follow
         break;  // ranges do not overlap: nothing further can
       }
     }
