@@ -1,0 +1,49 @@
+// The allocators' pointer -> live allocation table (TrackingAllocator: cuda_malloc, cuda_managed,
+// cuda_mempool, ideal) must behave exactly like a map under any order of puts and takes: a wrong
+// entry would free another allocation or count the wrong bytes.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <unordered_map>
+
+#include "allocators/live_map.h"
+
+namespace gmb {
+namespace {
+
+TEST(LiveMap, AgreesWithAMapUnderRandomPutsAndTakes) {
+  std::mt19937_64 rng(11);
+  LiveMap<Bytes> table;  // starts small: it must grow
+  std::unordered_map<DevPtr, Bytes> ref;
+  for (int i = 0; i < 200000; ++i) {
+    // Aligned device pointers close together (as drivers hand them out), a few unaligned ones and
+    // the empty marker's neighbourhood.
+    const int kind = static_cast<int>(rng() % 10);
+    DevPtr ptr = kind < 7 ? 0x7f0000000000ull + (rng() % 3000) * 512 : kind < 9 ? rng() % 5000 : ~DevPtr(0) - rng() % 2;
+    if (rng() % 3 != 2) {
+      const Bytes v = rng();
+      table.put(ptr, v);
+      ref[ptr] = v;
+    } else {
+      Bytes got = 0;
+      const bool found = table.take(ptr, got);
+      auto it = ref.find(ptr);
+      ASSERT_EQ(found, it != ref.end()) << "pointer " << ptr << " at op " << i;
+      if (it != ref.end()) {
+        EXPECT_EQ(got, it->second);
+        ref.erase(it);
+      }
+    }
+    ASSERT_EQ(table.size(), ref.size());
+  }
+  std::size_t seen = 0;
+  table.for_each([&](DevPtr ptr, const Bytes& v) {
+    ++seen;
+    ASSERT_TRUE(ref.count(ptr));
+    EXPECT_EQ(ref[ptr], v);
+  });
+  EXPECT_EQ(seen, ref.size());
+}
+
+}  // namespace
+}  // namespace gmb
