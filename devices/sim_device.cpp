@@ -32,7 +32,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
-#include <set>
+#include <array>
 #include <vector>
 
 #include <fmt/format.h>
@@ -139,6 +139,43 @@ struct PoolBlock {
   StreamId stream = 0;
 };
 
+// A set of a pool's granule indices (kPoolSpan / kPoolGranule of them) as a bitmap: whether a
+// granule is backed is asked for every granule a cudaMallocAsync touches.
+class GranuleSet {
+ public:
+  static constexpr std::size_t kGranules = kPoolSpan / kPoolGranule;
+  bool count(std::uint64_t g) const { return (words_[g >> 6] >> (g & 63)) & 1; }
+  void insert(std::uint64_t g) {
+    if (count(g)) return;
+    words_[g >> 6] |= std::uint64_t{1} << (g & 63);
+    ++size_;
+  }
+  void erase(std::uint64_t g) {
+    if (!count(g)) return;
+    words_[g >> 6] &= ~(std::uint64_t{1} << (g & 63));
+    --size_;
+  }
+  std::size_t size() const { return size_; }
+  void clear() {
+    words_.fill(0);
+    size_ = 0;
+  }
+  // f(g) for every granule in the set, highest first.
+  template <class F>
+  void for_each_descending(F&& f) const {
+    for (std::size_t w = words_.size(); w-- > 0;)
+      for (std::uint64_t m = words_[w]; m;) {
+        const int b = 63 - __builtin_clzll(m);
+        f(std::uint64_t(w * 64 + static_cast<std::size_t>(b)));
+        m &= ~(std::uint64_t{1} << b);
+      }
+  }
+
+ private:
+  std::array<std::uint64_t, kGranules / 64> words_{};
+  std::size_t size_ = 0;
+};
+
 // Ranges offset -> (size, stream), disjoint, by offset: a pool's pending and recent frees. A
 // sorted vector, not a tree: every cudaMallocAsync walks the recent frees, and they are few.
 class RangeList {
@@ -182,7 +219,7 @@ struct PoolModel {
   // Ranges freed since the pool last saw its frees complete (a synchronize, or a request that
   // none of them holds), merged only with each other (and a stream's only with its own).
   RangeList recent;
-  std::set<std::uint64_t> backed;                       // granule indices with physical memory
+  GranuleSet backed;  // granule indices with physical memory
   // The free ranges between live blocks, merged, in address order ([start, end)): what first
   // fit searches, so that a request does not walk every live block (a vector: a search reads
   // most of them, and they are few next to the blocks). The last one ends at kPoolSpan unless
@@ -627,15 +664,16 @@ class SimDevice final : public Device {
   // first, leaving out those of [skip0, skip1] when skip is set.
   static std::vector<std::uint64_t> idle_granules(const PoolModel& pool, bool skip = false,
                                                   std::uint64_t skip0 = 0, std::uint64_t skip1 = 0) {
-    std::set<std::uint64_t> busy;
+    GranuleSet busy;
     auto mark = [&](Bytes off, Bytes size) {
       for (std::uint64_t g = off / kPoolGranule; g <= (off + size - 1) / kPoolGranule; ++g) busy.insert(g);
     };
     for (const auto& [off, b] : pool.live) mark(off, b.size);
     for (const auto& [off, p] : pool.pending) mark(off, p.first);
     std::vector<std::uint64_t> idle;
-    for (auto it = pool.backed.rbegin(); it != pool.backed.rend(); ++it)
-      if (!busy.count(*it) && !(skip && *it >= skip0 && *it <= skip1)) idle.push_back(*it);
+    pool.backed.for_each_descending([&](std::uint64_t g) {
+      if (!busy.count(g) && !(skip && g >= skip0 && g <= skip1)) idle.push_back(g);
+    });
     return idle;
   }
 
