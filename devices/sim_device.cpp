@@ -541,6 +541,8 @@ class SimDevice final : public Device {
     const auto at = std::lower_bound(carve_order_.begin(), carve_order_.end(), it->second.created,
                                      [](const auto& e, std::uint64_t created) { return e.first < created; });
     if (at != carve_order_.end() && at->first == it->second.created) carve_order_.erase(at);
+    const auto ext = std::lower_bound(extents_.begin(), extents_.end(), std::make_pair(it->first, DevPtr{0}));
+    if (ext != extents_.end() && ext->first == it->first) extents_.erase(ext);
     regions_.erase(it);
   }
 
@@ -549,8 +551,8 @@ class SimDevice final : public Device {
   DevPtr new_region(Bytes size, bool vmm) {
     DevPtr top = kVaHigh;
     DevPtr base = 0;
-    for (auto it = regions_.rbegin(); it != regions_.rend(); ++it) {
-      DevPtr end = it->first + it->second.size;
+    for (auto it = extents_.rbegin(); it != extents_.rend(); ++it) {
+      const DevPtr end = it->second;
       if (top > end && top - end > size) {
         base = top - size;
         break;
@@ -568,6 +570,8 @@ class SimDevice final : public Device {
     r.free_ranges.emplace(0, size);
     r.largest_free = size;
     auto it = regions_.emplace(base, std::move(r)).first;
+    extents_.insert(std::lower_bound(extents_.begin(), extents_.end(), std::make_pair(base, DevPtr{0})),
+                    {base, base + size});
     if (!vmm) carve_order_.emplace_back(it->second.created, it);
     return base;
   }
@@ -761,6 +765,9 @@ class SimDevice final : public Device {
   DeviceInfo info_;
   Bytes used_ = 0;
   std::map<DevPtr, Region> regions_;
+  // [base, end) of every region, by base: new_region walks them all from the top, on every
+  // cudaMalloc that needs a region of its own, so a vector rather than the tree.
+  std::vector<std::pair<DevPtr, DevPtr>> extents_;
   // The regions cudaMalloc may carve (not VMM reservations), by creation (`created` grows, so
   // appending keeps the order): place() searches them newest first, on every cudaMalloc, so a
   // vector rather than a tree to walk.
