@@ -216,4 +216,11 @@ struct DeviceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The card ran out of memory outside the allocator under test: a library's own setup (the
+// cuBLAS handle) asked the driver for memory and got none. The runner records it as the case's
+// OOM (a capacity OOM: the card cannot hold even the libraries), not as an error.
+struct DeviceOutOfMemory : DeviceError {
+  using DeviceError::DeviceError;
+};
+
 }  // namespace gmb

@@ -95,4 +95,29 @@ TEST(FragmentationMetrics, AnUnknownFamilyIsAnError) {
   std::filesystem::remove_all(dir);
 }
 
+// A merge writes the tables with the runs' metric families (recorded in each case file), or with
+// those of its own --metrics.
+TEST(FragmentationMetrics, MergeKeepsTheRunsFamiliesOrTakesItsOwn) {
+  const auto dir = temp_dir("metrics_merge");
+  write_text(dir / "c.yaml", "workloads:\n  - hole_pattern: {}\nallocators:\n  - caching\n  - cuda_malloc\n");
+  auto r = run_gpumembench("--config " + (dir / "c.yaml").string() + " --device sim --metrics tf --quiet --output " +
+                           (dir / "run").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_NE(read_text(dir / "run" / "results.md").find("BFC frag. at peak"), std::string::npos);
+  r = run_gpumembench("merge " + (dir / "run").string() + " --quiet --output " + (dir / "same").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(read_text(dir / "same" / "results.md").find("BFC frag. at peak"), std::string::npos);
+  r = run_gpumembench("merge " + (dir / "run").string() + " --metrics gmlake --quiet --output " +
+                      (dir / "gmlake").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string md = read_text(dir / "gmlake" / "results.md");
+  EXPECT_NE(md.find("frag. (GMLake)"), std::string::npos) << md;
+  EXPECT_EQ(md.find("BFC frag. at peak"), std::string::npos) << md;
+  r = run_gpumembench("merge " + (dir / "run").string() + " --metrics bogus --output " + (dir / "bad").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--metrics: 'bogus' is not a metric family"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace

@@ -95,3 +95,29 @@ TEST(GpuOom, CapacityFrontierHoldsOnTheRealDriver) {
   EXPECT_TRUE(seen);
   fs::remove_all(dir);
 }
+
+// Issue 13: on a card the ballast leaves almost empty, the first thing to run out of memory may
+// be cuBLAS's own setup rather than the allocator: either way the case ends in a recorded OOM,
+// never an error.
+TEST(GpuOom, ACardTooSmallForTheLibrariesIsARecordedOomNotAnError) {
+  REQUIRE_GPU();
+  const fs::path dir = temp_dir("gpu_tiny");
+  write_text(dir / "c.yaml",
+             "name: tiny\n"
+             "device: {capacity: [2MiB, 64MiB]}\n"
+             "allocators: [caching, cuda_malloc]\n"
+             "workloads:\n"
+             "  - transformer: {style: korthikanti, layers: 2, hidden: 1024, heads: 16, vocab: 50257, batch: 2,\n"
+             "                  steps: 3, seq_len: {dist: fixed, value: 512}}\n"
+             "output: {formats: [md, json]}\n");
+  auto r = run_gpumembench("--device cuda -q --config " + (dir / "c.yaml").string() + " --output " + (dir / "out").string());
+  const json j = json::parse(read_text(dir / "out" / "results.json"));
+  ASSERT_EQ(j["cases"].size(), 4u) << r.out;
+  for (const auto& c : j["cases"]) {
+    EXPECT_FALSE(c.contains("error")) << c.dump();
+    EXPECT_GE(c.value("ooms", 0), 1) << c["label"];
+    std::printf("[gpu] %s: %s\n", c["label"].get<std::string>().c_str(),
+                c["oom"].is_null() ? "no OOM" : c["oom"].dump().substr(0, 300).c_str());
+  }
+  fs::remove_all(dir);
+}

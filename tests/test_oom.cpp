@@ -13,6 +13,7 @@
 #include "harness/run/runner.h"
 #include "harness/run/workload_need.h"
 #include "test_helpers.h"
+#include "workloads/hole_pattern.h"
 #include "workloads/trace.h"
 
 using namespace gmb::testing;
@@ -717,4 +718,49 @@ TEST(WorkloadNeed, ARunOnSimClassifiesItsOomsAsTheSeparatePassDoes) {
       }
   EXPECT_GT(fragmentation, 0u) << "the config has fragmentation OOMs: the comparison covers them";
   EXPECT_GT(capacity, 0u) << "and capacity OOMs";
+
+namespace {
+
+// The hole pattern, with a library setup that finds no device memory, as cuBLAS's handle on a
+// card the ballast has filled (CUBLAS_STATUS_ALLOC_FAILED).
+class SetupOomWorkload final : public gmb::Workload {
+ public:
+  SetupOomWorkload() : inner_(gmb::make_hole_pattern(gmb::HolePatternParams{})) {}
+  std::string kind() const override { return inner_->kind(); }
+  std::string label() const override { return inner_->label(); }
+  std::uint64_t num_steps() const override { return inner_->num_steps(); }
+  void step_ops(std::uint64_t step, std::vector<gmb::Op>& out, gmb::StepInfo& info) override {
+    inner_->step_ops(step, out, info);
+  }
+  void prepare(gmb::ComputeContext&) override {
+    throw gmb::DeviceOutOfMemory("cublasCreate ran out of device memory (CUBLAS_STATUS_ALLOC_FAILED)");
+  }
+
+ private:
+  std::unique_ptr<gmb::Workload> inner_;
+};
+
+}  // namespace
+
+// Issue 13: a driver OOM in the workload's library setup is the case's OOM, not an error.
+TEST(SetupOom, IsARecordedCapacityOomOfTheCaseNotAnError) {
+  gmb::CaseSpec spec{"caching", {}, [] { return std::make_unique<SetupOomWorkload>(); }};
+  const gmb::CaseResult c = gmb::run_case(spec, gmb::DeviceSpec{gmb::DeviceChoice::Sim, 1 * gmb::GiB}, gmb::RunSettings{});
+  EXPECT_TRUE(c.error.empty()) << c.error;
+  ASSERT_EQ(c.runs.size(), 1u);
+  const gmb::RunMetrics& m = c.runs.front();
+  EXPECT_EQ(m.ooms, 1u);
+  EXPECT_EQ(m.capacity_ooms, 1u);
+  EXPECT_EQ(m.steps_completed, 0u);
+  ASSERT_TRUE(m.first_oom);
+  EXPECT_EQ(m.first_oom->kind, gmb::OomKind::Capacity);
+  EXPECT_EQ(m.first_oom->message, "cublasCreate ran out of device memory (CUBLAS_STATUS_ALLOC_FAILED)");
+  gmb::RunReport r;
+  r.config_name = "setup_oom";
+  r.device.kind = gmb::DeviceKind::Sim;
+  r.device.capacity_bytes = 1 * gmb::GiB;
+  r.cases.push_back(c);
+  const std::string md = gmb::markdown_table(r);
+  EXPECT_NE(md.find("capacity at step 0 (in the workload's setup (cuBLAS), before the first step)"), std::string::npos)
+      << md;
 }

@@ -3,6 +3,8 @@
 // buffers hold whatever the allocator handed out); the time and memory traffic are.
 #include "workloads/transformer_compute.h"
 
+#include "devices/device.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -79,10 +81,14 @@ struct State {
 };
 
 void check(cudaError_t e, const char* what) {
+  if (e == cudaErrorMemoryAllocation)
+    throw DeviceOutOfMemory(std::string(what) + " ran out of device memory: " + cudaGetErrorString(e));
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorString(e));
 }
 
 void check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_ALLOC_FAILED)
+    throw DeviceOutOfMemory(std::string(what) + " ran out of device memory (CUBLAS_STATUS_ALLOC_FAILED)");
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string(what) + " failed: cuBLAS status " + std::to_string(int(s)));
 }

@@ -28,7 +28,8 @@ struct TouchBuffer {
   bool write = false;
 };
 
-// Creates a cuBLAS handle bound to `stream` (a cudaStream_t). Throws std::runtime_error.
+// Creates a cuBLAS handle bound to `stream` (a cudaStream_t). Throws DeviceOutOfMemory when the
+// driver has no memory for it (CUBLAS_STATUS_ALLOC_FAILED), std::runtime_error on other failures.
 void* create(void* stream);
 void destroy(void* state);
 // Sets the cuBLAS workspace (nullptr, 0: none). Cheap when unchanged.

@@ -27,6 +27,7 @@
 #include "harness/cli/run_plan.h"
 #include "harness/cli/sweep_cli.h"
 #include "harness/cli/shipped_configs.h"
+#include "harness/cli/metrics_flag.h"
 #include "harness/cli/size_flag.h"
 #include "harness/compare/compare.h"
 #include "harness/config/config.h"
@@ -63,23 +64,6 @@ std::string command_line(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
-}
-
-// --metrics gmlake,tf (or all): the metric families the tables show, each checked.
-std::vector<std::string> parse_metrics_flag(const std::string& flag) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= flag.size()) {
-    const std::size_t comma = std::min(flag.find(',', start), flag.size());
-    const std::string name = flag.substr(start, comma - start);
-    start = comma + 1;
-    if (name == "all") return metric_families();
-    if (std::find(metric_families().begin(), metric_families().end(), name) == metric_families().end())
-      throw UsageError(fmt::format("--metrics: '{}' is not a metric family (valid: {}, all)", name,
-                                   join(metric_families())));
-    out.push_back(name);
-  }
-  return out;
 }
 
 // An argument as a shell reads it back: quoted where it holds anything but plain characters.

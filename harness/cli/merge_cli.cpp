@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "harness/cli/metrics_flag.h"
 #include "harness/cli/config_option.h"
 #include "harness/io/output_folder.h"
 #include "harness/report/markdown_report.h"
@@ -31,6 +32,7 @@ CLI::App* add_merge_command(CLI::App& app, MergeCliArgs& a) {
   merge->add_flag("--overwrite", a.overwrite, "use --output even if it holds an earlier run's files (they are removed)");
   merge->add_option("--format", a.format, "md, csv, json, latex (default: the formats the runs wrote)");
   merge->add_option("--baseline", a.baseline, "as for a run (default: the runs' own)");
+  merge->add_option("--metrics", a.metrics, "as for a run (default: the runs' own when they agree)");
   merge->add_flag("--allow-mixed", a.allow_mixed, "join cases of different tool versions or devices in one table");
   merge->add_flag("--quiet,-q", a.quiet, "no notices on stderr");
   merge->add_option("--config", a.plan.config, "the sweep's config: its cases in its order, the missing ones listed")
@@ -63,6 +65,7 @@ int run_merge_command(const MergeCliArgs& a, const std::string& command_line) {
   if (!a.format.empty()) formats = parse_formats(a.format);
   RunReport& report = merged.report;
   if (!a.baseline.empty()) report.baseline = a.baseline;
+  if (!a.metrics.empty()) report.metrics = parse_metrics_flag(a.metrics);
   report.command_line = command_line;
   report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
   OutputFolder folder(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output");

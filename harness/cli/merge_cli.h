@@ -16,7 +16,7 @@ namespace gmb {
 
 struct MergeCliArgs {
   std::vector<std::string> dirs;
-  std::string output, format, baseline;
+  std::string output, format, baseline, metrics;
   bool overwrite = false, allow_mixed = false, quiet = false;
   RunArgs plan;  // --config and the flags that decide its cases (--device, --capacity, --steps, --allocator)
 };

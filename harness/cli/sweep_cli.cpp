@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "devices/device.h"
+#include "harness/cli/metrics_flag.h"
 #include "harness/config/yaml_reader.h"
 #include "harness/report/report.h"
 #include "harness/run/stop_request.h"
@@ -147,6 +148,7 @@ int run_worker_case(const RunArgs& a) {
   header.on_oom = to_string(p.config.run.on_oom);
   header.repeat = p.config.run.repeat;
   header.baseline = a.baseline;
+  header.metrics = a.metrics.empty() ? p.config.metrics : parse_metrics_flag(a.metrics);
   header.device = describe_device(p.spec);
   const CaseFiles files{a.output, p.cases.size(),
                         a.format.empty() ? std::vector<std::string>{"md", "csv", "json"} : parse_formats(a.format)};

@@ -53,8 +53,11 @@ const auto kPaddedPerS = [](const RunMetrics& m) { return m.padded_tokens_per_s;
 std::string oom_words(const RunMetrics& m) {
   if (!m.first_oom) return "none";
   const auto& o = *m.first_oom;
-  return fmt::format("{} at step {} (event {}, {}){}", to_string(o.kind), o.step, o.event,
-                     format_bytes(o.requested_bytes),
+  // No request of the workload's failed: a library's setup did (the runner's setup OOM).
+  const std::string what = o.requested_bytes == 0 && !o.origin.empty()
+                               ? o.origin
+                               : fmt::format("event {}, {}", o.event, format_bytes(o.requested_bytes));
+  return fmt::format("{} at step {} ({}){}", to_string(o.kind), o.step, what,
                      m.ooms > 1 ? fmt::format(", {} OOMs ({} fragmentation, {} capacity)", m.ooms,
                                               m.fragmentation_ooms, m.capacity_ooms)
                                 : "");

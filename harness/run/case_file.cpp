@@ -376,6 +376,7 @@ json case_file_json(const CaseFileHeader& h, const CaseResult& result) {
           {"plan_cases", h.plan_cases},
           {"baseline", h.baseline},
           {"formats", h.formats},
+          {"metrics", h.metrics},
           {"id", h.id},
           {"spec", h.spec},
           {"tool_version", h.tool_version},
@@ -413,6 +414,7 @@ LoadedCase read_case_file(const std::string& path) {
     c.header.plan_cases = j.value("plan_cases", std::size_t(0));
     c.header.baseline = j.value("baseline", std::string());
     c.header.formats = j.value("formats", std::vector<std::string>());
+    c.header.metrics = j.value("metrics", std::vector<std::string>());
     c.result = case_result_from_json(j.at("result"));
     return c;
   } catch (const json::exception& e) {

@@ -31,6 +31,7 @@ struct CaseFileHeader {
   std::size_t plan_index = 0, plan_cases = 0;
   std::string baseline;
   std::vector<std::string> formats;
+  std::vector<std::string> metrics;  // the fragmentation-metric families the tables show ([] the default)
 };
 
 struct CaseFileError : std::runtime_error {

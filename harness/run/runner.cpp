@@ -179,6 +179,7 @@ struct CaseRun {
     need = &known;
     auto classify = [&](OomRecord& r) {
       r.need_from_here_bytes = known.requested_from(r.step);
+      if (r.origin == kSetupOomOrigin) return;  // a capacity OOM whatever the need (record_setup_oom)
       r.kind = classify_oom(known, r.step, r.capacity_bytes);
     };
     for (const Unclassified& u : unclassified)
@@ -191,6 +192,27 @@ struct CaseRun {
       for (StepSample& s : result.steps)
         s.need_bytes = s.step < known.step_peak_requested_bytes.size() ? known.step_peak_requested_bytes[s.step] : 0;
     }
+  }
+
+  static constexpr const char* kSetupOomOrigin = "in the workload's setup (cuBLAS), before the first step";
+
+  // The workload's own setup (cuBLAS) found no device memory before the first step: the case's
+  // OOM, at step 0 and event 0, a capacity OOM (what is missing is not the allocator's doing).
+  void record_setup_oom(const std::string& message) {
+    ++m.ooms;
+    ++m.capacity_ooms;
+    OomRecord r;
+    r.capacity_bytes = device.info().capacity_bytes;
+    if (need) r.need_from_here_bytes = need->requested_from(0);
+    r.kind = OomKind::Capacity;
+    r.message = message;
+    r.origin = kSetupOomOrigin;
+    if (!m.first_oom) {
+      m.first_oom = r;
+      m.free_space_at_first_oom = allocator.free_space();
+    }
+    if (first_run && settings.oom_block_map && result.oom_events.size() < CaseResult::kMaxOomEvents)
+      result.oom_events.push_back(r);
   }
 
   // A run of allocator ops between two compute ops, timed as one: the clock costs 10-16 ns a
@@ -328,7 +350,12 @@ struct CaseRun {
     ctx.real_gpu = !device.simulated();
     ctx.stream = device.native_stream(0);
     ctx.buffer = [this](BufferId id) { return live.find(id); };
-    workload.prepare(ctx);
+    try {
+      workload.prepare(ctx);
+    } catch (const DeviceOutOfMemory& e) {
+      record_setup_oom(e.what());
+      return;
+    }
     has_free_space = allocator.free_space().has_value();
     if (first_run && settings.oom_block_map) usage_ring.reserve(kUsageWindow);
     // A workload of unknown length (a trace stream) runs until a step says it is the end.

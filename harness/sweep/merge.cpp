@@ -218,7 +218,7 @@ MergeResult merge_case_folders(const std::vector<std::string>& dirs, const std::
   }
   if (chosen.empty()) throw MergeError("no case files in " + join_dirs(dirs));
   // One tool version and one device, unless allowed.
-  Values versions, kinds, devices, configs, baselines, formats;
+  Values versions, kinds, devices, configs, baselines, formats, metrics;
   for (const Found* f : chosen) {
     const CaseFileHeader& h = f->loaded.header;
     versions.add(h.tool_version, f->path);
@@ -229,6 +229,9 @@ MergeResult merge_case_folders(const std::vector<std::string>& dirs, const std::
     std::string fs_text;
     for (const auto& x : h.formats) fs_text += (fs_text.empty() ? "" : ",") + x;
     formats.add(fs_text, f->path);
+    std::string ms_text;
+    for (const auto& x : h.metrics) ms_text += (ms_text.empty() ? "" : ",") + x;
+    metrics.add(ms_text, f->path);
   }
   for (const auto& [what, values] : {std::pair<const char*, const Values*>{"tool versions", &versions},
                                      {"device kinds", &kinds},
@@ -251,6 +254,8 @@ MergeResult merge_case_folders(const std::vector<std::string>& dirs, const std::
   r.repeat = first.spec.at("run").at("repeat").get<std::uint64_t>();
   r.baseline = baselines.seen.size() == 1 ? first.baseline : "";
   if (formats.seen.size() == 1) out.formats = first.formats;
+  // The runs' metric families when they agree; else the default ones (merge --metrics chooses).
+  if (metrics.seen.size() == 1) r.metrics = first.metrics;
   for (const Found* f : chosen) {
     const json& spec = f->loaded.header.spec;
     if (spec.value("capacity_in_label", false)) {

@@ -46,7 +46,8 @@ void write_case_file(const PlannedCase& c, const RunReport& header, const CaseFi
                    c.index,
                    files.plan_cases,
                    header.baseline,
-                   files.formats};
+                   files.formats,
+                   header.metrics};
   SignalsHeld held;  // a second Ctrl-C waits for the file to be whole
   write_file_atomically(case_file_path(files.dir, c.id), case_file_json(h, done).dump() + "\n");
 }
