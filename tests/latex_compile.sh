@@ -67,6 +67,17 @@ else
   echo "latex_compile: gpumembench --baseline failed:"; cat "$work/dynamic_seq_baseline.stdout"; failures=$((failures + 1))
 fi
 
+# Every published fragmentation metric (--metrics all): they go in tables of their own under the
+# main one, each as wide as the line at most.
+out="$work/allocators_metrics"
+if "$binary" --device sim --quiet --steps 3 --config "$source_dir/configs/allocators.yaml" --metrics all \
+    --output "$out" --format latex >"$work/allocators_metrics.stdout" 2>&1; then
+  grep -c 'begin{tabularx}' "$out/results.tex" | grep -qv '^1$' || { echo "latex_compile: --metrics all made one table"; failures=$((failures + 1)); }
+  compile "$out" results.tex allocators_metrics
+else
+  echo "latex_compile: gpumembench --metrics all failed:"; cat "$work/allocators_metrics.stdout"; failures=$((failures + 1))
+fi
+
 if "$binary" compare "$source_dir/results/h200/dynamic_seq" "$source_dir/results/h200/fixed_seq" --format latex \
     --output "$work/compare" >"$work/compare.stdout" 2>&1; then
   compile "$work/compare" compare.tex compare

@@ -718,6 +718,7 @@ TEST(WorkloadNeed, ARunOnSimClassifiesItsOomsAsTheSeparatePassDoes) {
       }
   EXPECT_GT(fragmentation, 0u) << "the config has fragmentation OOMs: the comparison covers them";
   EXPECT_GT(capacity, 0u) << "and capacity OOMs";
+}
 
 namespace {
 

@@ -170,8 +170,6 @@ std::string latex_table(const RunReport& r) {
       }
   }
 
-  const std::size_t numbers = columns.size();
-  const std::size_t width = numbers + 2;  // with the allocator and the OOM
   std::string out = fmt::format("% gpumembench {}: {} on {} ({})\n", r.tool_version, r.config_name, r.device.name,
                                 to_string(r.device.kind));
   if (!r.command_line.empty()) out += "% command: " + r.command_line + "\n";
@@ -186,78 +184,107 @@ std::string latex_table(const RunReport& r) {
   const bool any_oom = std::any_of(r.cases.begin(), r.cases.end(), [](const CaseResult& c) {
     return !c.error.empty() || std::any_of(c.runs.begin(), c.runs.end(), [](auto& m) { return m.first_oom.has_value(); });
   });
-  out += "{\\setlength{\\tabcolsep}{4pt}%\n";
-  out += fmt::format("\\begin{{tabularx}}{{\\linewidth}}{{@{{}}>{{\\raggedright\\arraybackslash}}X{}{}@{{}}}}\n\\toprule\n",
-                     std::string(numbers, 'r'), any_oom ? ">{\\raggedright\\arraybackslash}p{6.5em}" : "l");
-  // Two header lines keep the number columns narrow; neighbours with the same top line share it.
-  std::string top = " ", rules, bottom = "Allocator";
-  for (std::size_t k = 0; k < numbers;) {
-    std::size_t n = 1;
-    while (k + n < numbers && columns[k + n].top == columns[k].top) ++n;
-    if (n > 1) {
-      top += fmt::format(" & \\multicolumn{{{}}}{{c}}{{{}}}", n, columns[k].top);
-      rules += fmt::format("\\cmidrule(lr){{{}-{}}}\n", k + 2, k + n + 1);
-    } else {
-      top += " & " + columns[k].top;
-    }
-    for (std::size_t j = k; j < k + n; ++j) bottom += " & " + columns[j].bottom;
-    k += n;
-  }
-  out += top + " & \\\\\n" + rules + bottom + " & First OOM \\\\\n";
-
-  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-    const CaseGroup& g = groups[gi];
-    out += "\\midrule\n";
-    if (grouped)
-      out += fmt::format("\\multicolumn{{{}}}{{@{{}}>{{\\raggedright\\arraybackslash}}p{{\\linewidth}}@{{}}}}"
-                         "{{\\emph{{{}}}}} \\\\\n",
-                         width, latex_label(g.heading()));
-    for (std::size_t i : g.cases) {
-      const CaseRow& row = rows[i];
-      const CaseResult& c = row.c;
-      const CaseSummary& s = row.s;
-      out += latex_label(row_name(c));
-      if (!s.run) {  // no figures: dashes, and the error where the OOM would be (that column wraps)
-        for (std::size_t k = 0; k < numbers; ++k) out += " & --";
-        out += " & error: " + latex_escape(c.error) + " \\\\\n";
-        continue;
+  // One tabularx: the allocator, `columns`, and (the first table) the first OOM. A table wider
+  // than the line cannot be read in a paper, so the published fragmentation metrics (--metrics)
+  // go in tables of their own under the main one, whole families, at most kMetricColumnsPerTable columns each.
+  auto table = [&](const std::vector<TexColumn>& columns, bool with_oom) {
+    const std::size_t numbers = columns.size();
+    const std::size_t width = numbers + (with_oom ? 2 : 1);  // with the allocator (and the OOM)
+    out += "{\\setlength{\\tabcolsep}{4pt}%\n";
+    out += fmt::format("\\begin{{tabularx}}{{\\linewidth}}{{@{{}}>{{\\raggedright\\arraybackslash}}X{}{}@{{}}}}\n\\toprule\n",
+                       std::string(numbers, 'r'), !with_oom ? "" : any_oom ? ">{\\raggedright\\arraybackslash}p{6.5em}" : "l");
+    // Two header lines keep the number columns narrow; neighbours with the same top line share it.
+    std::string top = " ", rules, bottom = "Allocator";
+    for (std::size_t k = 0; k < numbers;) {
+      std::size_t n = 1;
+      while (k + n < numbers && columns[k + n].top == columns[k].top) ++n;
+      if (n > 1) {
+        top += fmt::format(" & \\multicolumn{{{}}}{{c}}{{{}}}", n, columns[k].top);
+        rules += fmt::format("\\cmidrule(lr){{{}-{}}}\n", k + 2, k + n + 1);
+      } else {
+        top += " & " + columns[k].top;
       }
-      const std::string gkey = std::to_string(gi);
-      for (const TexColumn& t : columns) {
-        const Column& col = *t.col;
-        if (!applies_to(col.applies, c)) {
-          out += " & --";
+      for (std::size_t j = k; j < k + n; ++j) bottom += " & " + columns[j].bottom;
+      k += n;
+    }
+    out += top + (with_oom ? " & " : "") + "\\\\\n" + rules + bottom + (with_oom ? " & First OOM" : "") + " \\\\\n";
+
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const CaseGroup& g = groups[gi];
+      out += "\\midrule\n";
+      if (grouped)
+        out += fmt::format("\\multicolumn{{{}}}{{@{{}}>{{\\raggedright\\arraybackslash}}p{{\\linewidth}}@{{}}}}"
+                           "{{\\emph{{{}}}}} \\\\\n",
+                           width, latex_label(g.heading()));
+      for (std::size_t i : g.cases) {
+        const CaseRow& row = rows[i];
+        const CaseResult& c = row.c;
+        const CaseSummary& s = row.s;
+        out += latex_label(row_name(c));
+        if (!s.run) {  // no figures: dashes, and the error where the OOM would be (that column wraps)
+          for (std::size_t k = 0; k < numbers; ++k) out += " & --";
+          out += (with_oom ? " & error: " + latex_escape(c.error) : std::string()) + " \\\\\n";
           continue;
         }
-        std::string relative;
-        if (g.baseline && col.relative != Relative::None) {
-          baseline = true;
-          const CaseRow& base = rows[*g.baseline];
-          if (i == *g.baseline) relative = "base";
-          else if (base.s.run) relative = relative_text(col, as_number(col.get(row)), as_number(col.get(base)));
-          if (col.rate && i != *g.baseline && (!s.clean || !base.s.clean)) relative += mark(false, true);
+        const std::string gkey = std::to_string(gi);
+        for (const TexColumn& t : columns) {
+          const Column& col = *t.col;
+          if (!applies_to(col.applies, c)) {
+            out += " & --";
+            continue;
+          }
+          std::string relative;
+          if (g.baseline && col.relative != Relative::None) {
+            baseline = true;
+            const CaseRow& base = rows[*g.baseline];
+            if (i == *g.baseline) relative = "base";
+            else if (base.s.run) relative = relative_text(col, as_number(col.get(row)), as_number(col.get(base)));
+            if (col.rate && i != *g.baseline && (!s.clean || !base.s.clean)) relative += mark(false, true);
+          }
+          const double v = as_number(col.get(row));
+          const bool model = is_modeled(col, c);
+          // A case with an OOM: the rate of what it did, marked, never bold.
+          const std::string marked = mark(model, col.rate && !s.clean);
+          auto it = best.find(&col);
+          const bool bold = s.clean && it != best.end() && it->second.is_best(gkey, show(col)(v), model);
+          const std::optional<Spread> sp = col.spread ? col.spread(row) : std::nullopt;
+          out += " & " + cell(v, sp.value_or(Spread{v, v, v}), show(col), bold, marked, relative);
         }
-        const double v = as_number(col.get(row));
-        const bool model = is_modeled(col, c);
-        // A case with an OOM: the rate of what it did, marked, never bold.
-        const std::string marked = mark(model, col.rate && !s.clean);
-        auto it = best.find(&col);
-        const bool bold = s.clean && it != best.end() && it->second.is_best(gkey, show(col)(v), model);
-        const std::optional<Spread> sp = col.spread ? col.spread(row) : std::nullopt;
-        out += " & " + cell(v, sp.value_or(Spread{v, v, v}), show(col), bold, marked, relative);
+        if (!with_oom) {
+          out += " \\\\\n";
+          continue;
+        }
+        const RunMetrics& m = *s.run;
+        std::string oom = "none";
+        if (m.first_oom) {
+          oom = fmt::format("{}, step {}", to_string(m.first_oom->kind), m.first_oom->step);
+          if (m.ooms > 1) oom += fmt::format("; {} OOMs", m.ooms);
+          oom = latex_escape(oom) + mark(c.memory_modeled, false);
+        }
+        if (!c.error.empty()) oom += " (error: " + latex_escape(c.error) + ")";
+        out += " & " + oom + " \\\\\n";
       }
-      const RunMetrics& m = *s.run;
-      std::string oom = "none";
-      if (m.first_oom) {
-        oom = fmt::format("{}, step {}", to_string(m.first_oom->kind), m.first_oom->step);
-        if (m.ooms > 1) oom += fmt::format("; {} OOMs", m.ooms);
-        oom = latex_escape(oom) + mark(c.memory_modeled, false);
-      }
-      if (!c.error.empty()) oom += " (error: " + latex_escape(c.error) + ")";
-      out += " & " + oom + " \\\\\n";
     }
+    out += "\\bottomrule\n\\end{tabularx}}\n";
+  };
+  std::vector<TexColumn> main_columns, metric_columns;
+  for (const TexColumn& t : columns) (t.col->metric_family.empty() ? main_columns : metric_columns).push_back(t);
+  table(main_columns, true);
+  // Whole families per table (a family's columns share a heading), packed in order.
+  constexpr std::size_t kMetricColumnsPerTable = 4;
+  std::vector<std::vector<TexColumn>> metric_tables;
+  for (std::size_t k = 0; k < metric_columns.size();) {
+    std::size_t n = 1;
+    while (k + n < metric_columns.size() && metric_columns[k + n].col->metric_family == metric_columns[k].col->metric_family) ++n;
+    if (metric_tables.empty() || metric_tables.back().size() + n > kMetricColumnsPerTable) metric_tables.emplace_back();
+    metric_tables.back().insert(metric_tables.back().end(), metric_columns.begin() + std::ptrdiff_t(k),
+                                metric_columns.begin() + std::ptrdiff_t(k + n));
+    k += n;
   }
-  out += "\\bottomrule\n\\end{tabularx}}\n";
+  for (const auto& t : metric_tables) {
+    out += "\\par\\medskip\n";
+    table(t, false);
+  }
 
   // The caption footer: what every row shares, then what the marks mean.
   std::set<std::size_t> counts;
