@@ -16,31 +16,9 @@
 set -u
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
-OUT="${OUT:-$PWD/gpu_out}"
+. scripts/gpu_lib.sh
+gpu_job vmm_gpu 300
 STEPS="${STEPS:-100}"
-START=$(date +%s)
-DEADLINE=$((START + ${DEADLINE_S:-300}))
-WORK="$(mktemp -d)/vmm_gpu"
-mkdir -p "$OUT" "$WORK"
-LOG="$WORK/run.log"
-log() { echo "[$(date +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$LOG"; }
-pack() { tar -czf "$OUT/vmm_gpu.tar.gz.tmp" -C "$(dirname "$WORK")" vmm_gpu &&
-         mv "$OUT/vmm_gpu.tar.gz.tmp" "$OUT/vmm_gpu.tar.gz"; }
-left() { echo $(( DEADLINE - $(date +%s) )); }
-# Runs a command under the time left (less a margin for the last pack); skips it when none is.
-guarded() {
-  local t=$(( $(left) - 10 ))
-  if [ "$t" -le 5 ]; then log "SKIPPED (deadline): $*"; status=1; return 1; fi
-  timeout "$t" "$@"
-}
-status=0
-
-{
-  echo "git: $(git rev-parse HEAD 2>/dev/null || echo none) $(git status --porcelain 2>/dev/null | wc -l) changed files"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>&1
-  nvcc --version 2>&1 | tail -2
-} > "$WORK/environment.txt"
-export PATH="$PATH:/usr/local/cuda/bin"
 
 # The probe first: it is small, and its figures are what the sim's model of these calls needs.
 if [ "${PROBE:-1}" = 0 ]; then
@@ -56,16 +34,8 @@ else
 fi
 pack
 
-log "build (gpumembench, gmb_tests)"
-gen=(); command -v ninja >/dev/null && [ ! -f build-gpu/CMakeCache.txt ] && gen=(-G Ninja)
-if ! guarded cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-     -DGMB_WITH_TORCH=OFF >> "$LOG" 2>&1 ||
-   ! guarded cmake --build build-gpu --target gpumembench gmb_tests -j"$(nproc)" > "$WORK/build.log" 2>&1; then
-  tail -30 "$WORK/build.log" 2>/dev/null | tee -a "$LOG"
-  log "BUILD FAILED"; pack; exit 1
-fi
+gpu_build -DGMB_WITH_TORCH=OFF -- gpumembench gmb_tests
 BIN=build-gpu/gpumembench
-pack
 
 log "GPU tests (GpuVmm*, and the plain VMM map test)"
 guarded build-gpu/tests/gmb_tests --gtest_filter='GpuVmm*:Gpu.VmmMapAndUnmapTakeAndReturnPhysicalMemory' \

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole GPU test suite on the GPU machine (device tool), in one call: builds gpumembench and
+# the tests (with PyTorch's allocator where libtorch is found) and runs every Gpu* test under a
+# deadline (default 420 s). A session's last GPU call: what its closing note reports.
+#
+#   OUT=/some/dir bash scripts/gpu_verify.sh       # default OUT: ./gpu_out
+#   GPU_TEST_FILTER='Gpu*'                         # the default
+#
+# Brings back $OUT/verify_gpu.tar.gz: verify_gpu/{run.log,environment.txt,build.log,gpu_tests.log}.
+set -u
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+. scripts/gpu_lib.sh
+gpu_job verify_gpu 420
+
+gpu_build -- gpumembench gmb_tests
+log "GPU tests (${GPU_TEST_FILTER:-Gpu*})"
+guarded build-gpu/tests/gmb_tests --gtest_filter="${GPU_TEST_FILTER:-Gpu*}" > "$WORK/gpu_tests.log" 2>&1 || status=1
+grep -E '^\[gpu\]|OK \]|FAILED|PASSED|SKIPPED|tests? from .* ran' "$WORK/gpu_tests.log" | tee -a "$LOG"
+log "done, status $status"
+pack
+exit $status
