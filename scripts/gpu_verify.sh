@@ -5,6 +5,7 @@
 #
 #   OUT=/some/dir bash scripts/gpu_verify.sh       # default OUT: ./gpu_out
 #   GPU_TEST_FILTER='Gpu*'                         # the default
+#   PLOTS="results/h200/allocators/cuda ..."       # also plot these committed results folders
 #
 # Brings back $OUT/verify_gpu.tar.gz: verify_gpu/{run.log,environment.txt,build.log,gpu_tests.log}.
 set -u
@@ -17,6 +18,12 @@ gpu_build -- gpumembench gmb_tests
 log "GPU tests (${GPU_TEST_FILTER:-Gpu*})"
 guarded build-gpu/tests/gmb_tests --gtest_filter="${GPU_TEST_FILTER:-Gpu*}" > "$WORK/gpu_tests.log" 2>&1 || status=1
 grep -E '^\[gpu\]|OK \]|FAILED|PASSED|SKIPPED|tests? from .* ran' "$WORK/gpu_tests.log" | tee -a "$LOG"
+# Plots of committed GPU results where matplotlib is there (scripts/plot.py; not a test).
+for dir in ${PLOTS:-}; do
+  name=$(echo "$dir" | tr '/' '_')
+  guarded python3 scripts/plot.py "$dir" --out "$WORK/plots/$name" --formats png >> "$LOG" 2>&1 || log "plot $dir: exit $?"
+done
+pack
 log "done, status $status"
 pack
 exit $status
