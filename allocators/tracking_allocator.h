@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "allocators/allocator.h"
-#include "allocators/live_map.h"
+#include "common/live_map.h"
 #include "common/units.h"
 
 namespace gmb {

@@ -1,12 +1,12 @@
-// The allocators' pointer -> live allocation table (TrackingAllocator: cuda_malloc, cuda_managed,
-// cuda_mempool, ideal) must behave exactly like a map under any order of puts and takes: a wrong
-// entry would free another allocation or count the wrong bytes.
+// The pointer -> live entry table (TrackingAllocator: cuda_malloc, cuda_managed, cuda_mempool,
+// ideal; the snapshot reader's live blocks) must behave exactly like a map under any order of
+// puts, finds and takes: a wrong entry would free another allocation or count the wrong bytes.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <unordered_map>
 
-#include "allocators/live_map.h"
+#include "common/live_map.h"
 
 namespace gmb {
 namespace {
@@ -20,6 +20,12 @@ TEST(LiveMap, AgreesWithAMapUnderRandomPutsAndTakes) {
     // the empty marker's neighbourhood.
     const int kind = static_cast<int>(rng() % 10);
     DevPtr ptr = kind < 7 ? 0x7f0000000000ull + (rng() % 3000) * 512 : kind < 9 ? rng() % 5000 : ~DevPtr(0) - rng() % 2;
+    if (const Bytes* v = table.find(ptr)) {
+      ASSERT_TRUE(ref.count(ptr)) << "pointer " << ptr << " at op " << i;
+      ASSERT_EQ(*v, ref[ptr]);
+    } else {
+      ASSERT_FALSE(ref.count(ptr)) << "pointer " << ptr << " at op " << i;
+    }
     if (rng() % 3 != 2) {
       const Bytes v = rng();
       table.put(ptr, v);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/live_map.h"
 #include "workloads/pickle/pickle_reader.h"
 
 namespace gmb {
@@ -364,36 +365,38 @@ class Converter {
       Bytes size = uint_of(f[kSize], "size", where);
       if (action == "alloc") {
         StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
-        auto [it, inserted] = live_.emplace(addr, Live{0, size, stream, false});
-        if (!inserted)
+        if (live_.find(addr))
           throw TraceError::in_content(file_, where(),
                               fmt::format("alloc at address {:#x}, which is already allocated and was never freed "
                                           "(free_completed) in the trace",
                                           addr));
-        it->second.id = new_id();
-        push_op(Op::Kind::Alloc, it->second.id, size, stream, i, origin_of_frames(f[kFrames]));
+        const Live l{new_id(), size, stream, false};
+        live_.put(addr, l);
+        push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames]));
       } else if (action == "free_requested" || action == "free_completed") {
-        auto it = live_.find(addr);
-        if (it == live_.end()) {
+        Live* it = live_.find(addr);
+        if (!it) {
           // Allocated before the trace's first entry (the ring buffer dropped its alloc).
           StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
           BufferId tagged = kInitialTag | initial_.size();
           initial_.push_back({addr, size, stream, tagged, 0});
-          it = live_.emplace(addr, Live{tagged, size, stream, false}).first;
+          live_.put(addr, Live{tagged, size, stream, false});
+          it = live_.find(addr);
         }
         if (action == "free_requested") {
-          if (!it->second.free_requested) ++requested_pending;
-          it->second.free_requested = true;
+          if (!it->free_requested) ++requested_pending;
+          it->free_requested = true;
           continue;
         }
-        if (it->second.free_requested) {
+        if (it->free_requested) {
           --requested_pending;
           // A free_completed that is not right after its free_requested waited on another stream.
           if (i == 0 || !is_free_requested_of(prev, addr)) ++delayed_frees;
         }
-        push_op(Op::Kind::Free, it->second.id, 0, it->second.stream, i, 0);
-        if (!(it->second.id & kInitialTag)) free_ids_.push_back(it->second.id);
-        live_.erase(it);
+        push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
+        if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
+        Live gone;
+        live_.take(addr, gone);
       } else if (action == "segment_alloc" || action == "segment_free" || action == "segment_map" ||
                  action == "segment_unmap") {
         RecordedSegmentEvent ev;
@@ -469,7 +472,7 @@ class Converter {
           continue;
         }
         ++checked;
-        if (live_.count(baddr)) continue;  // allocated in the trace (or found alive at its start)
+        if (live_.find(baddr)) continue;  // allocated in the trace (or found alive at its start)
         Bytes requested = size;
         std::uint32_t origin = origin_of(b);
         Ref rq = d_.get(b, "requested_size");
@@ -485,7 +488,7 @@ class Converter {
         }
         BufferId tagged = kInitialTag | initial_.size();
         initial_.push_back({baddr, requested, stream, tagged, origin});
-        live_.emplace(baddr, Live{tagged, requested, stream, false});
+        live_.put(baddr, Live{tagged, requested, stream, false});
       }
     }
     (void)checked;
@@ -496,36 +499,38 @@ class Converter {
   void finish() {
     const std::size_t k = initial_.size();
     s_.blocks_alive_at_start = k;
-    std::vector<std::size_t> order(k);
-    for (std::size_t i = 0; i < k; ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return initial_[a].address < initial_[b].address; });
-    std::vector<BufferId> initial_id(k);
-    std::vector<Op> ops;
-    std::vector<std::uint32_t> origins;
-    ops.reserve(k + s_.ops.size());
-    origins.reserve(k + s_.ops.size());
-    for (std::size_t j = 0; j < k; ++j) {
-      const InitialBlock& b = initial_[order[j]];
-      initial_id[order[j]] = j;
-      Op op;
-      op.kind = Op::Kind::Alloc;
-      op.id = j;
-      op.bytes = b.bytes;
-      op.stream = b.stream;
-      op.source_line = 0;
-      ops.push_back(op);
-      origins.push_back(b.origin);
+    if (k) {  // else nothing to prepend and no id to change
+      std::vector<std::size_t> order(k);
+      for (std::size_t i = 0; i < k; ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return initial_[a].address < initial_[b].address; });
+      std::vector<BufferId> initial_id(k);
+      std::vector<Op> ops;
+      std::vector<std::uint32_t> origins;
+      ops.reserve(k + s_.ops.size());
+      origins.reserve(k + s_.ops.size());
+      for (std::size_t j = 0; j < k; ++j) {
+        const InitialBlock& b = initial_[order[j]];
+        initial_id[order[j]] = j;
+        Op op;
+        op.kind = Op::Kind::Alloc;
+        op.id = j;
+        op.bytes = b.bytes;
+        op.stream = b.stream;
+        op.source_line = 0;
+        ops.push_back(op);
+        origins.push_back(b.origin);
+      }
+      for (std::size_t i = 0; i < s_.ops.size(); ++i) {
+        Op op = s_.ops[i];
+        op.id = op.id & kInitialTag ? initial_id[op.id & ~kInitialTag] : op.id + k;
+        ops.push_back(op);
+        origins.push_back(s_.op_origin[i]);
+      }
+      s_.ops = std::move(ops);
+      s_.op_origin = std::move(origins);
+      for (auto& ev : s_.segment_events) ev.before_op += k;
+      for (auto& oom : s_.ooms) oom.op += k;
     }
-    for (std::size_t i = 0; i < s_.ops.size(); ++i) {
-      Op op = s_.ops[i];
-      op.id = op.id & kInitialTag ? initial_id[op.id & ~kInitialTag] : op.id + k;
-      ops.push_back(op);
-      origins.push_back(s_.op_origin[i]);
-    }
-    s_.ops = std::move(ops);
-    s_.op_origin = std::move(origins);
-    for (auto& ev : s_.segment_events) ev.before_op += k;
-    for (auto& oom : s_.ooms) oom.op += k;
     if (k) {
       s_.notes.push_back(
           s_.has_trace
@@ -545,7 +550,7 @@ class Converter {
   const std::string& file_;
   PyTorchSnapshot s_;
   std::unordered_map<std::int64_t, StreamId> streams_;
-  std::unordered_map<DevPtr, Live> live_;
+  LiveMap<Live> live_;
   std::vector<InitialBlock> initial_;
   std::vector<BufferId> free_ids_;
   BufferId next_id_ = 0;

@@ -417,7 +417,7 @@ class Builder {
                              name, escape_excerpt(std::string_view(reinterpret_cast<const char*>(&op), 1))));
   }
 
-  void step(unsigned char op) {
+  [[gnu::always_inline]] void step(unsigned char op) {  // one call site: the loop in run()
     switch (op) {
       // Framing and protocol.
       case 0x80: {  // PROTO

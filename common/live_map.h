@@ -1,13 +1,14 @@
-// The allocations an allocator has handed out and not yet taken back, by pointer: looked up on
-// every free, so one flat array (open addressing, linear probing, deletion by backward shift)
-// rather than a node per allocation. The order of for_each is unspecified.
+// What is live at each device pointer (the allocations an allocator has handed out, the blocks
+// a snapshot's trace has allocated): looked up on every free, so one flat array (open
+// addressing, linear probing, deletion by backward shift) rather than a node per entry. The
+// order of for_each is unspecified.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "devices/device.h"  // DevPtr
+#include "common/types.h"
 
 namespace gmb {
 
@@ -30,6 +31,15 @@ class LiveMap {
     while (slots_[i].ptr != kEmpty && slots_[i].ptr != ptr) i = (i + 1) & mask_;
     if (slots_[i].ptr == kEmpty) ++size_;
     slots_[i] = {ptr, v};
+  }
+
+  // The value at ptr (nullptr: none), valid until the next put.
+  Value* find(DevPtr ptr) {
+    if (ptr == kEmpty) return has_reserved_ ? &reserved_value_ : nullptr;
+    for (std::size_t i = home(ptr);; i = (i + 1) & mask_) {
+      if (slots_[i].ptr == ptr) return &slots_[i].value;
+      if (slots_[i].ptr == kEmpty) return nullptr;
+    }
   }
 
   // Removes ptr; false when it is not there.
