@@ -38,7 +38,17 @@ struct DeviceCounters {
   std::uint64_t managed_mallocs = 0, managed_frees = 0;
   std::uint64_t async_mallocs = 0, async_frees = 0;
   std::uint64_t synchronizes = 0;
-  double modeled_call_seconds = 0;  // sim only: modeled time spent in the calls above
+  // Sim only: modeled host time spent in the calls above, waits for the GPU included.
+  double modeled_call_seconds = 0;
+  // Sim only: the modeled timeline (devices/step_time_model.h), in seconds since the device was
+  // made: where the host thread is, and when the GPU's stream runs out of queued work. Kernels
+  // and prefetches queue GPU work; a call that waits for the GPU (cudaFree, a synchronize) moves
+  // the host to gpu_end first.
+  double modeled_host_seconds = 0;
+  double modeled_gpu_end_seconds = 0;
+  double modeled_elapsed_seconds() const {
+    return modeled_host_seconds > modeled_gpu_end_seconds ? modeled_host_seconds : modeled_gpu_end_seconds;
+  }
 };
 
 // Options of a cudaMemPool (cudaMemPoolCreate + attributes).
@@ -154,6 +164,10 @@ class Device {
     ++counters_.synchronizes;
     do_synchronize();
   }
+  // A kernel the workload launched: gpu_seconds of work on the stream, launched by a host call
+  // of launch_seconds. Sim: placed on the modeled timeline; cuda: nothing (the work really ran).
+  void model_kernel(double gpu_seconds, double launch_seconds) { do_model_kernel(gpu_seconds, launch_seconds); }
+
   // The native stream handle for a StreamId (cudaStream_t on cuda, nullptr on sim).
   virtual void* native_stream(StreamId stream) = 0;
 
@@ -162,7 +176,25 @@ class Device {
 
  protected:
   // Sim devices: the modeled host time of the call being made.
-  void add_modeled_call_seconds(double seconds) { counters_.modeled_call_seconds += seconds; }
+  void add_modeled_call_seconds(double seconds) {
+    counters_.modeled_call_seconds += seconds;
+    counters_.modeled_host_seconds += seconds;
+  }
+  // Sim devices: the call being made waits until the GPU has run everything queued (its wait is
+  // part of the call's time).
+  void wait_for_modeled_gpu() {
+    if (counters_.modeled_gpu_end_seconds > counters_.modeled_host_seconds)
+      add_modeled_call_seconds(counters_.modeled_gpu_end_seconds - counters_.modeled_host_seconds);
+  }
+  // Sim devices: GPU work queued now (by the host, at its current time) on the stream.
+  void queue_modeled_gpu_seconds(double seconds) {
+    counters_.modeled_gpu_end_seconds =
+        (counters_.modeled_gpu_end_seconds > counters_.modeled_host_seconds ? counters_.modeled_gpu_end_seconds
+                                                                            : counters_.modeled_host_seconds) +
+        seconds;
+  }
+  // Sim devices: host time outside the allocator's calls (a kernel launch).
+  void add_modeled_host_seconds(double seconds) { counters_.modeled_host_seconds += seconds; }
   // A forwarding device reports the counters of the device its calls reach (which counts them
   // and holds their modeled time); its own are never read.
   void report_counters_of(const Device& inner) { counted_ = inner.counted_; }
@@ -183,6 +215,7 @@ class Device {
   virtual std::optional<DevPtr> do_malloc_async(PoolHandle pool, Bytes bytes, StreamId stream) = 0;
   virtual void do_free_async(PoolHandle pool, DevPtr ptr, StreamId stream) = 0;
   virtual void do_synchronize() = 0;
+  virtual void do_model_kernel(double /*gpu_seconds*/, double /*launch_seconds*/) {}
 
   DeviceCounters counters_;
   const Device* counted_ = this;

@@ -46,6 +46,9 @@ class ForwardingDevice : public Device {
   }
   void do_free_async(PoolHandle pool, DevPtr ptr, StreamId stream) override { inner_.free_async(pool, ptr, stream); }
   void do_synchronize() override { inner_.synchronize(); }
+  void do_model_kernel(double gpu_seconds, double launch_seconds) override {
+    inner_.model_kernel(gpu_seconds, launch_seconds);
+  }
 
  private:
   Device& inner_;

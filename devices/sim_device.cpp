@@ -24,12 +24,17 @@
 // Managed memory: taken in 2 MiB pages from the same physical memory (not measured: the probe
 // never allocates managed memory on a shared GPU); prefetch and advice change nothing here.
 // Call costs: cudaMalloc/cudaFree and the pool calls are the probe's medians of 50 calls on the
-// H200 (results/h200/probe/); managed and VMM calls are medians measured on the H200 the same
-// way (cudaMallocManaged/cudaFree about 13 us each; VMM map of 2 MiB 44 us, unmap 33 us).
+// H200 (results/h200/probe/); VMM calls are medians measured on the H200 the same way (map of
+// 2 MiB 44 us, unmap 33 us); managed memory, small cudaMallocs, trims and which calls wait for
+// the GPU come from scripts/probe/step_probe.cpp (the step-time constants below).
 // The one-at-a-time VMM calls (create/map/unmap/release of a physical handle): see create_cost.
+// The modeled timeline (Device::model_kernel; docs/STEP_TIME.md): each call adds its cost to the
+// host's time, a kernel or a prefetch queues GPU time behind the work already queued, and a call
+// that waits for the GPU (cudaFree, a synchronize) first moves the host to the end of the queue.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <array>
@@ -58,18 +63,33 @@ constexpr Bytes kPoolStep = 512;
 
 Bytes round_up(Bytes n, Bytes step) { return (n + step - 1) / step * step; }
 
-// Modeled call costs in seconds, interpolated on log(size) between the probe's medians
-// (512 B and 1 MiB cost the same as 2 MiB: one page).
-double interpolate_cost(Bytes bytes, double at_2mib, double at_100mib, double at_1gib) {
-  double x = std::log2(std::max<double>(static_cast<double>(bytes), 2.0 * MiB));
-  const double x0 = 21, x1 = std::log2(100.0 * MiB), x2 = 30;
-  if (x <= x1) return at_2mib + (at_100mib - at_2mib) * (x - x0) / (x1 - x0);
-  return at_100mib + (at_1gib - at_100mib) * (x - x1) / (x2 - x1);
+// Piecewise linear in the size between measured points (the first point's cost below it, the
+// last segment's slope above the last).
+struct CostPoint {
+  double bytes, seconds;
+};
+template <std::size_t N>
+double cost_at(const CostPoint (&pts)[N], Bytes bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b <= pts[0].bytes) return pts[0].seconds;
+  for (std::size_t i = 1; i < N; ++i)
+    if (b <= pts[i].bytes || i == N - 1)
+      return pts[i - 1].seconds +
+             (pts[i].seconds - pts[i - 1].seconds) * (b - pts[i - 1].bytes) / (pts[i].bytes - pts[i - 1].bytes);
+  return pts[N - 1].seconds;
 }
-double malloc_cost(Bytes b) { return interpolate_cost(b, 51.8e-6, 88.5e-6, 167.2e-6); }
-double free_cost(Bytes b) { return interpolate_cost(b, 41.9e-6, 149.3e-6, 687.6e-6); }
+constexpr double kMiB = 1048576.0;
+// cudaMalloc and cudaFree in a training loop (modeled): medians of the calls of steps 1-5 of
+// dynamic_seq and fixed_seq run through cudaMalloc with no synchronization
+// (scripts/probe/step_probe.cpp --sections loop; the frees made while the GPU was idle, so without
+// a wait). They are flatter than the isolated calls of the driver probe (51.8 us at 2 MiB,
+// 88.5 us at 100 MiB, 167 us at 1 GiB for cudaMalloc; 41.9 us, 149 us, 688 us for cudaFree);
+// the 1 GiB cudaFree is the driver probe's (no such free ran on an idle GPU in the loop).
+constexpr CostPoint kMallocCost[] = {{2 * kMiB, 55e-6}, {64 * kMiB, 60e-6}, {256 * kMiB, 70e-6}, {1024 * kMiB, 125e-6}};
+constexpr CostPoint kFreeCost[] = {{2 * kMiB, 45e-6}, {64 * kMiB, 60e-6}, {256 * kMiB, 96e-6}, {1024 * kMiB, 688e-6}};
+double malloc_cost(Bytes b) { return cost_at(kMallocCost, b); }
+double free_cost(Bytes b) { return cost_at(kFreeCost, b); }
 constexpr double kAsyncMallocCost = 0.65e-6, kAsyncFreeCost = 0.81e-6;
-constexpr double kManagedCallCost = 13e-6;
 // The VMM calls one at a time (modeled): medians of 50 calls each on the H200 at 2 MiB and
 // 20 MiB (scripts/probe/vmm_probe.cu, results/h200/probe/vmm_probe.json), linear in the size
 // between the two and beyond (below 2 MiB: the 2 MiB cost). cuMemAddressReserve/Free measured
@@ -82,6 +102,47 @@ double create_cost(Bytes b) { return handle_call_cost(b, 7.402, 7.718); }     //
 double map_cost(Bytes b) { return handle_call_cost(b, 19.591, 20.563); }      // cuMemMap + cuMemSetAccess
 double unmap_cost(Bytes b) { return handle_call_cost(b, 12.968, 13.117); }    // cuMemUnmap
 double release_cost(Bytes b) { return handle_call_cost(b, 9.155, 16.967); }   // cuMemRelease
+
+// The step-time model's driver constants (modeled; docs/STEP_TIME.md), measured on the H200 by
+// scripts/probe/step_probe.cpp (results/h200/probe/step/step_probe.json):
+//  - cudaFree (of device or managed memory) waits until the GPU has run all queued work: with
+//    18.8 ms of kernels queued it took 18.85 ms, 26 us with the GPU idle. cudaMalloc,
+//    cudaMallocManaged, cudaMallocAsync, cudaFreeAsync, cudaMemPrefetchAsync and
+//    cudaMemPoolTrimTo do not wait (the same with and without the queued kernels).
+//  - A cudaMalloc of at most 1 MiB that fits a shared page already there, and the cudaFree of one
+//    that leaves its page in use: 2.5 us (medians 1.8-2.9 us in the probe's steps), against
+//    ~50 us for one that takes or releases a page.
+constexpr double kPackedMallocCost = 2.5e-6;
+constexpr double kPackedFreeCost = 2.5e-6;
+//  - Fitted, not measured call by call: in gpumembench's own runs on the H200 the cudaMalloc and
+//    cudaFree calls cost more than in the probe's loop (those runs hold a ~115 GiB ballast and run
+//    300 steps; the probe neither). One factor for every cudaMalloc, cudaFree and managed-memory
+//    call brings the modeled cuda_malloc runs of dynamic_seq and fixed_seq to the H200's
+//    (docs/STEP_TIME.md: their in-allocator seconds against the probe's).
+constexpr double kInRunCallFactor = 1.8;
+//  - cudaMemPoolTrimTo: 265 us to release 256 MiB (8 granules of 32 MiB): 33 us per granule.
+constexpr double kPoolTrimCostPerGranule = 33e-6;
+//  - Assumption (not measured): the host blocks in a launch when 1024 launches are pending, the
+//    depth of CUDA's launch queue. It bounds how far ahead of the GPU a loop without waits runs,
+//    and so how long its next wait (a cudaFree, a synchronize) lasts.
+constexpr std::size_t kLaunchQueueDepth = 1024;
+//  - Managed memory, medians of 5 per size (64 KiB .. 1 GiB): cudaMallocManaged 10 us (53 us at
+//    1 GiB), cudaMemPrefetchAsync 4 us on the host and on the GPU 44 us at 2 MiB, 163 us at
+//    32 MiB, 0.95 ms at 256 MiB, 4.9 ms at 1 GiB; cudaFree of it 21 us at 2 MiB, 0.20 ms at
+//    32 MiB, 1.46 ms at 256 MiB, 7.3 ms at 1 GiB (after the wait for the GPU); without a
+//    prefetch the first kernel that touches it pays the page faults instead: 0.17 ms at 2 MiB,
+//    2.2 ms at 32 MiB, 13.9 ms at 256 MiB, 81 ms at 1 GiB.
+constexpr CostPoint kManagedMallocCost[] = {{2 * kMiB, 9.3e-6}, {256 * kMiB, 10.3e-6}, {1024 * kMiB, 53.2e-6}};
+// cudaFree of managed memory in the loop (medians, GPU idle): 6.5 us up to 1 MiB, 36 us at 4 MiB,
+// 101 us at 16 MiB, 292 us at 64 MiB, 567 us at 128 MiB, 1.07 ms at 256 MiB; 1 GiB as isolated.
+constexpr CostPoint kManagedFreeCost[] = {{1 * kMiB, 6.5e-6},     {4 * kMiB, 35.7e-6},     {16 * kMiB, 100.6e-6},
+                                          {64 * kMiB, 291.5e-6},  {128 * kMiB, 566.5e-6},  {256 * kMiB, 1073.4e-6},
+                                          {1024 * kMiB, 7311.5e-6}};
+constexpr double kPrefetchHostCost = 4.0e-6;
+constexpr CostPoint kPrefetchGpuCost[] = {{64 * 1024.0, 52.0e-6}, {2 * kMiB, 44.2e-6}, {32 * kMiB, 163.4e-6},
+                                          {256 * kMiB, 947.1e-6}, {1024 * kMiB, 4896.6e-6}};
+constexpr CostPoint kFirstTouchGpuCost[] = {{64 * 1024.0, 64.9e-6}, {2 * kMiB, 168.4e-6}, {32 * kMiB, 2159.1e-6},
+                                            {256 * kMiB, 13917.3e-6}, {1024 * kMiB, 81113.2e-6}};
 
 // Free-range bookkeeping inside one driver VA region.
 struct Region {
@@ -244,11 +305,15 @@ class SimDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
 
+  // A cudaMalloc / cudaFree / managed call of the probe's cost, as it costs inside a run
+  // (kInRunCallFactor).
+  void add_driver_call_seconds(double probe_seconds) { add_modeled_call_seconds(probe_seconds * kInRunCallFactor); }
+
   std::optional<DevPtr> do_malloc(Bytes bytes) override {
-    add_modeled_call_seconds(malloc_cost(bytes));
+    if (bytes == 0 || bytes > kPackLimit) add_driver_call_seconds(malloc_cost(bytes));
     if (bytes == 0) return DevPtr{0};
     if (bytes > info_.capacity_bytes) return std::nullopt;  // before rounding: no overflow
-    if (bytes <= kPackLimit) return malloc_small(bytes);
+    if (bytes <= kPackLimit) return malloc_small(bytes);  // its cost: whether it takes a new page
     Bytes size = round_up(bytes, info_.page_bytes);
     if (used_ + size > info_.capacity_bytes) return std::nullopt;
     DevPtr p = place(size);
@@ -259,15 +324,15 @@ class SimDevice final : public Device {
 
   void do_free(DevPtr ptr) override {
     if (ptr == 0) return;
+    wait_for_modeled_gpu();  // cudaFree waits for the device's queued work (results/h200/probe/)
     if (auto it = large_.find(ptr); it != large_.end()) {
-      add_modeled_call_seconds(free_cost(it->second));
+      add_driver_call_seconds(free_cost(it->second));
       used_ -= it->second;
       unplace(ptr, it->second);
       large_.erase(it);
       return;
     }
-    add_modeled_call_seconds(free_cost(0));
-    free_small(ptr);
+    free_small(ptr);  // its cost: whether it releases the page
   }
 
   Bytes vmm_granularity() const override { return info_.page_bytes; }
@@ -336,7 +401,7 @@ class SimDevice final : public Device {
   }
 
   std::optional<DevPtr> do_malloc_managed(Bytes bytes) override {
-    add_modeled_call_seconds(kManagedCallCost);
+    add_driver_call_seconds(cost_at(kManagedMallocCost, bytes));
     if (bytes > info_.capacity_bytes) return std::nullopt;  // before rounding: no overflow
     // Modeled: managed ranges in 64 KiB GPU pages (as the cuda_managed cap charges them).
     Bytes size = round_up(std::max<Bytes>(bytes, 1), 64 * KiB);
@@ -345,18 +410,31 @@ class SimDevice final : public Device {
     DevPtr p = managed_next_;
     managed_next_ += size;
     managed_[p] = size;
+    untouched_managed_[p] = size;  // its pages are faulted in by the next kernel, unless prefetched
     return p;
   }
 
   void do_free_managed(DevPtr ptr) override {
-    add_modeled_call_seconds(kManagedCallCost);
+    wait_for_modeled_gpu();  // as cudaFree of device memory
     auto it = managed_.find(ptr);
+    untouched_managed_.erase(ptr);
+    add_driver_call_seconds(cost_at(kManagedFreeCost, it == managed_.end() ? 0 : it->second));
     if (it == managed_.end()) return;
     used_ -= it->second;
     managed_.erase(it);
   }
 
-  void prefetch_managed(DevPtr, Bytes, StreamId) override {}
+  void prefetch_managed(DevPtr ptr, Bytes bytes, StreamId) override {
+    // Behind queued work the migration is the GPU's; on an idle GPU the call itself does it.
+    const DeviceCounters& c = counters();
+    if (c.modeled_gpu_end_seconds > c.modeled_host_seconds) {
+      add_driver_call_seconds(kPrefetchHostCost);
+      queue_modeled_gpu_seconds(cost_at(kPrefetchGpuCost, bytes));
+    } else {
+      add_driver_call_seconds(kPrefetchHostCost + cost_at(kPrefetchGpuCost, bytes));
+    }
+    untouched_managed_.erase(ptr);
+  }
   void advise_managed(DevPtr, Bytes, bool, bool) override {}
 
   // --- cudaMemPool model (see PoolModel) ---
@@ -476,7 +554,12 @@ class SimDevice final : public Device {
     // Memory above the release threshold goes back at the next synchronization, not here.
   }
 
-  void trim_pool(PoolHandle h, Bytes keep) override { release_idle(pool_at(h), keep); }
+  void trim_pool(PoolHandle h, Bytes keep) override {
+    PoolModel& pool = pool_at(h);
+    const Bytes before = pool.usage.reserved_current;
+    release_idle(pool, keep);
+    add_modeled_call_seconds(kPoolTrimCostPerGranule * double((before - pool.usage.reserved_current) / kPoolGranule));
+  }
 
   MemPoolUsage pool_usage(PoolHandle h) const override {
     if (h < 0 || static_cast<std::size_t>(h) >= pools_.size())
@@ -485,6 +568,7 @@ class SimDevice final : public Device {
   }
 
   void do_synchronize() override {
+    wait_for_modeled_gpu();
     for (PoolModel& pool : pools_) {
       if (!pool.alive) continue;
       pool.pending.clear();  // every free has completed
@@ -492,6 +576,22 @@ class SimDevice final : public Device {
       if (pool.usage.reserved_current > pool.options.release_threshold)
         release_idle(pool, pool.options.release_threshold);
     }
+  }
+
+  void do_model_kernel(double gpu_seconds, double launch_seconds) override {
+    // A full launch queue blocks the launch until the kernel kLaunchQueueDepth launches back ends.
+    if (kernel_ends_.size() == kLaunchQueueDepth) {
+      const double host = counters().modeled_host_seconds;
+      if (kernel_ends_.front() > host) add_modeled_host_seconds(kernel_ends_.front() - host);
+      kernel_ends_.pop_front();
+    }
+    add_modeled_host_seconds(launch_seconds);
+    // Managed memory that no prefetch moved is faulted in by the first kernel after its allocation
+    // (the workloads touch every buffer they allocate).
+    for (const auto& [ptr, bytes] : untouched_managed_) gpu_seconds += cost_at(kFirstTouchGpuCost, bytes);
+    untouched_managed_.clear();
+    queue_modeled_gpu_seconds(gpu_seconds);
+    kernel_ends_.push_back(counters().modeled_gpu_end_seconds);
   }
 
   void* native_stream(StreamId) override { return nullptr; }
@@ -612,10 +712,12 @@ class SimDevice final : public Device {
         if (len > size) page.free_ranges.emplace(off + size, len - size);
         ++page.live;
         small_live_[page.base + off] = size;
+        add_driver_call_seconds(kPackedMallocCost);
         return page.base + off;
       }
     }
     Bytes page_size = info_.page_bytes;
+    add_driver_call_seconds(malloc_cost(page_size));
     if (used_ + page_size > info_.capacity_bytes) return std::nullopt;
     used_ += page_size;
     SmallPage page;
@@ -629,7 +731,7 @@ class SimDevice final : public Device {
 
   void free_small(DevPtr ptr) {
     auto live = small_live_.find(ptr);
-    if (live == small_live_.end()) return;
+    if (live == small_live_.end()) return add_driver_call_seconds(kPackedFreeCost);
     Bytes size = live->second;
     small_live_.erase(live);
     for (auto p = small_pages_.begin(); p != small_pages_.end(); ++p) {
@@ -649,9 +751,12 @@ class SimDevice final : public Device {
         }
       }
       if (--p->live == 0) {
+        add_driver_call_seconds(free_cost(info_.page_bytes));
         used_ -= info_.page_bytes;
         unplace(p->base, info_.page_bytes);
         small_pages_.erase(p);
+      } else {
+        add_driver_call_seconds(kPackedFreeCost);
       }
       return;
     }
@@ -781,6 +886,8 @@ class SimDevice final : public Device {
   std::map<DevPtr, Bytes> handle_maps_;        // address -> bytes of each handle mapping
   PhysicalHandle handle_seq_ = 0;
   std::map<DevPtr, Bytes> managed_;
+  std::map<DevPtr, Bytes> untouched_managed_;  // managed ranges no kernel or prefetch has reached yet
+  std::deque<double> kernel_ends_;  // when the last kLaunchQueueDepth kernels end on the modeled GPU
   DevPtr managed_next_ = kManagedBase;
   std::vector<PoolModel> pools_;
 };

@@ -107,3 +107,44 @@ TEST(SimDevice, VmmMapsCountTowardCapacity) {
   d->unmap(va, 40 * MiB);
   EXPECT_EQ(d->used_bytes(), 0u);
 }
+
+// The modeled timeline (docs/STEP_TIME.md): kernels queue GPU time, cudaMalloc goes on at once,
+// cudaFree waits until the queue has run.
+TEST(SimDeviceTimeline, CudaFreeWaitsForQueuedKernelsAndCudaMallocDoesNot) {
+  auto d = sim();
+  d->model_kernel(10e-3, 5e-6);  // 10 ms of GPU work, launched in 5 us
+  EXPECT_DOUBLE_EQ(d->counters().modeled_host_seconds, 5e-6);
+  EXPECT_DOUBLE_EQ(d->counters().modeled_gpu_end_seconds, 5e-6 + 10e-3);
+  auto p = d->malloc(64 * MiB);
+  ASSERT_TRUE(p);
+  const double after_malloc = d->counters().modeled_host_seconds;
+  EXPECT_GT(after_malloc, 5e-6);
+  EXPECT_LT(after_malloc, 1e-3);  // ~108 us: no wait
+  d->free(*p);
+  // The free waited for the 10 ms kernel, then took its own time; the wait is part of the call.
+  EXPECT_GT(d->counters().modeled_host_seconds, 5e-6 + 10e-3);
+  EXPECT_GT(d->counters().modeled_call_seconds, 10e-3 - 5e-6);
+  EXPECT_DOUBLE_EQ(d->counters().modeled_elapsed_seconds(), d->counters().modeled_host_seconds);
+}
+
+TEST(SimDeviceTimeline, TheHostRunsAtMost1024LaunchesAhead) {
+  auto d = sim();
+  for (int i = 0; i < 2000; ++i) d->model_kernel(1e-3, 1e-6);
+  // 2000 kernels of 1 ms: the GPU ends near 2 s; the host is held back to ~976 launches behind.
+  EXPECT_NEAR(d->counters().modeled_gpu_end_seconds, 2.0, 0.01);
+  EXPECT_NEAR(d->counters().modeled_host_seconds, 2.0 - 1.024, 0.01);
+  EXPECT_NEAR(d->counters().modeled_elapsed_seconds(), 2.0, 0.01);
+}
+
+TEST(SimDeviceTimeline, AManagedRangeIsFaultedInByTheNextKernelUnlessPrefetched) {
+  auto faulted = sim(), prefetched = sim();
+  for (auto* d : {faulted.get(), prefetched.get()}) {
+    auto p = d->malloc_managed(256 * MiB);
+    ASSERT_TRUE(p);
+    if (d == prefetched.get()) d->prefetch_managed(*p, 256 * MiB, 0);
+    d->model_kernel(1e-3, 5e-6);
+  }
+  // 256 MiB: 13.9 ms of page faults on the H200 against a 0.95 ms prefetch.
+  EXPECT_GT(faulted->counters().modeled_elapsed_seconds(), 13e-3);
+  EXPECT_LT(prefetched->counters().modeled_elapsed_seconds(), 3e-3);
+}

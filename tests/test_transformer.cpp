@@ -273,36 +273,76 @@ TEST(Transformer, InferenceKvCacheGrowsByReallocation) {
   EXPECT_EQ(grows, 3u * 3);
 }
 
-TEST(Transformer, ModeledTimeIsTheRooflineOfEachKernel) {
+TEST(Transformer, ModeledTimeIsTheH200FitOfEachKernel) {
   TransformerParams p = small(1);
   p.hidden = 4096;
   p.heads = 32;
   p.seq_len.value = 2048;
   p.batch = 4;
+  p.vocab = 50257;  // GPT-2's: the LM head's leading dimension is odd
   TransformerWorkload w(p);
   run_step(w, 1);
   const ComputeDesc* q = nullptr;
   const ComputeDesc* ln = nullptr;
+  const ComputeDesc* head = nullptr;
+  const ComputeDesc* scores = nullptr;
   for (const auto& c : w.last_compute()) {
     if (std::string(c.name) == "q_proj" && !q) q = &c;
     if (std::string(c.name) == "layer_norm_1" && !ln) ln = &c;
+    if (std::string(c.name) == "lm_head" && !head) head = &c;
+    if (std::string(c.name) == "qk^T" && !scores) scores = &c;
   }
-  ASSERT_TRUE(q && ln);
-  // q projection: 2 * (2048*4) * 4096 * 4096 FLOPs at 790 TFLOP/s (compute bound).
+  ASSERT_TRUE(q && ln && head && scores);
+  // q projection, aligned (leading dimensions 4096): 2 * (2048*4) * 4096 * 4096 FLOPs, writes
+  // 8192 x 4096 bf16 and reads the rest, at the rates fitted on the H200, plus 4.09 us.
   EXPECT_DOUBLE_EQ(q->flops, 2.0 * 8192 * 4096 * 4096);
-  EXPECT_NEAR(w.modeled_seconds(*q), q->flops / 790e12, 1e-12);
-  // Layer norm: reads and writes 2 * 8192 * 4096 bytes at 4.3 TB/s (memory bound).
+  const double written = 2.0 * 8192 * 4096, read = 2.0 * (8192.0 * 4096 + 4096.0 * 4096);
+  const ModeledKernel qk = w.modeled_seconds(*q);
+  EXPECT_NEAR(qk.gpu_seconds, q->flops / 1218e12 + written / 1.66e12 + read / 5.30e12 + 4.09e-6, 1e-12);
+  EXPECT_NEAR(qk.gpu_seconds, 289.2e-6, 0.1e-6);
+  EXPECT_DOUBLE_EQ(qk.launch_seconds, 13.0e-6);  // a cuBLAS call on the host
+  // Attention scores at 2048 tokens: batched, aligned, the same formula.
+  const double s_written = 2.0 * 2048 * 2048 * 4 * 32;
+  EXPECT_NEAR(w.modeled_seconds(*scores).gpu_seconds,
+              scores->flops / 1218e12 + s_written / 1.66e12 + (scores->bytes - s_written) / 5.30e12 + 4.09e-6, 1e-12);
+  // The LM head (50257 rows, not a multiple of 8): cuBLAS's unaligned path, 124 TFLOP/s + 110.7 us.
+  EXPECT_NEAR(w.modeled_seconds(*head).gpu_seconds, head->flops / 124e12 + 110.7e-6, 1e-12);
+  // Layer norm, a touch kernel: reads and writes 2 * 8192 * 4096 bytes at 4.06 TB/s, plus 4.25 us;
+  // launched in 4.7 us.
   EXPECT_DOUBLE_EQ(ln->bytes, 2.0 * 2 * 8192 * 4096);
-  EXPECT_NEAR(w.modeled_seconds(*ln), ln->bytes / 4.3e12, 1e-12);
-  // fp32 GEMMs at the assumed 50 TFLOP/s.
+  EXPECT_NEAR(w.modeled_seconds(*ln).gpu_seconds, ln->bytes / 4.06e12 + 4.25e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(w.modeled_seconds(*ln).launch_seconds, 4.7e-6);
+  // fp32 GEMMs at the assumed 50 TFLOP/s (not measured).
   p.dtype = DType::FP32;
   TransformerWorkload w32(p);
   run_step(w32, 1);
   for (const auto& c : w32.last_compute())
     if (std::string(c.name) == "q_proj") {
-      EXPECT_NEAR(w32.modeled_seconds(c), c.flops / 50e12, 1e-12);
+      EXPECT_NEAR(w32.modeled_seconds(c).gpu_seconds, c.flops / 50e12 + 4.09e-6, 1e-12);
       break;
     }
+}
+
+// At a length that is not a multiple of 8 the attention GEMMs take cuBLAS's slower kernels: an
+// even leading dimension at 88 TFLOP/s plus 8.87 us, an odd one at 51 TFLOP/s plus 8.33 us.
+TEST(Transformer, ModeledAttentionAtUnalignedLengthsIsSlower) {
+  auto scores_time = [](std::uint64_t len) {
+    TransformerParams p = small(1);
+    p.seq_len.value = len;
+    TransformerWorkload w(p);
+    run_step(w, 1);
+    for (const auto& c : w.last_compute())
+      if (std::string(c.name) == "qk^T") return std::pair{w.modeled_seconds(c).gpu_seconds, c.flops};
+    return std::pair{0.0, 0.0};
+  };
+  auto [even, even_flops] = scores_time(98);
+  EXPECT_NEAR(even, even_flops / 88e12 + 8.87e-6, 1e-12);
+  auto [odd, odd_flops] = scores_time(97);
+  EXPECT_NEAR(odd, odd_flops / 51e12 + 8.33e-6, 1e-12);
+  auto [aligned, aligned_flops] = scores_time(96);
+  EXPECT_NEAR(aligned, aligned_flops / 1218e12, 6e-6);  // the aligned fit: a few microseconds here
+  EXPECT_LT(aligned, even);
+  EXPECT_LT(aligned, odd);
 }
 
 TEST(Transformer, AdamTemporariesFollowPyTorchsImplementations) {

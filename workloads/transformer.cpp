@@ -725,11 +725,54 @@ void TransformerWorkload::inference_step(Emit& e, const BatchShape& sh, bool fir
   }
 }
 
-double TransformerWorkload::modeled_seconds(const ComputeDesc& c) const {
-  double t = c.bytes / rates_.bytes_per_s;
-  if (c.kind == ComputeDesc::Kind::Gemm)
-    t = std::max(t, c.flops / (p_.dtype == DType::FP32 ? rates_.flops_fp32 : rates_.flops_16bit));
-  return std::max(t, rates_.min_kernel_s);
+namespace {
+// How cuBLAS can run a GEMM, by the alignment of its operands (ModelRates).
+enum class GemmAlignment { Aligned, EvenBatched, OddBatched, Single };
+GemmAlignment gemm_alignment(const GemmDesc& g, Bytes elem) {
+  const std::uint64_t vec = 16 / elem;  // elements in 16 bytes
+  std::uint64_t all = g.lda | g.ldb | g.ldc;
+  if (g.batch > 1) all |= g.stride_a | g.stride_b | g.stride_c;
+  const bool offsets_aligned = (g.a_offset | g.b_offset | g.c_offset) % 16 == 0;
+  if (all % vec == 0 && offsets_aligned) return GemmAlignment::Aligned;
+  if (g.batch <= 1) return GemmAlignment::Single;
+  return all % 2 == 0 ? GemmAlignment::EvenBatched : GemmAlignment::OddBatched;
+}
+}  // namespace
+
+ModeledKernel TransformerWorkload::modeled_seconds(const ComputeDesc& c) const {
+  const ModelRates& r = rates_;
+  ModeledKernel k;
+  if (c.kind == ComputeDesc::Kind::Touch) {
+    k.gpu_seconds = c.bytes / r.bytes_per_s + r.touch_fixed_s;
+    k.launch_seconds = r.kernel_launch_s;
+    return k;
+  }
+  k.launch_seconds = r.gemm_launch_s;
+  const GemmDesc& g = c.gemm;
+  const Bytes elem = dtype_bytes(p_.dtype);
+  if (p_.dtype == DType::FP32) {  // not measured: the FP32 rate, or the memory traffic
+    k.gpu_seconds = std::max(c.flops / r.flops_fp32, c.bytes / r.bytes_per_s) + r.gemm_fixed_s;
+    return k;
+  }
+  switch (gemm_alignment(g, elem)) {
+    case GemmAlignment::Aligned: {
+      const double written = double(elem) * double(g.m) * double(g.n) * double(g.batch);
+      const double read = std::max(0.0, c.bytes - written);
+      k.gpu_seconds = c.flops / r.gemm_flops + written / r.gemm_write_bytes_per_s + read / r.gemm_read_bytes_per_s +
+                      r.gemm_fixed_s;
+      break;
+    }
+    case GemmAlignment::EvenBatched:
+      k.gpu_seconds = c.flops / r.gemm_unaligned_even_flops + r.gemm_unaligned_even_fixed_s;
+      break;
+    case GemmAlignment::OddBatched:
+      k.gpu_seconds = c.flops / r.gemm_unaligned_odd_flops + r.gemm_unaligned_odd_fixed_s;
+      break;
+    case GemmAlignment::Single:
+      k.gpu_seconds = c.flops / r.gemm_unaligned_single_flops + r.gemm_unaligned_single_fixed_s;
+      break;
+  }
+  return k;
 }
 
 void TransformerWorkload::prepare(ComputeContext& ctx) {
@@ -750,7 +793,7 @@ void TransformerWorkload::finish() {
   gpu_ = nullptr;
 }
 
-double TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
+ModeledKernel TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
   const StepState& st = slots_[ctx.step & 1];
   if (st.base != (ctx.step + 1) << 32 || op.id >= st.compute.size())
     throw std::logic_error(fmt::format("transformer: no compute op {} in step {}", op.id, ctx.step));
@@ -760,7 +803,7 @@ double TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
   if (c.kind == ComputeDesc::Kind::Gemm) {
     const GemmDesc& g = c.gemm;
     auto pa = ctx.buffer(g.a), pb = ctx.buffer(g.b), pc = ctx.buffer(g.c);
-    if (!pa || !pb || !pc) return 0;
+    if (!pa || !pb || !pc) return {};
     const Bytes E = dtype_bytes(p_.dtype);
     GemmExtents ext = gemm_extents(g);
     // Never touch memory outside the buffers: a shape that does not fit is a bug, not work.
@@ -784,7 +827,7 @@ double TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
                      : p_.dtype == DType::FP16 ? tfgpu::Elem::FP16
                                                : tfgpu::Elem::FP32;
     tfgpu::gemm(gpu_, el, call);
-    return 0;
+    return {};
   }
   tfgpu::TouchBuffer bufs[tfgpu::kMaxTouchBuffers];
   int n = 0;
@@ -795,7 +838,7 @@ double TransformerWorkload::compute(const Op& op, ComputeContext& ctx) {
       bufs[n++] = {reinterpret_cast<void*>(*p), buffer_bytes(id), pass == 1};
     }
   tfgpu::touch(gpu_, bufs, n);
-  return 0;
+  return {};
 }
 
 std::unique_ptr<Workload> make_transformer(const TransformerParams& params) {

@@ -126,11 +126,33 @@ struct ComputeDesc {
   double bytes = 0;  // memory traffic
 };
 
+// The simulated step time of one kernel (modeled), fitted to the H200 (NVIDIA H200, driver 580.159,
+// CUDA 13.0, cuBLAS of CUDA 13.0) by scripts/probe/step_probe.cpp: every GEMM and touch kernel of 12
+// steps of dynamic_seq and of fixed_seq, each timed between two CUDA events with the GPU kept busy
+// before it (results/h200/probe/step/; docs/STEP_TIME.md). Least squares over the 22 steps after the
+// first; the GEMMs whose cuBLAS call took over 150 us on the host (a shape's first call) are left out.
 struct ModelRates {
-  double flops_16bit = 790e12;  // bf16/fp16 dense GEMM as measured on the H200 machine
-  double flops_fp32 = 50e12;    // assumption: FP32 without tensor cores
-  double bytes_per_s = 4.3e12;  // device-to-device copy as measured on the H200 machine
-  double min_kernel_s = 2e-6;   // assumption: no kernel is shorter than this
+  // bf16/fp16 GEMMs whose leading dimensions and batch strides are multiples of 8 elements and
+  // whose operands start on 16-byte boundaries (10,989 GEMMs; mean error 7%):
+  //   t = flops / gemm_flops + bytes written / gemm_write_bytes_per_s + bytes read / gemm_read_bytes_per_s + gemm_fixed_s
+  double gemm_flops = 1218e12;
+  double gemm_write_bytes_per_s = 1.66e12;
+  double gemm_read_bytes_per_s = 5.30e12;
+  double gemm_fixed_s = 4.09e-6;
+  // The others take cuBLAS's slower kernels (t = flops / rate + fixed): batched ones with an even
+  // leading dimension (attention at a length that is not a multiple of 8: 1,003 GEMMs), with an
+  // odd one (575), and single ones (the LM head at vocab 50257: 63).
+  double gemm_unaligned_even_flops = 88e12, gemm_unaligned_even_fixed_s = 8.87e-6;
+  double gemm_unaligned_odd_flops = 51e12, gemm_unaligned_odd_fixed_s = 8.33e-6;
+  double gemm_unaligned_single_flops = 124e12, gemm_unaligned_single_fixed_s = 110.7e-6;
+  double flops_fp32 = 50e12;    // assumption (not measured): FP32 without tensor cores
+  // The touch kernel (reads and writes whole buffers): 8,426 kernels, t = bytes / rate + fixed.
+  double bytes_per_s = 4.06e12;
+  double touch_fixed_s = 4.25e-6;
+  // Host time of one launch, medians of the 22 steps: a cuBLAS GEMM call (with its workspace
+  // check) and a touch kernel launch.
+  double gemm_launch_s = 13.0e-6;
+  double kernel_launch_s = 4.7e-6;
 };
 
 class TransformerWorkload final : public Workload {
@@ -143,7 +165,7 @@ class TransformerWorkload final : public Workload {
   std::uint64_t num_steps() const override { return p_.steps; }
   void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) override;
   void prepare(ComputeContext& ctx) override;
-  double compute(const Op& op, ComputeContext& ctx) override;
+  ModeledKernel compute(const Op& op, ComputeContext& ctx) override;
   void finish() override;
 
   // Step k + 1's ops may be made (on another thread) while step k's compute runs.
@@ -157,7 +179,7 @@ class TransformerWorkload final : public Workload {
   const std::vector<const char*>& last_op_names() const { return last_->names; }
   Bytes buffer_bytes(BufferId id) const;
   BatchShape shape_of(std::uint64_t step) const { return sampler_.batch(step, p_.batch); }
-  double modeled_seconds(const ComputeDesc& c) const;
+  ModeledKernel modeled_seconds(const ComputeDesc& c) const;
 
  private:
   struct Emit;

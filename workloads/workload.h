@@ -39,6 +39,13 @@ struct RecordedOoms {
   bool whole_trace = true;  // false: the replay stopped early; the figures cover the part read
 };
 
+// A compute op's modeled time on the simulated device: the GPU's time for its kernel and the host's
+// for launching it (devices/step_time_model.h places both on the modeled timeline).
+struct ModeledKernel {
+  double gpu_seconds = 0;
+  double launch_seconds = 0;
+};
+
 // What compute may use: where the live buffers are and how to run.
 struct ComputeContext {
   bool real_gpu = false;            // run kernels (true) or return modeled seconds (false)
@@ -63,8 +70,8 @@ class Workload {
   virtual bool makes_ops_ahead() const { return false; }
   // Called once before the first step (e.g. to create a cuBLAS handle).
   virtual void prepare(ComputeContext& /*ctx*/) {}
-  // Runs a Compute op. Returns modeled seconds when !ctx.real_gpu, else 0 after launching work.
-  virtual double compute(const Op& /*op*/, ComputeContext& /*ctx*/) { return 0; }
+  // Runs a Compute op. Returns its modeled time when !ctx.real_gpu, else zeros after launching work.
+  virtual ModeledKernel compute(const Op& /*op*/, ComputeContext& /*ctx*/) { return {}; }
   virtual void finish() {}
   // Where an op came from in the user's program ("train.py:88 in forward"), "" if unknown: shown
   // with an OOM. May be called while the next step's ops are being made.

@@ -87,7 +87,6 @@ struct CaseRun {
   RunMetrics m{};
   // Host time inside allocator calls and compute calls, in ticks (converted at the end).
   TickClock::Ticks alloc_ticks = 0, compute_ticks = 0, generation_ticks = 0;
-  double compute_modeled = 0;
   double real_tokens = 0, padded_tokens = 0;
 
   // Bytes in use after each allocator call: the run's peak reserved R with the most bytes
@@ -395,7 +394,10 @@ struct CaseRun {
         while (j < n_ops && ops[j].kind == Op::Kind::Compute) ++j;
         if (!skipping) {
           const TickClock::Ticks t = TickClock::now();
-          for (std::size_t k = i; k < j; ++k) compute_modeled += workload.compute(ops[k], ctx);
+          for (std::size_t k = i; k < j; ++k) {
+            const ModeledKernel kernel = workload.compute(ops[k], ctx);
+            if (device.simulated()) device.model_kernel(kernel.gpu_seconds, kernel.launch_seconds);
+          }
           compute_ticks += TickClock::now() - t;
         }
         i = j;
@@ -448,8 +450,9 @@ struct CaseRun {
     m.cache_hits = s.cache_hits;
     m.device_allocs = s.device_allocs;
     m.device_frees = s.device_frees;
-    // On sim the time is modeled: the workload's compute plus the modeled driver calls.
-    m.seconds = device.simulated() ? compute_modeled + device.counters().modeled_call_seconds : wall;
+    // On sim the time is modeled: the host's calls and the GPU's kernels on the device's
+    // timeline, until both are done (devices/step_time_model.h).
+    m.seconds = device.simulated() ? device.counters().modeled_elapsed_seconds() : wall;
     if (m.seconds > 0) {
       m.steps_per_s = double(m.steps_completed) / m.seconds;
       m.tokens_per_s = real_tokens / m.seconds;
