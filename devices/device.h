@@ -225,7 +225,7 @@ class Device {
 inline constexpr Bytes kH200CardBytes = 150109880320ULL;
 
 struct SimDeviceOptions {
-  Bytes capacity_bytes = 80 * GiB;
+  Bytes capacity_bytes = kH200CardBytes;  // the H200's whole memory (139.80 GiB), unless a capacity is given
   Bytes card_bytes = 0;  // the physical card the capacity is left on (total_bytes); 0: the capacity
   Bytes page_bytes = 2 * MiB;
   std::string name = "simulated H200-like GPU";

@@ -22,7 +22,7 @@ enum class DeviceChoice { Auto, Sim, Cuda };
 
 struct DeviceSpec {
   DeviceChoice choice = DeviceChoice::Auto;
-  Bytes capacity_bytes = 0;  // 0: sim default (80 GiB) / the whole card
+  Bytes capacity_bytes = 0;  // 0: the whole card (sim: the H200's, 139.80 GiB)
   Bytes card_bytes = 0;      // sim: the card the capacity is left on (0: the capacity); cuda: the real one
 };
 
