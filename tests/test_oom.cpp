@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/units.h"
+#include "devices/device.h"
 #include "harness/frontier/frontier.h"
 #include "harness/report/oom_block_map.h"
 #include "harness/report/markdown_report.h"
@@ -764,4 +765,14 @@ TEST(SetupOom, IsARecordedCapacityOomOfTheCaseNotAnError) {
   const std::string md = gmb::markdown_table(r);
   EXPECT_NE(md.find("capacity at step 0 (in the workload's setup (cuBLAS), before the first step)"), std::string::npos)
       << md;
+}
+
+// A case whose device cannot be made is in the tables as failed, under its full label.
+TEST(CaseErrors, ACaseWhoseDeviceFailsStillNamesItsWorkload) {
+  if (gmb::cuda_device_available()) GTEST_SKIP() << "a GPU is visible: the cuda device is made";
+  gmb::CaseSpec spec{"caching", {}, [] { return gmb::make_hole_pattern(gmb::HolePatternParams{}); }};
+  const gmb::CaseResult c = gmb::run_case(spec, gmb::DeviceSpec{gmb::DeviceChoice::Cuda, 1 * gmb::GiB}, gmb::RunSettings{});
+  EXPECT_FALSE(c.error.empty());
+  EXPECT_EQ(c.label, "caching x hole_pattern[100/200/300 MiB, free #1, probe 250 MiB]");
+  EXPECT_EQ(c.workload, "hole_pattern");
 }

@@ -480,6 +480,16 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
   result.allocator = spec.allocator;
   result.options = spec.options;
   result.allocator_label = allocator_label(spec.allocator, spec.options);
+  // A case whose device cannot be made (a ballast the driver refuses) still names its workload.
+  const auto fail = [&](const DeviceError& e) {
+    result.error = e.what();
+    if (result.workload_label.empty()) {
+      const auto workload = spec.make_workload();
+      result.workload = workload->kind();
+      result.workload_label = workload->label();
+      result.label = result.allocator_label + " x " + result.workload_label;
+    }
+  };
   result.need = spec.need;
   // Without a need given: on the GPU one pass over a workload of its own, apart from the timed
   // runs (nothing is added to the thread that calls the allocator); on sim the first run's own
@@ -508,7 +518,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
     try {
       case_device.capacity_bytes = describe_device(device_spec).capacity_bytes;
     } catch (const DeviceError& e) {
-      result.error = e.what();
+      fail(e);
       return result;
     }
   }
@@ -555,7 +565,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
       }
       result.runs.push_back(run.m);
     } catch (const DeviceError& e) {
-      result.error = e.what();
+      fail(e);
       break;
     }
   }
