@@ -1,9 +1,12 @@
 // Typed reads of allocator options, throwing OptionError that names the key.
 #pragma once
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include "allocators/allocator.h"
+#include "common/text_excerpt.h"
 #include "common/units.h"
 
 namespace gmb {
@@ -29,13 +32,21 @@ inline Bytes option_size(const AllocatorOptions& o, const std::string& key, Byte
   return *v;
 }
 
+// A count: digits only, at most 2^64 - 1 (a longer one is an error, never a wrap or a throw
+// other than OptionError).
 inline std::uint64_t option_count(const AllocatorOptions& o, const std::string& key, std::uint64_t fallback) {
   auto it = o.find(key);
   if (it == o.end()) return fallback;
   const std::string& s = it->second;
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
-    throw OptionError(key, fmt::format("'{}' is not a non-negative integer", s), "0, 1, 2, ...");
-  return std::stoull(s);
+  std::uint64_t v = 0;
+  const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (!digits || ec != std::errc() || end != s.data() + s.size())
+    throw OptionError(key,
+                      fmt::format("'{}' is not a non-negative integer{}", escaped_excerpt(s, 80),
+                                  digits ? " below 2^64" : ""),
+                      "0, 1, 2, ... up to 18446744073709551615");
+  return v;
 }
 
 }  // namespace gmb

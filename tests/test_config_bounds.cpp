@@ -38,6 +38,23 @@ TEST(ConfigBounds, CountsAreBoundedWithTheLimitInTheMessage) {
   fs::remove_all(dir);
 }
 
+// Found by the fuzz campaign of issue 13: a count option past 2^64 threw from std::stoull and
+// ended the program; it is an option error (exit 2) naming the key and the valid range.
+TEST(ConfigBounds, AllocatorCountOptionsPast64BitsAreErrors) {
+  auto dir = temp_dir("cfgcount");
+  write_text(dir / "a.yaml",
+             "allocators:\n  - cuda_mempool: {trim_every_steps: 177777777777777777777777777777}\n"
+             "workloads:\n  - hole_pattern: {}\n");
+  auto r = run_config(dir / "a.yaml", dir / "out");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("trim_every_steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'177777777777777777777777777777' is not a non-negative integer below 2^64"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("up to 18446744073709551615"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  fs::remove_all(dir);
+}
+
 TEST(ConfigBounds, ErrorsQuoteAShortEscapedExcerpt) {
   auto dir = temp_dir("cfgecho");
   write_text(dir / "a.yaml", "allocators: [caching]\nworkloads: [hole_pattern]\nrun: {on_oom: \"\\e[2J" +
