@@ -3,6 +3,11 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -106,6 +111,62 @@ DeviceInfo query_device() {
   return info;
 }
 
+// A diagnostic, not a result: with GMB_CUDA_CALL_LOG=PATH each process writes PATH.<pid>, one
+// row per cudaMalloc / cudaFree / cudaMallocFromPoolAsync: call, bytes, ok, wait_us, call_us.
+// With GMB_CUDA_CALL_LOG_SYNC=1 a cudaDeviceSynchronize, timed as wait_us, comes before each call,
+// so call_us is the call's own cost rather than its wait for queued kernels (this changes the
+// run's timing; its memory decisions stay the same).
+class CallLog {
+ public:
+  CallLog() {
+    const char* path = std::getenv("GMB_CUDA_CALL_LOG");
+    if (!path || !*path) return;
+    name_ = fmt::format("{}.{}", path, static_cast<long>(getpid()));
+    file_ = std::fopen(name_.c_str(), "w");
+    if (!file_) throw DeviceError(fmt::format("GMB_CUDA_CALL_LOG: cannot write {}", name_));
+    std::fputs("call,bytes,ok,wait_us,call_us\n", file_);
+    const char* sync = std::getenv("GMB_CUDA_CALL_LOG_SYNC");
+    sync_ = sync && *sync && *sync != '0';
+  }
+  ~CallLog() {
+    if (file_ && (std::ferror(file_) | std::fclose(file_)))
+      std::fprintf(stderr, "gpumembench: GMB_CUDA_CALL_LOG: writing %s failed\n", name_.c_str());
+  }
+  bool on() const { return file_ != nullptr; }
+  // Call before the CUDA call: the wait (microseconds) when synchronizing first; starts the clock.
+  double begin() {
+    double wait = 0;
+    if (sync_) {
+      auto t0 = std::chrono::steady_clock::now();
+      cudaDeviceSynchronize();
+      wait = micros_since(t0);
+    }
+    start_ = std::chrono::steady_clock::now();
+    return wait;
+  }
+  // A free's bytes are those of the malloc that returned `ptr`.
+  void end(const char* call, Bytes bytes, bool ok, double wait, DevPtr ptr) {
+    if (bytes == 0) {
+      auto it = sizes_.find(ptr);
+      if (it != sizes_.end()) bytes = it->second, sizes_.erase(it);
+    } else if (ok) {
+      sizes_[ptr] = bytes;
+    }
+    std::fprintf(file_, "%s,%llu,%d,%.1f,%.1f\n", call, static_cast<unsigned long long>(bytes), ok ? 1 : 0, wait,
+                 micros_since(start_));
+  }
+
+ private:
+  static double micros_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::FILE* file_ = nullptr;
+  std::string name_;
+  bool sync_ = false;
+  std::chrono::steady_clock::time_point start_;
+  std::map<DevPtr, Bytes> sizes_;
+};
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(Bytes capacity) {
@@ -139,7 +200,9 @@ class CudaDevice final : public Device {
 
   std::optional<DevPtr> do_malloc(Bytes bytes) override {
     void* p = nullptr;
+    const double wait = log_.on() ? log_.begin() : 0;
     cudaError_t err = cudaMalloc(&p, bytes);
+    if (log_.on()) log_.end("malloc", bytes, err == cudaSuccess, wait, reinterpret_cast<DevPtr>(p));
     if (is_oom(err)) {
       cudaGetLastError();  // clear the sticky-free error state
       return std::nullopt;
@@ -149,7 +212,11 @@ class CudaDevice final : public Device {
   }
 
   void do_free(DevPtr ptr) override {
-    check(cudaFree(reinterpret_cast<void*>(ptr)), "cudaFree");
+    if (!log_.on()) return check(cudaFree(reinterpret_cast<void*>(ptr)), "cudaFree");
+    const double wait = log_.begin();
+    cudaError_t err = cudaFree(reinterpret_cast<void*>(ptr));
+    log_.end("free", 0, err == cudaSuccess, wait, ptr);
+    check(err, "cudaFree");
   }
 
   Bytes vmm_granularity() const override { return granularity_; }
@@ -296,8 +363,10 @@ class CudaDevice final : public Device {
 
   std::optional<DevPtr> do_malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
     void* p = nullptr;
+    const double wait = log_.on() ? log_.begin() : 0;
     cudaError_t err = cudaMallocFromPoolAsync(&p, bytes, pools_.at(h),
                                               static_cast<cudaStream_t>(native_stream(stream)));
+    if (log_.on()) log_.end("malloc_async", bytes, err == cudaSuccess, wait, reinterpret_cast<DevPtr>(p));
     if (is_oom(err)) {
       cudaGetLastError();
       return std::nullopt;
@@ -350,6 +419,7 @@ class CudaDevice final : public Device {
   DeviceInfo info_;
   Bytes granularity_ = 2 * MiB;
   void* ballast_ = nullptr;
+  CallLog log_;
   Bytes baseline_free_ = 0;
   std::map<DevPtr, std::pair<CUmemGenericAllocationHandle, Bytes>> handles_;
   std::map<PhysicalHandle, std::pair<CUmemGenericAllocationHandle, Bytes>> physical_;  // create_physical's

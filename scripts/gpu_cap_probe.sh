@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Two questions for the sim's models at a memory cap (issue 14), in one call of about 4 minutes:
+#
+#     bash scripts/gpu_cap_probe.sh        # from the repository root; OUT=DIR for the output
+#
+# 1. scripts/probe/cap_probe.cu: does a cudaMemPool with no device memory left serve a request
+#    from the free pages inside granules that still hold live blocks (pool_cap.csv)? Do cudaMalloc
+#    and cudaFree of large blocks cost more when the device is nearly full (free_cost.csv)?
+# 2. configs/dynamic_seq.yaml through caching[max_split_size_mb:128] (the run the step-time
+#    model puts at 2x the H200's steps/s) and caching, with every cudaMalloc / cudaFree timed
+#    (GMB_CUDA_CALL_LOG), once as it runs and once with a synchronize before each call (the
+#    calls' own cost); and through cuda_mempool with every cudaMallocFromPoolAsync timed.
+# Brings back $OUT/cap_probe.tar.gz (unpacks to cap_probe/); rewritten after every step.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+source scripts/gpu_lib.sh
+gpu_job cap_probe 420
+
+log "cap_probe"
+mkdir -p "$WORK/probe"
+if nvcc -O2 -std=c++17 -o "$WORK/../cap_probe_bin" scripts/probe/cap_probe.cu >> "$LOG" 2>&1; then
+  guarded "$WORK/../cap_probe_bin" pool_cap "$WORK/probe" 2>> "$LOG" || { log "pool_cap failed"; status=1; }
+  pack
+  guarded "$WORK/../cap_probe_bin" free_cost "$WORK/probe" 2>> "$LOG" || { log "free_cost failed"; status=1; }
+  gzip -f "$WORK/probe/free_cost.csv" 2>/dev/null
+else
+  log "cap_probe build FAILED"; status=1
+fi
+pack
+
+gpu_build -- gpumembench
+calls() {  # name, sync (0/1), allocator label
+  local name=$1 sync=$2 alloc=$3
+  mkdir -p "$WORK/$name"
+  log "dynamic_seq $alloc (sync before calls: $sync)"
+  guarded env GMB_CUDA_CALL_LOG="$WORK/$name/calls.csv" GMB_CUDA_CALL_LOG_SYNC=$sync \
+      build-gpu/gpumembench --config configs/dynamic_seq.yaml --device cuda --allocator "$alloc" \
+      --quiet --format md,json --output "$WORK/$name/out" > "$WORK/$name/run.log" 2>&1
+  log "exit $?"
+  grep -E '^\| ' "$WORK/$name/out/results.md" 2>/dev/null | head -4 | cut -c1-200 | tee -a "$LOG"
+  gzip -f "$WORK/$name"/calls.csv.* 2>/dev/null
+  pack
+}
+calls maxsplit 0 'caching[max_split_size_mb:128]'
+calls maxsplit_sync 1 'caching[max_split_size_mb:128]'
+calls caching 0 caching
+calls mempool 0 cuda_mempool
+log "done, status $status"
+pack
+exit $status
