@@ -126,6 +126,19 @@ constexpr double kPoolTrimCostPerGranule = 33e-6;
 //    depth of CUDA's launch queue. It bounds how far ahead of the GPU a loop without waits runs,
 //    and so how long its next wait (a cudaFree, a synchronize) lasts.
 constexpr std::size_t kLaunchQueueDepth = 1024;
+//  - Device memory given back to the driver (cudaFree of a segment, cuMemRelease, a pool's
+//    trim) is handed out again only about 7 ms after it was freed: a cudaMalloc that needs it
+//    (the device has too little other free memory) waits until then. On the H200 at a 24 GiB
+//    cap (configs/dynamic_seq.yaml through caching[max_split_size_mb:128], every call timed by
+//    GMB_CUDA_CALL_LOG with a synchronize before it, results/h200/probe/cap/), the 1,595
+//    cudaMallocs made right after a cudaFree took 5.9 / 6.9 / 7.5 ms (10th / 50th / 90th
+//    percentile), the 6,363 others 0.10 ms (median): 36 ms of each step. scripts/probe/cap_probe.cu
+//    (free_cost) sees the same on a nearly full device (re-mallocs stall 4.7-8.9 ms) and not
+//    with 20 ms between the frees and the mallocs, nor on an empty device. Modeled: each freed
+//    range becomes reusable kFreedMemoryReuseSeconds after its free (host clock), in the order
+//    freed; a request that can succeed waits until enough of it is reusable. Whether the driver
+//    scrubs the memory in that time is not known; only the delay is modeled.
+constexpr double kFreedMemoryReuseSeconds = 7.0e-3;
 //  - Managed memory, medians of 5 per size (64 KiB .. 1 GiB): cudaMallocManaged 10 us (53 us at
 //    1 GiB), cudaMemPrefetchAsync 4 us on the host and on the GPU 44 us at 2 MiB, 163 us at
 //    32 MiB, 0.95 ms at 256 MiB, 4.9 ms at 1 GiB; cudaFree of it 21 us at 2 MiB, 0.20 ms at
@@ -316,6 +329,7 @@ class SimDevice final : public Device {
     if (bytes <= kPackLimit) return malloc_small(bytes);  // its cost: whether it takes a new page
     Bytes size = round_up(bytes, info_.page_bytes);
     if (used_ + size > info_.capacity_bytes) return std::nullopt;
+    wait_for_reusable(size);
     DevPtr p = place(size);
     used_ += size;
     large_[p] = size;
@@ -328,6 +342,7 @@ class SimDevice final : public Device {
     if (auto it = large_.find(ptr); it != large_.end()) {
       add_driver_call_seconds(free_cost(it->second));
       used_ -= it->second;
+      note_freed(it->second);
       unplace(ptr, it->second);
       large_.erase(it);
       return;
@@ -348,6 +363,7 @@ class SimDevice final : public Device {
   bool do_map(DevPtr addr, Bytes bytes) override {
     add_modeled_call_seconds(44e-6 * static_cast<double>(bytes / info_.page_bytes));
     if (bytes > info_.capacity_bytes || used_ + bytes > info_.capacity_bytes) return false;
+    wait_for_reusable(bytes);
     used_ += bytes;
     mapped_[addr] = bytes;
     return true;
@@ -358,6 +374,7 @@ class SimDevice final : public Device {
     // Unmap every mapping inside [addr, addr + bytes).
     for (auto it = mapped_.lower_bound(addr); it != mapped_.end() && it->first < addr + bytes;) {
       used_ -= it->second;
+      note_freed(it->second);
       it = mapped_.erase(it);
     }
   }
@@ -370,6 +387,7 @@ class SimDevice final : public Device {
       throw DeviceError(fmt::format("simulated device: cuMemCreate of {} bytes, not a multiple of the {}-byte "
                                     "granularity", bytes, info_.page_bytes));
     if (bytes > info_.capacity_bytes || used_ + bytes > info_.capacity_bytes) return std::nullopt;
+    wait_for_reusable(bytes);
     used_ += bytes;
     const PhysicalHandle h = ++handle_seq_;
     handles_[h] = bytes;
@@ -381,6 +399,7 @@ class SimDevice final : public Device {
     if (it == handles_.end()) throw DeviceError(fmt::format("simulated device: cuMemRelease of unknown handle {}", h));
     add_modeled_call_seconds(release_cost(it->second));
     used_ -= it->second;
+    note_freed(it->second);
     handles_.erase(it);
   }
 
@@ -456,6 +475,7 @@ class SimDevice final : public Device {
   void destroy_pool(PoolHandle h) override {
     PoolModel& pool = pool_at(h);
     used_ -= pool.backed.size() * kPoolGranule;
+    note_freed(pool.backed.size() * kPoolGranule);
     pool.backed.clear();
     pool.live.clear();
     pool.gaps = {{0, kPoolSpan}};
@@ -525,6 +545,7 @@ class SimDevice final : public Device {
       std::size_t moved = std::min(idle.size(), missing.size());
       Bytes grow = (missing.size() - moved) * kPoolGranule;
       if (used_ + grow > info_.capacity_bytes) return std::nullopt;
+      wait_for_reusable(grow);
       for (std::size_t i = 0; i < moved; ++i) pool.backed.erase(idle[i]);
       for (std::uint64_t g : missing) pool.backed.insert(g);
       used_ += grow;
@@ -604,6 +625,28 @@ class SimDevice final : public Device {
     for (Bytes n : {8 * MiB, 64 * MiB, 414 * MiB}) place(n);
     for (auto& [base, r] : regions_) r.pinned = true;
     used_ = used_at_start;
+  }
+
+  // --- freed memory the driver hands out again only kFreedMemoryReuseSeconds later ---
+  void note_freed(Bytes bytes) {
+    if (bytes == 0) return;
+    maturing_.push_back({counters().modeled_host_seconds + kFreedMemoryReuseSeconds, bytes});
+    maturing_bytes_ += bytes;
+  }
+  // Before taking `bytes` more (the caller checked used_ + bytes <= capacity): the call waits
+  // until the device has that much free memory that is not still maturing.
+  void wait_for_reusable(Bytes bytes) {
+    const double now = counters().modeled_host_seconds;
+    double until = now;
+    // maturing_bytes_ is the sum of maturing_; ready_at never decreases along it.
+    while (!maturing_.empty() &&
+           (maturing_.front().ready_at <= now || used_ + maturing_bytes_ + bytes > info_.capacity_bytes)) {
+      until = std::max(until, maturing_.front().ready_at);
+      maturing_bytes_ -= maturing_.front().bytes;
+      maturing_.pop_front();
+    }
+    assert(maturing_.empty() == (maturing_bytes_ == 0));
+    if (until > now) add_modeled_call_seconds(until - now);
   }
 
   // --- driver VA placement model ---
@@ -719,6 +762,7 @@ class SimDevice final : public Device {
     Bytes page_size = info_.page_bytes;
     add_driver_call_seconds(malloc_cost(page_size));
     if (used_ + page_size > info_.capacity_bytes) return std::nullopt;
+    wait_for_reusable(page_size);
     used_ += page_size;
     SmallPage page;
     page.base = place(page_size);
@@ -753,6 +797,7 @@ class SimDevice final : public Device {
       if (--p->live == 0) {
         add_driver_call_seconds(free_cost(info_.page_bytes));
         used_ -= info_.page_bytes;
+        note_freed(info_.page_bytes);
         unplace(p->base, info_.page_bytes);
         small_pages_.erase(p);
       } else {
@@ -792,6 +837,7 @@ class SimDevice final : public Device {
       if (pool.usage.reserved_current <= keep) break;
       pool.backed.erase(g);
       used_ -= kPoolGranule;
+      note_freed(kPoolGranule);
       pool.usage.reserved_current -= kPoolGranule;
     }
   }
@@ -869,6 +915,12 @@ class SimDevice final : public Device {
 
   DeviceInfo info_;
   Bytes used_ = 0;
+  struct Maturing {
+    double ready_at;  // modeled host seconds
+    Bytes bytes;
+  };
+  std::deque<Maturing> maturing_;  // freed memory, oldest first
+  Bytes maturing_bytes_ = 0;
   std::map<DevPtr, Region> regions_;
   // [base, end) of every region, by base: new_region walks them all from the top, on every
   // cudaMalloc that needs a region of its own, so a vector rather than the tree.

@@ -127,6 +127,36 @@ TEST(SimDeviceTimeline, CudaFreeWaitsForQueuedKernelsAndCudaMallocDoesNot) {
   EXPECT_DOUBLE_EQ(d->counters().modeled_elapsed_seconds(), d->counters().modeled_host_seconds);
 }
 
+// Freed device memory is handed out again only ~7 ms after its cudaFree (the H200 at a cap:
+// results/h200/probe/cap/): a cudaMalloc that needs it waits; one that other free memory can
+// serve, or that comes later, does not.
+TEST(SimDeviceTimeline, ACudaMallocOfMemoryFreedMomentsAgoWaitsUntilTheDriverHandsItOutAgain) {
+  auto d = sim(1 * GiB);
+  auto big = d->malloc(768 * MiB);
+  ASSERT_TRUE(big);
+  d->free(*big);
+  const double freed_at = d->counters().modeled_host_seconds;
+  auto small = d->malloc(128 * MiB);  // 256 MiB never freed is enough: no wait
+  ASSERT_TRUE(small);
+  EXPECT_LT(d->counters().modeled_host_seconds - freed_at, 1e-3);
+  auto needs_freed = d->malloc(512 * MiB);  // only 128 MiB never freed are left
+  ASSERT_TRUE(needs_freed);
+  EXPECT_NEAR(d->counters().modeled_host_seconds, freed_at + 7e-3, 0.3e-3)
+      << "waited until 7 ms after the free, then the call's own ~0.1 ms";
+  EXPECT_GT(d->counters().modeled_call_seconds, 7e-3) << "the wait is the call's time";
+  const double before_refused = d->counters().modeled_host_seconds;
+  EXPECT_FALSE(d->malloc(512 * MiB)) << "past the capacity";
+  EXPECT_LT(d->counters().modeled_host_seconds - before_refused, 1e-3) << "a request that cannot succeed fails at once";
+
+  auto later = sim(1 * GiB);
+  auto p = later->malloc(768 * MiB);
+  later->free(*p);
+  later->model_kernel(0, 20e-3);  // the host does 20 ms of other work first
+  const double before = later->counters().modeled_host_seconds;
+  ASSERT_TRUE(later->malloc(768 * MiB));
+  EXPECT_LT(later->counters().modeled_host_seconds - before, 1e-3);
+}
+
 TEST(SimDeviceTimeline, TheHostRunsAtMost1024LaunchesAhead) {
   auto d = sim();
   for (int i = 0; i < 2000; ++i) d->model_kernel(1e-3, 1e-6);

@@ -348,3 +348,65 @@ TEST(SimMemPool, RecordedMixesUnsynchronizedReachTheH200sPeakWithinTheModelsErro
   }
 #endif
 }
+
+// A pool with no device memory left (scripts/probe/cap_probe.cu pool_cap, results/h200/probe/cap/
+// pool_cap.csv): the H200 filled ~1 GiB with pairs (31 MiB, 1 MiB) or (15 MiB, 1 MiB), freed the
+// larger blocks and then asked for 64 MiB and 30 MiB blocks. It refused every 64 MiB request (no
+// free range holds it and no 32 MiB granule is idle: the free pages inside granules that hold a
+// live block are not given to it) and served 30 MiB from the holes without growing. The sim must
+// make every one of those decisions and report the same reserved and used bytes.
+TEST(SimMemPool, WithNoDeviceMemoryLeftServesWhatTheH200ServedAndRefusesTheRest) {
+  std::ifstream in(std::string(GMB_SOURCE_DIR) + "/results/h200/probe/cap/pool_cap.csv");
+  ASSERT_TRUE(in) << "results/h200/probe/cap/pool_cap.csv";
+  std::map<std::string, std::vector<std::vector<std::string>>> rows;  // variant -> rows in order
+  std::vector<std::string> order;
+  std::string line;
+  std::getline(in, line);  // header: variant,step,bytes,ok,offset,reserved,used,device_free
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 8u) << line;
+    if (!rows.count(f[0])) order.push_back(f[0]);
+    rows[f[0]].push_back(f);
+  }
+  ASSERT_EQ(order.size(), 3u);
+  for (const std::string& variant : order) {
+    SCOPED_TRACE(variant);
+    const auto& r = rows[variant];
+    ASSERT_EQ(r[0][1], "start");
+    SimDeviceOptions o;
+    o.capacity_bytes = std::stoull(r[0][7]);  // what the ballast left free
+    auto dev = make_sim_device(o);
+    MemPoolOptions p;
+    p.release_threshold = UINT64_MAX;
+    auto h = dev->create_pool(p);
+    const Bytes big = variant.rfind("comb16", 0) == 0 ? 15 * MiB : 31 * MiB;
+    std::vector<DevPtr> bigs, smalls;
+    for (;;) {
+      auto a = dev->malloc_async(h, big, 0);
+      if (!a) break;
+      auto b = dev->malloc_async(h, MiB, 0);
+      ASSERT_TRUE(b);
+      bigs.push_back(*a);
+      smalls.push_back(*b);
+    }
+    std::size_t i = 1;
+    while (i < r.size() && r[i][1] != "pairs") ++i;
+    ASSERT_LT(i, r.size());
+    EXPECT_EQ(bigs.size(), std::stoull(r[i][2])) << "pairs before the device was full";
+    EXPECT_EQ(dev->pool_usage(h).reserved_current, std::stoull(r[i][5]));
+    for (DevPtr a : bigs) dev->free_async(h, a, 0);
+    if (variant.find("nosync") == std::string::npos) dev->synchronize();
+    std::size_t asked = 0;
+    for (++i; i < r.size(); ++i) {
+      if (r[i][1].rfind("ask", 0) != 0) continue;
+      auto q = dev->malloc_async(h, std::stoull(r[i][2]), 0);
+      EXPECT_EQ(q.has_value(), r[i][3] == "1") << r[i][1] << " #" << asked;
+      EXPECT_EQ(dev->pool_usage(h).reserved_current, std::stoull(r[i][5])) << r[i][1] << " #" << asked;
+      EXPECT_EQ(dev->pool_usage(h).used_current, std::stoull(r[i][6])) << r[i][1] << " #" << asked;
+      ++asked;
+    }
+    EXPECT_GE(asked, 2u);
+  }
+}
