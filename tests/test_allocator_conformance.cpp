@@ -160,7 +160,9 @@ TEST_P(AllocatorConformance, EmptyCacheReturnsMemoryToTheDevice) {
   }
   // A bound (ideal) holds no device memory at all.
   const bool bound = find_allocator(GetParam())->traits.lower_bound;
-  if (!bound) EXPECT_GT(device_->used_bytes(), used_at_start_);
+  if (!bound) {
+    EXPECT_GT(device_->used_bytes(), used_at_start_);
+  }
   for (DevPtr p : live) a().deallocate(p);
   a().empty_cache();
   EXPECT_EQ(a().stats().reserved_bytes, 0u);

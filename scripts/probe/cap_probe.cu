@@ -21,7 +21,7 @@
 //              File free_cost.csv: mode,size,round,phase,index,us.
 // Every CUDA call but the requests expected to fail is checked; a failure exits 1.
 
-#include <cuda_runtime.h>
+#include "probe_pool.h"
 
 #include <chrono>
 #include <cstdint>
@@ -30,33 +30,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-static constexpr size_t MiB = 1024 * 1024;
-static constexpr size_t GiB = 1024 * MiB;
-
-static void ck(cudaError_t e, const char* what, int line) {
-  if (e != cudaSuccess) {
-    fprintf(stderr, "cap_probe: %s failed: %s (line %d)\n", what, cudaGetErrorString(e), line);
-    throw std::runtime_error(what);
-  }
-}
-#define CK(x) ck((x), #x, __LINE__)
-
-static size_t device_free() {
-  size_t f = 0, t = 0;
-  CK(cudaMemGetInfo(&f, &t));
-  return f;
-}
-static uint64_t u64(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
-
-static FILE* open_out(const std::string& dir, const std::string& name) {
-  FILE* f = fopen((dir + "/" + name).c_str(), "w");
-  if (!f) throw std::runtime_error("cannot write " + dir + "/" + name);
-  return f;
-}
-static void close_out(FILE* f) {
-  if (fclose(f) != 0) throw std::runtime_error("close");
-}
 
 // A ballast that leaves `leave` bytes free (nothing when leave == 0).
 struct Ballast {
@@ -70,44 +43,6 @@ struct Ballast {
   ~Ballast() {
     if (p) cudaFree(p);
   }
-};
-
-struct Pool {
-  cudaMemPool_t pool{};
-  Pool() {  // as the cuda_mempool allocator makes it
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = 0;
-    CK(cudaMemPoolCreate(&pool, &props));
-    uint64_t threshold = UINT64_MAX;
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    int v = 1;
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseFollowEventDependencies, &v));
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &v));
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &v));
-  }
-  ~Pool() {
-    cudaDeviceSynchronize();
-    cudaMemPoolDestroy(pool);
-  }
-  uint64_t attr(cudaMemPoolAttr a) const {
-    uint64_t v = 0;
-    CK(cudaMemPoolGetAttribute(pool, a, &v));
-    return v;
-  }
-  // nullptr when the pool cannot serve it (the error is cleared: an OOM is not sticky).
-  void* try_alloc(size_t n) {
-    void* p = nullptr;
-    cudaError_t e = cudaMallocFromPoolAsync(&p, n, pool, nullptr);
-    if (e == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    CK(e);
-    return p;
-  }
-  void free(void* p) { CK(cudaFreeAsync(p, nullptr)); }
 };
 
 // ---- pool_cap ----

@@ -21,7 +21,7 @@
 //                the pool grows, and what cudaMemPoolTrimTo returns.
 // Every CUDA call is checked; a failure exits 1 after writing what it has.
 
-#include <cuda_runtime.h>
+#include "probe_pool.h"
 
 #include <cmath>
 #include <cstdint>
@@ -30,17 +30,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-static constexpr size_t MiB = 1024 * 1024;
-static constexpr size_t GiB = 1024 * MiB;
-
-static void ck(cudaError_t e, const char* what, int line) {
-  if (e != cudaSuccess) {
-    fprintf(stderr, "pool_probe: %s failed: %s (line %d)\n", what, cudaGetErrorString(e), line);
-    throw std::runtime_error(what);
-  }
-}
-#define CK(x) ck((x), #x, __LINE__)
 
 // ---- the GpuNative generator (tests/test_gpu_native.cpp: random_mix), kept identical ----
 static uint64_t splitmix64(uint64_t& s) {
@@ -79,65 +68,6 @@ static std::vector<MixOp> random_mix(uint64_t seed, int steps = 400, size_t max_
     live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
   }
   return ops;
-}
-
-static size_t device_free() {
-  size_t f = 0, t = 0;
-  CK(cudaMemGetInfo(&f, &t));
-  return f;
-}
-
-struct Pool {
-  cudaMemPool_t pool{};
-  Pool() {
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = 0;
-    CK(cudaMemPoolCreate(&pool, &props));
-    uint64_t threshold = UINT64_MAX;
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    int v = 1;
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseFollowEventDependencies, &v));
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &v));
-    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &v));
-  }
-  ~Pool() {
-    cudaDeviceSynchronize();
-    cudaMemPoolDestroy(pool);
-  }
-  uint64_t attr(cudaMemPoolAttr a) const {
-    uint64_t v = 0;
-    CK(cudaMemPoolGetAttribute(pool, a, &v));
-    return v;
-  }
-  uint64_t reserved() const { return attr(cudaMemPoolAttrReservedMemCurrent); }
-  uint64_t used() const { return attr(cudaMemPoolAttrUsedMemCurrent); }
-  void* alloc(size_t n) {
-    void* p = nullptr;
-    CK(cudaMallocFromPoolAsync(&p, n, pool, nullptr));
-    return p;
-  }
-  void free(void* p) { CK(cudaFreeAsync(p, nullptr)); }
-  void trim(size_t keep) {
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemPoolTrimTo(pool, keep));
-  }
-};
-
-static uint64_t u64(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
-
-static FILE* open_out(const std::string& dir, const std::string& name) {
-  std::string path = dir + "/" + name;
-  FILE* f = fopen(path.c_str(), "w");
-  if (!f) {
-    fprintf(stderr, "pool_probe: cannot write %s\n", path.c_str());
-    throw std::runtime_error("open");
-  }
-  return f;
-}
-static void close_out(FILE* f) {
-  if (fclose(f) != 0) throw std::runtime_error("close");
 }
 
 // ---- pool_mix ----
