@@ -112,7 +112,9 @@ DeviceInfo query_device() {
 }
 
 // A diagnostic, not a result: with GMB_CUDA_CALL_LOG=PATH each process writes PATH.<pid>, one
-// row per cudaMalloc / cudaFree / cudaMallocFromPoolAsync: call, bytes, ok, wait_us, call_us.
+// row per cudaMalloc / cudaFree / cudaMallocFromPoolAsync / cudaFreeAsync: call, bytes (a free's
+// are its malloc's), ok, wait_us, call_us, ptr (the pointer returned or freed), pool_reserved (the
+// pool's ReservedMemCurrent after a pool call, else 0).
 // With GMB_CUDA_CALL_LOG_SYNC=1 a cudaDeviceSynchronize, timed as wait_us, comes before each call,
 // so call_us is the call's own cost rather than its wait for queued kernels (this changes the
 // run's timing; its memory decisions stay the same).
@@ -124,7 +126,7 @@ class CallLog {
     name_ = fmt::format("{}.{}", path, static_cast<long>(getpid()));
     file_ = std::fopen(name_.c_str(), "w");
     if (!file_) throw DeviceError(fmt::format("GMB_CUDA_CALL_LOG: cannot write {}", name_));
-    std::fputs("call,bytes,ok,wait_us,call_us\n", file_);
+    std::fputs("call,bytes,ok,wait_us,call_us,ptr,pool_reserved\n", file_);
     const char* sync = std::getenv("GMB_CUDA_CALL_LOG_SYNC");
     sync_ = sync && *sync && *sync != '0';
   }
@@ -145,15 +147,18 @@ class CallLog {
     return wait;
   }
   // A free's bytes are those of the malloc that returned `ptr`.
-  void end(const char* call, Bytes bytes, bool ok, double wait, DevPtr ptr) {
+  void end(const char* call, Bytes bytes, bool ok, double wait, DevPtr ptr, cudaMemPool_t pool = nullptr) {
     if (bytes == 0) {
       auto it = sizes_.find(ptr);
       if (it != sizes_.end()) bytes = it->second, sizes_.erase(it);
     } else if (ok) {
       sizes_[ptr] = bytes;
     }
-    std::fprintf(file_, "%s,%llu,%d,%.1f,%.1f\n", call, static_cast<unsigned long long>(bytes), ok ? 1 : 0, wait,
-                 micros_since(start_));
+    const double us = micros_since(start_);
+    std::uint64_t reserved = 0;  // the pool's ReservedMemCurrent after a pool call
+    if (pool) cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    std::fprintf(file_, "%s,%llu,%d,%.1f,%.1f,%#llx,%llu\n", call, static_cast<unsigned long long>(bytes), ok ? 1 : 0,
+                 wait, us, static_cast<unsigned long long>(ok ? ptr : 0), static_cast<unsigned long long>(reserved));
   }
 
  private:
@@ -366,7 +371,7 @@ class CudaDevice final : public Device {
     const double wait = log_.on() ? log_.begin() : 0;
     cudaError_t err = cudaMallocFromPoolAsync(&p, bytes, pools_.at(h),
                                               static_cast<cudaStream_t>(native_stream(stream)));
-    if (log_.on()) log_.end("malloc_async", bytes, err == cudaSuccess, wait, reinterpret_cast<DevPtr>(p));
+    if (log_.on()) log_.end("malloc_async", bytes, err == cudaSuccess, wait, reinterpret_cast<DevPtr>(p), pools_.at(h));
     if (is_oom(err)) {
       cudaGetLastError();
       return std::nullopt;
@@ -375,9 +380,11 @@ class CudaDevice final : public Device {
     return reinterpret_cast<DevPtr>(p);
   }
 
-  void do_free_async(PoolHandle, DevPtr ptr, StreamId stream) override {
-    check(cudaFreeAsync(reinterpret_cast<void*>(ptr), static_cast<cudaStream_t>(native_stream(stream))),
-          "cudaFreeAsync");
+  void do_free_async(PoolHandle h, DevPtr ptr, StreamId stream) override {
+    const double wait = log_.on() ? log_.begin() : 0;
+    cudaError_t err = cudaFreeAsync(reinterpret_cast<void*>(ptr), static_cast<cudaStream_t>(native_stream(stream)));
+    if (log_.on()) log_.end("free_async", 0, err == cudaSuccess, wait, ptr, pools_.at(h));
+    check(err, "cudaFreeAsync");
   }
 
   void trim_pool(PoolHandle h, Bytes keep) override {

@@ -10,12 +10,20 @@
 #    model puts at 2x the H200's steps/s) and caching, with every cudaMalloc / cudaFree timed
 #    (GMB_CUDA_CALL_LOG), once as it runs and once with a synchronize before each call (the
 #    calls' own cost); and through cuda_mempool with every cudaMallocFromPoolAsync timed.
+# 3. (PARTS=pool) configs/dynamic_seq.yaml and fixed_seq_eager.yaml through cuda_mempool with every
+#    pool call logged with its pointer and the pool's reserved bytes: where the H200's pool put
+#    each block while kernels ran (the sim's pool model OOMs on both at the 24 GiB cap; the H200
+#    has not).
+# PARTS (default "probe calls") picks the parts: probe, calls, pool.
 # Brings back $OUT/cap_probe.tar.gz (unpacks to cap_probe/); rewritten after every step.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 source scripts/gpu_lib.sh
 gpu_job cap_probe 420
+PARTS="${PARTS:-probe calls}"
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
+if part probe; then
 log "cap_probe"
 mkdir -p "$WORK/probe"
 if nvcc -O2 -std=c++17 -o "$WORK/../cap_probe_bin" scripts/probe/cap_probe.cu >> "$LOG" 2>&1; then
@@ -27,24 +35,32 @@ else
   log "cap_probe build FAILED"; status=1
 fi
 pack
+fi
 
 gpu_build -- gpumembench
-calls() {  # name, sync (0/1), allocator label
-  local name=$1 sync=$2 alloc=$3
+calls() {  # name, sync (0/1), allocator label[, config]
+  local name=$1 sync=$2 alloc=$3 config=${4:-dynamic_seq}
   mkdir -p "$WORK/$name"
-  log "dynamic_seq $alloc (sync before calls: $sync)"
+  log "$config $alloc (sync before calls: $sync)"
   guarded env GMB_CUDA_CALL_LOG="$WORK/$name/calls.csv" GMB_CUDA_CALL_LOG_SYNC=$sync \
-      build-gpu/gpumembench --config configs/dynamic_seq.yaml --device cuda --allocator "$alloc" \
+      build-gpu/gpumembench --config "configs/$config.yaml" --device cuda --allocator "$alloc" \
       --quiet --format md,json --output "$WORK/$name/out" > "$WORK/$name/run.log" 2>&1
   log "exit $?"
   grep -E '^\| ' "$WORK/$name/out/results.md" 2>/dev/null | head -4 | cut -c1-200 | tee -a "$LOG"
   gzip -f "$WORK/$name"/calls.csv.* 2>/dev/null
   pack
 }
-calls maxsplit 0 'caching[max_split_size_mb:128]'
-calls maxsplit_sync 1 'caching[max_split_size_mb:128]'
-calls caching 0 caching
-calls mempool 0 cuda_mempool
+if part calls; then
+  calls maxsplit 0 'caching[max_split_size_mb:128]'
+  calls maxsplit_sync 1 'caching[max_split_size_mb:128]'
+  calls caching 0 caching
+  calls mempool 0 cuda_mempool
+fi
+if part pool; then
+  calls pool_dynamic_r1 0 cuda_mempool
+  calls pool_dynamic_r2 0 cuda_mempool
+  calls pool_fixed_eager 0 cuda_mempool fixed_seq_eager
+fi
 log "done, status $status"
 pack
 exit $status
