@@ -48,6 +48,9 @@ calls() {  # name, sync (0/1), allocator label[, config]
   log "exit $?"
   grep -E '^\| ' "$WORK/$name/out/results.md" 2>/dev/null | head -4 | cut -c1-200 | tee -a "$LOG"
   gzip -f "$WORK/$name"/calls.csv.* 2>/dev/null
+  if [ "${LOGS_APART:-0}" = 1 ]; then  # big logs come back as files of their own (16 MiB each at most)
+    for f in "$WORK/$name"/calls.csv.*.gz; do [ -f "$f" ] && mv "$f" "$OUT/${name}_$(basename "$f")"; done
+  fi
   pack
 }
 if part calls; then
@@ -57,8 +60,8 @@ if part calls; then
   calls mempool 0 cuda_mempool
 fi
 if part pool; then
-  calls pool_dynamic_r1 0 cuda_mempool
-  calls pool_dynamic_r2 0 cuda_mempool
+  LOGS_APART=1
+  calls pool_dynamic 0 cuda_mempool
   calls pool_fixed_eager 0 cuda_mempool fixed_seq_eager
 fi
 log "done, status $status"
