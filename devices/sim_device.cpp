@@ -2,23 +2,8 @@
 // (driver 580.159, CUDA 13.0) by scripts/probe/driver_probe.cu; the probe's output is
 // results/h200/probe/driver_probe.json and results/h200/native_allocators.md reads it.
 //
-// cudaMalloc placement (tests/test_sim_placement.cpp replays the probe's sequences and gets
-// the H200's pointers, all 312 of them):
-//  - The driver keeps virtual-address regions. A request that no region can hold opens a new
-//    region of the request rounded up to 32 MiB, placed top-down: at the top of the highest
-//    gap below the existing regions that is strictly larger than the region (a hole of
-//    exactly the region's size was skipped twice on the H200).
-//  - Otherwise the request is carved from an existing region: regions newest first; inside
-//    the first region that can hold it, the smallest free range (best fit), from its low end.
-//  - A region is released when its last allocation is freed.
-//  - A fresh context already holds regions of its own (three, seen identically in the probe
-//    and in a PyTorch process): a 32 MiB region whose upper 24 MiB are free, a full 64 MiB one
-//    below it and a 416 MiB one whose top 2 MiB are free; new regions start 480 MiB below the
-//    first. The sim starts in that state, so its pointers are the H200's pointers of a fresh
-//    process. Their own memory is the context's and is not counted as used.
-// Small cudaMallocs (<= 1 MiB; 1 MiB + 1 is not) are packed into shared 2 MiB pages at
-// 512-byte steps, first fit; a page is placed like a 2 MiB cudaMalloc and released when empty.
-// Larger requests take whole 2 MiB pages.
+// cudaMalloc placement and footprint: devices/sim_malloc_model.h (VA regions placed top-down,
+// best fit; requests below one page packed into shared 2 MiB pages, best fit, oldest first).
 //
 // cudaMemPool (cudaMemPoolCreate, pinned, device 0): see the PoolModel comment below.
 // Managed memory: taken in 2 MiB pages from the same physical memory (not measured: the probe
@@ -43,16 +28,11 @@
 #include <fmt/format.h>
 
 #include "devices/device.h"
+#include "devices/sim_malloc_model.h"
 
 namespace gmb {
 namespace {
 
-constexpr Bytes kRegionGranularity = 32 * MiB;
-constexpr Bytes kSmallStep = 512;
-constexpr Bytes kPackLimit = 1 * MiB;  // largest request packed into shared 2 MiB pages
-// The H200's addresses in a fresh process: the top of the context's first region.
-constexpr DevPtr kVaHigh = 0x7f3e06000000ULL;
-constexpr DevPtr kVaLow = 0x300000000000ULL;
 constexpr DevPtr kManagedBase = 0x200000000000ULL;
 // Pools: the H200 put the first pool's memory at 0x302000000; each pool gets 1 TiB of VA.
 constexpr DevPtr kPoolBase = 0x302000000ULL;
@@ -109,9 +89,11 @@ double release_cost(Bytes b) { return handle_call_cost(b, 9.155, 16.967); }   //
 //    18.8 ms of kernels queued it took 18.85 ms, 26 us with the GPU idle. cudaMalloc,
 //    cudaMallocManaged, cudaMallocAsync, cudaFreeAsync, cudaMemPrefetchAsync and
 //    cudaMemPoolTrimTo do not wait (the same with and without the queued kernels).
-//  - A cudaMalloc of at most 1 MiB that fits a shared page already there, and the cudaFree of one
-//    that leaves its page in use: 2.5 us (medians 1.8-2.9 us in the probe's steps), against
-//    ~50 us for one that takes or releases a page.
+//  - A cudaMalloc below 2 MiB that fits a shared page already there, and the cudaFree of one
+//    that leaves its page in use: 2.5 us (medians 1.8-2.9 us in the probe's steps, of requests
+//    up to 1 MiB), against ~50 us for one that takes or releases a page. 1-2 MiB requests are
+//    packed too: in the loop probe of dynamic_seq 92 of 193 cudaMallocs of 1-2 MiB took under
+//    20 us, none of the 4429 of 2 MiB or more.
 constexpr double kPackedMallocCost = 2.5e-6;
 constexpr double kPackedFreeCost = 2.5e-6;
 //  - Fitted, not measured call by call: in gpumembench's own runs on the H200 the cudaMalloc and
@@ -156,23 +138,6 @@ constexpr CostPoint kPrefetchGpuCost[] = {{64 * 1024.0, 52.0e-6}, {2 * kMiB, 44.
                                           {256 * kMiB, 947.1e-6}, {1024 * kMiB, 4896.6e-6}};
 constexpr CostPoint kFirstTouchGpuCost[] = {{64 * 1024.0, 64.9e-6}, {2 * kMiB, 168.4e-6}, {32 * kMiB, 2159.1e-6},
                                             {256 * kMiB, 13917.3e-6}, {1024 * kMiB, 81113.2e-6}};
-
-// Free-range bookkeeping inside one driver VA region.
-struct Region {
-  Bytes size = 0;
-  std::uint64_t created = 0;           // creation order: newest region is searched first
-  std::map<Bytes, Bytes> free_ranges;  // offset -> length
-  Bytes largest_free = 0;              // the longest of free_ranges: whether a request can fit at all
-  std::uint64_t live = 0;
-  bool vmm = false;     // a cuMemAddressReserve range: never carved by cudaMalloc
-  bool pinned = false;  // the context's own region: never released
-};
-
-struct SmallPage {
-  DevPtr base = 0;
-  std::map<Bytes, Bytes> free_ranges;  // offset -> length in bytes
-  std::uint64_t live = 0;
-};
 
 // The cudaMemPool model, from the probe's pool section and scripts/probe/pool_probe.cu
 // (results/h200/probe/pool/):
@@ -308,13 +273,7 @@ struct PoolModel {
 
 class SimDevice final : public Device {
  public:
-  explicit SimDevice(const SimDeviceOptions& o) {
-    if (o.capacity_bytes > kMaxDeviceBytes)
-      throw DeviceError(fmt::format("simulated device: capacity {} is above the largest accepted, {}",
-                                    o.capacity_bytes, kMaxDeviceBytes));
-    info_ = sim_device_info(o);
-    add_context_regions();
-  }
+  explicit SimDevice(const SimDeviceOptions& o) : info_(checked_info(o)), malloc_model_(info_.page_bytes) {}
 
   const DeviceInfo& info() const override { return info_; }
 
@@ -323,42 +282,39 @@ class SimDevice final : public Device {
   void add_driver_call_seconds(double probe_seconds) { add_modeled_call_seconds(probe_seconds * kInRunCallFactor); }
 
   std::optional<DevPtr> do_malloc(Bytes bytes) override {
-    if (bytes == 0 || bytes > kPackLimit) add_driver_call_seconds(malloc_cost(bytes));
+    // A packed request's cost: whether it takes a new page (below).
+    if (bytes == 0 || !malloc_model_.packed(bytes)) add_driver_call_seconds(malloc_cost(bytes));
     if (bytes == 0) return DevPtr{0};
-    if (bytes > info_.capacity_bytes) return std::nullopt;  // before rounding: no overflow
-    if (bytes <= kPackLimit) return malloc_small(bytes);  // its cost: whether it takes a new page
-    Bytes size = round_up(bytes, info_.page_bytes);
-    if (used_ + size > info_.capacity_bytes) return std::nullopt;
-    wait_for_reusable(size);
-    DevPtr p = place(size);
-    used_ += size;
-    large_[p] = size;
-    return p;
+    const Bytes available = info_.capacity_bytes > used_ ? info_.capacity_bytes - used_ : 0;
+    const auto placed = malloc_model_.malloc(bytes, available);
+    if (malloc_model_.packed(bytes))
+      add_driver_call_seconds(placed && placed->taken == 0 ? kPackedMallocCost : malloc_cost(info_.page_bytes));
+    if (!placed) return std::nullopt;
+    if (placed->taken > 0) wait_for_reusable(placed->taken);
+    used_ += placed->taken;
+    return placed->ptr;
   }
 
   void do_free(DevPtr ptr) override {
     if (ptr == 0) return;
     wait_for_modeled_gpu();  // cudaFree waits for the device's queued work (results/h200/probe/)
-    if (auto it = large_.find(ptr); it != large_.end()) {
-      add_driver_call_seconds(free_cost(it->second));
-      used_ -= it->second;
-      note_freed(it->second);
-      unplace(ptr, it->second);
-      large_.erase(it);
-      return;
+    const auto freed = malloc_model_.free(ptr);
+    // A large request's or a released page's cost; a packed one whose page stays is cheap.
+    add_driver_call_seconds(freed && freed->released > 0 ? free_cost(freed->released) : kPackedFreeCost);
+    if (freed && freed->released > 0) {
+      used_ -= freed->released;
+      note_freed(freed->released);
     }
-    free_small(ptr);  // its cost: whether it releases the page
   }
 
   Bytes vmm_granularity() const override { return info_.page_bytes; }
 
   std::optional<DevPtr> do_reserve_address_range(Bytes bytes) override {
     if (bytes > 2 * kMaxDeviceBytes) return std::nullopt;  // more address space than modeled
-    Bytes size = round_up(bytes, info_.page_bytes);
-    return new_region(size, /*vmm=*/true);
+    return malloc_model_.reserve_range(round_up(bytes, info_.page_bytes));
   }
 
-  void do_release_address_range(DevPtr base, Bytes) override { erase_region(regions_.find(base)); }
+  void do_release_address_range(DevPtr base, Bytes) override { malloc_model_.release_range(base); }
 
   bool do_map(DevPtr addr, Bytes bytes) override {
     add_modeled_call_seconds(44e-6 * static_cast<double>(bytes / info_.page_bytes));
@@ -619,12 +575,11 @@ class SimDevice final : public Device {
   Bytes used_bytes() const override { return used_; }
 
  private:
-  // --- the context's own regions (see the top of the file) ---
-  void add_context_regions() {
-    const Bytes used_at_start = used_;
-    for (Bytes n : {8 * MiB, 64 * MiB, 414 * MiB}) place(n);
-    for (auto& [base, r] : regions_) r.pinned = true;
-    used_ = used_at_start;
+  static DeviceInfo checked_info(const SimDeviceOptions& o) {
+    if (o.capacity_bytes > kMaxDeviceBytes)
+      throw DeviceError(fmt::format("simulated device: capacity {} is above the largest accepted, {}",
+                                    o.capacity_bytes, kMaxDeviceBytes));
+    return sim_device_info(o);
   }
 
   // --- freed memory the driver hands out again only kFreedMemoryReuseSeconds later ---
@@ -647,164 +602,6 @@ class SimDevice final : public Device {
     }
     assert(maturing_.empty() == (maturing_bytes_ == 0));
     if (until > now) add_modeled_call_seconds(until - now);
-  }
-
-  // --- driver VA placement model ---
-  DevPtr place(Bytes size) {
-    // Existing regions, newest first; best fit inside the first region that can hold it.
-    for (auto at = carve_order_.rbegin(); at != carve_order_.rend(); ++at) {
-      Region& r = at->second->second;
-      if (r.largest_free < size) continue;
-      auto best = r.free_ranges.end();
-      for (auto it = r.free_ranges.begin(); it != r.free_ranges.end(); ++it)
-        if (it->second >= size && (best == r.free_ranges.end() || it->second < best->second)) best = it;
-      Bytes off = best->first, len = best->second;
-      r.free_ranges.erase(best);
-      if (len > size) r.free_ranges.emplace(off + size, len - size);
-      if (len == r.largest_free) update_largest_free(r);
-      ++r.live;
-      return at->second->first + off;
-    }
-    DevPtr base = new_region(round_up(size, kRegionGranularity), false);
-    Region& r = regions_[base];
-    r.free_ranges.clear();
-    if (r.size > size) r.free_ranges.emplace(size, r.size - size);
-    update_largest_free(r);
-    r.live = 1;
-    return base;
-  }
-
-  static void update_largest_free(Region& r) {
-    r.largest_free = 0;
-    for (const auto& [off, len] : r.free_ranges) r.largest_free = std::max(r.largest_free, len);
-  }
-
-  void erase_region(std::map<DevPtr, Region>::iterator it) {
-    if (it == regions_.end()) return;
-    const auto at = std::lower_bound(carve_order_.begin(), carve_order_.end(), it->second.created,
-                                     [](const auto& e, std::uint64_t created) { return e.first < created; });
-    if (at != carve_order_.end() && at->first == it->second.created) carve_order_.erase(at);
-    const auto ext = std::lower_bound(extents_.begin(), extents_.end(), std::make_pair(it->first, DevPtr{0}));
-    if (ext != extents_.end() && ext->first == it->first) extents_.erase(ext);
-    regions_.erase(it);
-  }
-
-  // Top-down: the highest gap below kVaHigh strictly larger than the region; the region sits
-  // at the top of it.
-  DevPtr new_region(Bytes size, bool vmm) {
-    DevPtr top = kVaHigh;
-    DevPtr base = 0;
-    for (auto it = extents_.rbegin(); it != extents_.rend(); ++it) {
-      const DevPtr end = it->second;
-      if (top > end && top - end > size) {
-        base = top - size;
-        break;
-      }
-      top = std::min(top, it->first);
-    }
-    if (base == 0) {
-      if (top < kVaLow + size) throw DeviceError("simulated device: virtual address space exhausted");
-      base = top - size;
-    }
-    Region r;
-    r.size = size;
-    r.created = ++region_seq_;
-    r.vmm = vmm;
-    r.free_ranges.emplace(0, size);
-    r.largest_free = size;
-    auto it = regions_.emplace(base, std::move(r)).first;
-    extents_.insert(std::lower_bound(extents_.begin(), extents_.end(), std::make_pair(base, DevPtr{0})),
-                    {base, base + size});
-    if (!vmm) carve_order_.emplace_back(it->second.created, it);
-    return base;
-  }
-
-  void unplace(DevPtr ptr, Bytes size) {
-    auto it = regions_.upper_bound(ptr);
-    if (it == regions_.begin()) return;
-    --it;
-    Region& r = it->second;
-    Bytes off = ptr - it->first;
-    auto next = r.free_ranges.lower_bound(off);
-    Bytes start = off, len = size;
-    if (next != r.free_ranges.end() && next->first == off + size) {
-      len += next->second;
-      next = r.free_ranges.erase(next);
-    }
-    if (next != r.free_ranges.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == off) {
-        start = prev->first;
-        len += prev->second;
-        r.free_ranges.erase(prev);
-      }
-    }
-    r.free_ranges.emplace(start, len);
-    r.largest_free = std::max(r.largest_free, len);
-    if (--r.live == 0 && !r.pinned) erase_region(it);
-  }
-
-  // --- small allocations packed into shared 2 MiB pages ---
-  std::optional<DevPtr> malloc_small(Bytes bytes) {
-    Bytes size = round_up(bytes, kSmallStep);
-    for (auto& page : small_pages_) {
-      for (auto it = page.free_ranges.begin(); it != page.free_ranges.end(); ++it) {
-        if (it->second < size) continue;
-        Bytes off = it->first, len = it->second;
-        page.free_ranges.erase(it);
-        if (len > size) page.free_ranges.emplace(off + size, len - size);
-        ++page.live;
-        small_live_[page.base + off] = size;
-        add_driver_call_seconds(kPackedMallocCost);
-        return page.base + off;
-      }
-    }
-    Bytes page_size = info_.page_bytes;
-    add_driver_call_seconds(malloc_cost(page_size));
-    if (used_ + page_size > info_.capacity_bytes) return std::nullopt;
-    wait_for_reusable(page_size);
-    used_ += page_size;
-    SmallPage page;
-    page.base = place(page_size);
-    if (page_size > size) page.free_ranges.emplace(size, page_size - size);
-    page.live = 1;
-    small_pages_.push_back(page);
-    small_live_[page.base] = size;
-    return page.base;
-  }
-
-  void free_small(DevPtr ptr) {
-    auto live = small_live_.find(ptr);
-    if (live == small_live_.end()) return add_driver_call_seconds(kPackedFreeCost);
-    Bytes size = live->second;
-    small_live_.erase(live);
-    for (auto p = small_pages_.begin(); p != small_pages_.end(); ++p) {
-      if (ptr < p->base || ptr >= p->base + info_.page_bytes) continue;
-      Bytes off = ptr - p->base;
-      auto it = p->free_ranges.emplace(off, size).first;
-      // coalesce neighbours
-      if (auto n = std::next(it); n != p->free_ranges.end() && off + size == n->first) {
-        it->second += n->second;
-        p->free_ranges.erase(n);
-      }
-      if (it != p->free_ranges.begin()) {
-        auto prev = std::prev(it);
-        if (prev->first + prev->second == it->first) {
-          prev->second += it->second;
-          p->free_ranges.erase(it);
-        }
-      }
-      if (--p->live == 0) {
-        add_driver_call_seconds(free_cost(info_.page_bytes));
-        used_ -= info_.page_bytes;
-        note_freed(info_.page_bytes);
-        unplace(p->base, info_.page_bytes);
-        small_pages_.erase(p);
-      } else {
-        add_driver_call_seconds(kPackedFreeCost);
-      }
-      return;
-    }
   }
 
   // --- pool helpers ---
@@ -921,18 +718,7 @@ class SimDevice final : public Device {
   };
   std::deque<Maturing> maturing_;  // freed memory, oldest first
   Bytes maturing_bytes_ = 0;
-  std::map<DevPtr, Region> regions_;
-  // [base, end) of every region, by base: new_region walks them all from the top, on every
-  // cudaMalloc that needs a region of its own, so a vector rather than the tree.
-  std::vector<std::pair<DevPtr, DevPtr>> extents_;
-  // The regions cudaMalloc may carve (not VMM reservations), by creation (`created` grows, so
-  // appending keeps the order): place() searches them newest first, on every cudaMalloc, so a
-  // vector rather than a tree to walk.
-  std::vector<std::pair<std::uint64_t, std::map<DevPtr, Region>::iterator>> carve_order_;
-  std::uint64_t region_seq_ = 0;
-  std::map<DevPtr, Bytes> large_;
-  std::vector<SmallPage> small_pages_;
-  std::map<DevPtr, Bytes> small_live_;
+  SimMallocModel malloc_model_;  // cudaMalloc / cudaFree and VA reservations (after info_: its page)
   std::map<DevPtr, Bytes> mapped_;
   std::map<PhysicalHandle, Bytes> handles_;    // live physical handles and their sizes
   std::map<DevPtr, Bytes> handle_maps_;        // address -> bytes of each handle mapping

@@ -4,16 +4,22 @@
 // the physical memory each call took (cudaMemGetInfo deltas) and the pool's own statistics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <set>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "devices/device.h"
+#include "torch_ref_data.h"
 
 using namespace gmb;
 using nlohmann::json;
@@ -106,8 +112,9 @@ TEST(SimPlacement, ReplaysTheProbesCudaMallocSequencesWithTheH200sOffsets) {
 }
 
 // The probe's small-allocation section: N cudaMallocs of one size take what the H200 took
-// (1 B .. 1 MiB packed into shared 2 MiB pages at 512-byte steps, 1 MiB + 1 and up in whole
-// pages) at the same stride.
+// at the same stride (1 B .. 1 MiB two or more to a shared 2 MiB page at 512-byte steps; from
+// 1 MiB + 1 each takes a page: requests below 2 MiB are packed too, but no page keeps room for
+// a second one of the same size; the mixes below show the packing).
 TEST(SimPlacement, SmallAllocationsTakeWhatTheH200Took) {
   REQUIRE_PROBE("small");
   const json& small = probe()["small"];
@@ -134,4 +141,82 @@ TEST(SimPlacement, SmallAllocationsTakeWhatTheH200Took) {
     if (s["packed_below_2MiB_pages"].get<bool>()) largest_packed = std::max(largest_packed, size);
   }
   EXPECT_EQ(largest_packed, small["largest_size_packed_into_shared_2MiB_pages"].get<Bytes>());
+}
+
+// The GpuNative random mixes (512 B .. 600 MiB, seeds 1-3) through cudaMalloc/cudaFree on the
+// H200, each seed in two fresh processes (results/h200/probe/pool/malloc_mix_s<seed>_{a,b}.csv.gz,
+// scripts/probe/pool_probe.cu malloc_mix), replayed op by op through the sim: after every op the
+// device memory in use (the H200's cudaMemGetInfo free at start minus free after the op) and
+// every pointer as an offset from the run's first must be the H200's. One pointer cannot be:
+// in malloc_mix_s2_b the driver put op 18's new 32 MiB region 194 MiB above the first pointer,
+// where the seed's other run (and the GpuNative run of it) put it 926 MiB below, as the model
+// does; the address space differs between those two processes there (every later pointer of
+// the run is the model's again). scripts/probe/malloc_placement.py compares the candidate rules.
+TEST(SimPlacement, RecordedCudaMallocMixesGetTheH200sOffsetsAndMemoryAfterEveryOp) {
+#ifndef GMB_HAVE_ZLIB
+  GTEST_SKIP() << "built without zlib";
+#else
+  const std::set<std::pair<std::string, std::size_t>> not_repeatable = {{"malloc_mix_s2_b", 18}};
+  std::set<std::pair<std::string, std::size_t>> offset_misses;
+  std::size_t files = 0;
+  for (int seed = 1; seed <= 3; ++seed)
+    for (const char* run : {"a", "b"}) {
+      const std::string name = "malloc_mix_s" + std::to_string(seed) + "_" + run;
+      const std::string path = std::string(GMB_SOURCE_DIR) + "/results/h200/probe/pool/" + name + ".csv.gz";
+      std::istringstream in(torch_ref::read_gz(path));
+      auto d = h200_sim();
+      std::map<std::uint64_t, DevPtr> live;
+      std::optional<std::uint64_t> gpu_first, sim_first, start_free;
+      Bytes gpu_peak = 0, sim_peak = 0;
+      std::size_t ops = 0, allocs = 0, offsets_match = 0, used_match = 0;
+      std::string line;
+      std::getline(in, line);
+      ASSERT_EQ(line, "op,kind,slot,bytes,ptr,device_free") << path;
+      while (std::getline(in, line)) {
+        if (line.rfind("# start device_free ", 0) == 0) {
+          start_free = std::stoull(line.substr(20));
+          continue;
+        }
+        std::vector<std::string> c;
+        std::istringstream ls(line);
+        for (std::string cell; std::getline(ls, cell, ',');) c.push_back(cell);
+        ASSERT_EQ(c.size(), 6u) << path << ": bad row " << line;
+        ASSERT_TRUE(start_free) << path << ": no '# start device_free' line before the ops";
+        const std::size_t op = std::stoull(c[0]);
+        const std::uint64_t slot = std::stoull(c[2]);
+        if (c[1] == "alloc") {
+          auto p = d->malloc(std::stoull(c[3]));
+          ASSERT_TRUE(p) << path << " op " << op;
+          live[slot] = *p;
+          const std::uint64_t gpu = std::stoull(c[4], nullptr, 16);
+          if (!gpu_first) {
+            gpu_first = gpu;
+            sim_first = *p;
+          }
+          ++allocs;
+          if (signed_diff(gpu, *gpu_first) == signed_diff(*p, *sim_first)) ++offsets_match;
+          else offset_misses.emplace(name, op);
+        } else {
+          d->free(live.at(slot));
+          live.erase(slot);
+        }
+        const Bytes gpu_used = *start_free - std::stoull(c[5]);
+        EXPECT_EQ(d->used_bytes(), gpu_used) << path << " op " << op;
+        used_match += d->used_bytes() == gpu_used;
+        gpu_peak = std::max(gpu_peak, gpu_used);
+        sim_peak = std::max(sim_peak, d->used_bytes());
+        ++ops;
+      }
+      std::printf("[placement] %s: %zu of %zu offsets match, memory in use after %zu of %zu ops; peak H200 %llu, "
+                  "sim %llu\n", name.c_str(), offsets_match, allocs, used_match, ops, (unsigned long long)gpu_peak,
+                  (unsigned long long)sim_peak);
+      EXPECT_GT(allocs, 200u) << path;
+      EXPECT_EQ(sim_peak, gpu_peak) << path;
+      EXPECT_TRUE(live.empty()) << path << ": the mix frees everything";
+      EXPECT_EQ(d->used_bytes(), 0u) << path;
+      ++files;
+    }
+  EXPECT_EQ(files, 6u);
+  EXPECT_EQ(offset_misses, not_repeatable);
+#endif
 }

@@ -1,0 +1,211 @@
+#include "devices/sim_malloc_model.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "devices/device.h"
+
+namespace gmb {
+namespace {
+
+constexpr Bytes kRegionGranularity = 32 * MiB;
+constexpr Bytes kSmallStep = 512;
+// The H200's addresses in a fresh process: the top of the context's first region.
+constexpr DevPtr kVaHigh = 0x7f3e06000000ULL;
+constexpr DevPtr kVaLow = 0x300000000000ULL;
+
+Bytes round_up(Bytes n, Bytes step) { return (n + step - 1) / step * step; }
+
+}  // namespace
+
+SimMallocModel::SimMallocModel(Bytes page_bytes) : page_bytes_(page_bytes) { add_context_regions(); }
+
+std::optional<SimMallocModel::Placement> SimMallocModel::malloc(Bytes bytes, Bytes available) {
+  if (packed(bytes)) return malloc_packed(bytes, available);
+  if (bytes > available) return std::nullopt;  // before rounding: no overflow
+  const Bytes size = round_up(bytes, page_bytes_);
+  if (size > available) return std::nullopt;
+  const DevPtr p = place(size);
+  large_[p] = size;
+  return Placement{p, size};
+}
+
+std::optional<SimMallocModel::Freed> SimMallocModel::free(DevPtr ptr) {
+  if (auto it = large_.find(ptr); it != large_.end()) {
+    const Bytes size = it->second;
+    large_.erase(it);
+    unplace(ptr, size);
+    return Freed{size};
+  }
+  auto it = packed_.find(ptr);
+  if (it == packed_.end()) return std::nullopt;
+  const Bytes size = it->second;
+  packed_.erase(it);
+  return free_packed(ptr, size);
+}
+
+DevPtr SimMallocModel::reserve_range(Bytes size) { return new_region(size, /*vmm=*/true); }
+
+void SimMallocModel::release_range(DevPtr base) { erase_region(regions_.find(base)); }
+
+// --- the context's own regions (see the header) ---
+void SimMallocModel::add_context_regions() {
+  for (Bytes n : {8 * MiB, 64 * MiB, 414 * MiB}) place(n);
+  for (auto& [base, r] : regions_) r.pinned = true;
+}
+
+// --- VA regions ---
+DevPtr SimMallocModel::place(Bytes size) {
+  // Existing regions, newest first; best fit inside the first region that can hold it.
+  for (auto at = carve_order_.rbegin(); at != carve_order_.rend(); ++at) {
+    Region& r = at->second->second;
+    if (r.largest_free < size) continue;
+    auto best = r.free_ranges.end();
+    for (auto it = r.free_ranges.begin(); it != r.free_ranges.end(); ++it)
+      if (it->second >= size && (best == r.free_ranges.end() || it->second < best->second)) best = it;
+    const Bytes off = best->first, len = best->second;
+    r.free_ranges.erase(best);
+    if (len > size) r.free_ranges.emplace(off + size, len - size);
+    if (len == r.largest_free) update_largest_free(r);
+    ++r.live;
+    return at->second->first + off;
+  }
+  const DevPtr base = new_region(round_up(size, kRegionGranularity), false);
+  Region& r = regions_[base];
+  r.free_ranges.clear();
+  if (r.size > size) r.free_ranges.emplace(size, r.size - size);
+  update_largest_free(r);
+  r.live = 1;
+  return base;
+}
+
+void SimMallocModel::update_largest_free(Region& r) {
+  r.largest_free = 0;
+  for (const auto& [off, len] : r.free_ranges) r.largest_free = std::max(r.largest_free, len);
+}
+
+void SimMallocModel::erase_region(std::map<DevPtr, Region>::iterator it) {
+  if (it == regions_.end()) return;
+  const auto at = std::lower_bound(carve_order_.begin(), carve_order_.end(), it->second.created,
+                                   [](const auto& e, std::uint64_t created) { return e.first < created; });
+  if (at != carve_order_.end() && at->first == it->second.created) carve_order_.erase(at);
+  const auto ext = std::lower_bound(extents_.begin(), extents_.end(), std::make_pair(it->first, DevPtr{0}));
+  if (ext != extents_.end() && ext->first == it->first) extents_.erase(ext);
+  regions_.erase(it);
+}
+
+// Top-down: the highest gap below kVaHigh strictly larger than the region; the region sits
+// at the top of it.
+DevPtr SimMallocModel::new_region(Bytes size, bool vmm) {
+  DevPtr top = kVaHigh;
+  DevPtr base = 0;
+  for (auto it = extents_.rbegin(); it != extents_.rend(); ++it) {
+    const DevPtr end = it->second;
+    if (top > end && top - end > size) {
+      base = top - size;
+      break;
+    }
+    top = std::min(top, it->first);
+  }
+  if (base == 0) {
+    if (top < kVaLow + size) throw DeviceError("simulated device: virtual address space exhausted");
+    base = top - size;
+  }
+  Region r;
+  r.size = size;
+  r.created = ++region_seq_;
+  r.vmm = vmm;
+  r.free_ranges.emplace(0, size);
+  r.largest_free = size;
+  auto it = regions_.emplace(base, std::move(r)).first;
+  extents_.insert(std::lower_bound(extents_.begin(), extents_.end(), std::make_pair(base, DevPtr{0})),
+                  {base, base + size});
+  if (!vmm) carve_order_.emplace_back(it->second.created, it);
+  return base;
+}
+
+void SimMallocModel::unplace(DevPtr ptr, Bytes size) {
+  auto it = regions_.upper_bound(ptr);
+  if (it == regions_.begin()) return;
+  --it;
+  Region& r = it->second;
+  const Bytes off = ptr - it->first;
+  auto next = r.free_ranges.lower_bound(off);
+  Bytes start = off, len = size;
+  if (next != r.free_ranges.end() && next->first == off + size) {
+    len += next->second;
+    next = r.free_ranges.erase(next);
+  }
+  if (next != r.free_ranges.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {
+      start = prev->first;
+      len += prev->second;
+      r.free_ranges.erase(prev);
+    }
+  }
+  r.free_ranges.emplace(start, len);
+  r.largest_free = std::max(r.largest_free, len);
+  if (--r.live == 0 && !r.pinned) erase_region(it);
+}
+
+// --- packed requests in shared pages ---
+std::optional<SimMallocModel::Placement> SimMallocModel::malloc_packed(Bytes bytes, Bytes available) {
+  const Bytes size = round_up(bytes, kSmallStep);
+  auto best = page_ranges_.lower_bound(PageRange{size, 0, 0, 0});
+  if (best != page_ranges_.end()) {
+    const auto [len, age, base, off] = *best;
+    page_ranges_.erase(best);
+    Page& page = pages_.at(base);
+    page.free_ranges.erase(off);
+    if (len > size) add_page_range(base, off + size, len - size, age);  // the rest keeps its age
+    ++page.live;
+    packed_[base + off] = size;
+    return Placement{base + off, 0};
+  }
+  if (page_bytes_ > available) return std::nullopt;
+  const DevPtr base = place(page_bytes_);
+  Page& page = pages_[base];
+  page.live = 1;
+  if (page_bytes_ > size) add_page_range(base, size, page_bytes_ - size, ++age_seq_);
+  packed_[base] = size;
+  return Placement{base, page_bytes_};
+}
+
+SimMallocModel::Freed SimMallocModel::free_packed(DevPtr ptr, Bytes size) {
+  auto pit = std::prev(pages_.upper_bound(ptr));  // the page holding a live packed pointer
+  const DevPtr base = pit->first;
+  Page& page = pit->second;
+  auto drop = [&](std::map<Bytes, std::pair<Bytes, std::uint64_t>>::iterator r) {
+    page_ranges_.erase(PageRange{r->second.first, r->second.second, base, r->first});
+    return page.free_ranges.erase(r);
+  };
+  Bytes start = ptr - base, len = size;
+  auto next = page.free_ranges.lower_bound(start);
+  if (next != page.free_ranges.end() && next->first == start + len) {
+    len += next->second.first;
+    next = drop(next);
+  }
+  if (next != page.free_ranges.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.first == start) {
+      start = prev->first;
+      len += prev->second.first;
+      drop(prev);
+    }
+  }
+  if (--page.live > 0) {
+    add_page_range(base, start, len, ++age_seq_);  // merged with its neighbours: freed now
+    return Freed{0};
+  }
+  pages_.erase(pit);  // its only free range was just merged away
+  unplace(base, page_bytes_);
+  return Freed{page_bytes_};
+}
+
+void SimMallocModel::add_page_range(DevPtr page, Bytes offset, Bytes length, std::uint64_t age) {
+  pages_.at(page).free_ranges.emplace(offset, std::make_pair(length, age));
+  page_ranges_.emplace(length, age, page, offset);
+}
+
+}  // namespace gmb
