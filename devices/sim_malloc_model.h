@@ -42,7 +42,10 @@
 //  only up to 1 MiB (the old model, first fit over pages) gives 311 of 1252; best fit with ties
 //  to the lowest address 929; to the range freed last 709; merged ranges keeping their oldest
 //  age 1111. The age decides 10 requests of the three seeds' first runs (ranges of equal length
-//  where the one free the longest is not the lowest). The driver probe's small section
+//  where the one free the longest is not the lowest). Not told apart by the data: whether the
+//  rest of a carved range keeps its age or counts as new (1251 either way), and whether a
+//  request of exactly one page is packed into a page of its own or placed as a large request
+//  (the same address and memory). The driver probe's small section
 //  (100 x 1 MiB + 1 B takes 100 pages) holds under this rule too: no page keeps room for a
 //  second such request.
 #pragma once
