@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -114,7 +115,9 @@ DeviceInfo query_device() {
 // A diagnostic, not a result: with GMB_CUDA_CALL_LOG=PATH each process writes PATH.<pid>, one
 // row per cudaMalloc / cudaFree / cudaMallocFromPoolAsync / cudaFreeAsync: call, bytes (a free's
 // are its malloc's), ok, wait_us, call_us, ptr (the pointer returned or freed), pool_reserved (the
-// pool's ReservedMemCurrent after a pool call, else 0).
+// pool's ReservedMemCurrent after a pool call, else 0), t_us (when the call began, from the log's
+// start), frees_done (how many of the logged cudaFreeAsync calls the GPU had reached when the call
+// began: an event recorded after each, queried in order; one stream assumed).
 // With GMB_CUDA_CALL_LOG_SYNC=1 a cudaDeviceSynchronize, timed as wait_us, comes before each call,
 // so call_us is the call's own cost rather than its wait for queued kernels (this changes the
 // run's timing; its memory decisions stay the same).
@@ -126,11 +129,14 @@ class CallLog {
     name_ = fmt::format("{}.{}", path, static_cast<long>(getpid()));
     file_ = std::fopen(name_.c_str(), "w");
     if (!file_) throw DeviceError(fmt::format("GMB_CUDA_CALL_LOG: cannot write {}", name_));
-    std::fputs("call,bytes,ok,wait_us,call_us,ptr,pool_reserved\n", file_);
+    std::fputs("call,bytes,ok,wait_us,call_us,ptr,pool_reserved,t_us,frees_done\n", file_);
     const char* sync = std::getenv("GMB_CUDA_CALL_LOG_SYNC");
     sync_ = sync && *sync && *sync != '0';
+    opened_ = std::chrono::steady_clock::now();
   }
   ~CallLog() {
+    for (cudaEvent_t e : pending_) cudaEventDestroy(e);
+    for (cudaEvent_t e : spare_) cudaEventDestroy(e);
     if (file_ && (std::ferror(file_) | std::fclose(file_)))
       std::fprintf(stderr, "gpumembench: GMB_CUDA_CALL_LOG: writing %s failed\n", name_.c_str());
   }
@@ -143,8 +149,26 @@ class CallLog {
       cudaDeviceSynchronize();
       wait = micros_since(t0);
     }
+    while (!pending_.empty() && cudaEventQuery(pending_.front()) == cudaSuccess) {
+      spare_.push_back(pending_.front());
+      pending_.pop_front();
+      ++frees_done_;
+    }
+    cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
     start_ = std::chrono::steady_clock::now();
     return wait;
+  }
+  // After a cudaFreeAsync on `stream`: an event marks where the GPU reaches it.
+  void note_free(cudaStream_t stream) {
+    cudaEvent_t e = nullptr;
+    if (!spare_.empty()) {
+      e = spare_.back();
+      spare_.pop_back();
+    } else if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+      throw DeviceError("GMB_CUDA_CALL_LOG: cudaEventCreateWithFlags failed");
+    }
+    if (cudaEventRecord(e, stream) != cudaSuccess) throw DeviceError("GMB_CUDA_CALL_LOG: cudaEventRecord failed");
+    pending_.push_back(e);
   }
   // A free's bytes are those of the malloc that returned `ptr`.
   void end(const char* call, Bytes bytes, bool ok, double wait, DevPtr ptr, cudaMemPool_t pool = nullptr) {
@@ -157,8 +181,11 @@ class CallLog {
     const double us = micros_since(start_);
     std::uint64_t reserved = 0;  // the pool's ReservedMemCurrent after a pool call
     if (pool) cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
-    std::fprintf(file_, "%s,%llu,%d,%.1f,%.1f,%#llx,%llu\n", call, static_cast<unsigned long long>(bytes), ok ? 1 : 0,
-                 wait, us, static_cast<unsigned long long>(ok ? ptr : 0), static_cast<unsigned long long>(reserved));
+    std::fprintf(file_, "%s,%llu,%d,%.1f,%.1f,%#llx,%llu,%.1f,%llu\n", call, static_cast<unsigned long long>(bytes),
+                 ok ? 1 : 0, wait, us, static_cast<unsigned long long>(ok ? ptr : 0),
+                 static_cast<unsigned long long>(reserved),
+                 std::chrono::duration<double, std::micro>(start_ - opened_).count(),
+                 static_cast<unsigned long long>(frees_done_));
   }
 
  private:
@@ -168,8 +195,11 @@ class CallLog {
   std::FILE* file_ = nullptr;
   std::string name_;
   bool sync_ = false;
-  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point opened_, start_;
   std::map<DevPtr, Bytes> sizes_;
+  std::deque<cudaEvent_t> pending_;  // events after logged frees the GPU has not reached, in order
+  std::vector<cudaEvent_t> spare_;
+  std::uint64_t frees_done_ = 0;
 };
 
 class CudaDevice final : public Device {
@@ -383,7 +413,10 @@ class CudaDevice final : public Device {
   void do_free_async(PoolHandle h, DevPtr ptr, StreamId stream) override {
     const double wait = log_.on() ? log_.begin() : 0;
     cudaError_t err = cudaFreeAsync(reinterpret_cast<void*>(ptr), static_cast<cudaStream_t>(native_stream(stream)));
-    if (log_.on()) log_.end("free_async", 0, err == cudaSuccess, wait, ptr, pools_.at(h));
+    if (log_.on()) {
+      if (err == cudaSuccess) log_.note_free(static_cast<cudaStream_t>(native_stream(stream)));
+      log_.end("free_async", 0, err == cudaSuccess, wait, ptr, pools_.at(h));
+    }
     check(err, "cudaFreeAsync");
   }
 
