@@ -18,10 +18,18 @@ TEST(BufferTable, AgreesWithAMapUnderRandomPutsAndTakes) {
     // Ids close together (as workloads make them) and a few extreme ones, the empty marker included.
     BufferId id = rng() % 3 == 0 ? rng() % 4096 : (rng() % 5 == 0 ? ~BufferId(0) - rng() % 2 : 1000 + rng() % 600);
     switch (rng() % 3) {
-      case 0:
-      case 1: {
+      case 0: {
         DevPtr p = rng() | 1;
         table.put(id, p);
+        ref[id] = p;
+        break;
+      }
+      case 1: {  // exchange: the value before, then the new one
+        DevPtr p = rng() | 1;
+        auto before = table.exchange(id, p);
+        auto it = ref.find(id);
+        ASSERT_EQ(before.has_value(), it != ref.end()) << "id " << id << " at op " << i;
+        if (it != ref.end()) EXPECT_EQ(*before, it->second);
         ref[id] = p;
         break;
       }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <string>
 
 #include "test_helpers.h"
@@ -101,6 +102,69 @@ TEST(TraceInput, PlainAndUnusualLinesOfTheNativeCsvReadAlike) {
             std::string::npos);
   write_text(dir / "s.csv", "action,id,bytes,stream\nalloc,1,100,1000001\n");
   EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:2: stream '1000001' is not a small"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(TraceInput, NativeCsvNumbersOfEveryLengthReadExactly) {
+  // Lines with ids, sizes and streams of 1 to 20 digits (leading zeros too), long enough that
+  // the reader's eight-bytes-at-a-time path sees them, in the middle of a file: each op as
+  // written, whichever path read it.
+  auto dir = temp_dir("trace_in");
+  std::string text = "action,id,bytes,stream\n";
+  std::vector<Op> want;
+  std::uint64_t x = 7;
+  auto digits = [&](int n) {
+    std::string d;
+    for (int i = 0; i < n; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      d += static_cast<char>('0' + (x >> 33) % 10);
+    }
+    if (n == 20) d[0] = '1', d[1] = '0';  // below 2^64
+    return d;
+  };
+  for (int round = 0; round < 3; ++round)
+    for (int n = 1; n <= 20; ++n) {
+      const std::string id = digits(n), bytes = digits(21 - n), stream = digits(1 + (n % 6));
+      Op a;
+      a.kind = Op::Kind::Alloc;
+      a.id = std::stoull(id);
+      a.bytes = std::stoull(bytes);
+      a.stream = static_cast<StreamId>(std::stoull(stream));
+      if (std::any_of(want.begin(), want.end(), [&](const Op& o) { return o.id == a.id; })) continue;
+      text += "alloc," + id + "," + bytes + "," + stream + "\n";
+      want.push_back(a);
+      if (n % 3 == 0) {
+        Op f = a;
+        f.kind = Op::Kind::Free;
+        f.bytes = 0;
+        f.stream = n % 2 ? 0 : a.stream;
+        text += "free," + id + ",," + (n % 2 ? std::string() : stream) + "\n";
+        want.push_back(f);
+      }
+    }
+  text += "alloc,9,9,0\n" + std::string(100, '#') + "\n";
+  write_text(dir / "n.csv", text);
+  const auto ops = read_all((dir / "n.csv").string());
+  ASSERT_EQ(ops.size(), want.size() + 1);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(ops[i].kind, want[i].kind) << i;
+    EXPECT_EQ(ops[i].id, want[i].id) << i;
+    EXPECT_EQ(ops[i].bytes, want[i].bytes) << i;
+    EXPECT_EQ(ops[i].stream, want[i].stream) << i;
+    EXPECT_EQ(ops[i].source_line, i + 2) << i;
+  }
+  // Lines the fast path must leave to the general one, which names them.
+  const std::string pad = "alloc,100,1,0\nalloc,101,1,0\nalloc,102,1,0\nalloc,103,1,0\nalloc,104,1,0\n";
+  const std::string after = "\nalloc,200,1,0\nalloc,201,1,0\nalloc,202,1,0\nalloc,203,1,0\nalloc,204,1,0\n";
+  write_text(dir / "s.csv", "action,id,bytes,stream\n" + pad + "alloc,1,100,1000001" + after);
+  EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:7: stream '1000001' is not a small"), std::string::npos);
+  write_text(dir / "f.csv", "action,id,bytes,stream\n" + pad + "free,100,64,0" + after);
+  EXPECT_NE(error_of((dir / "f.csv").string()).find("f.csv:7: a free carries no bytes (found '64')"), std::string::npos);
+  write_text(dir / "o.csv", "action,id,bytes,stream\n" + pad + "alloc,5,18446744073709551616,0" + after);
+  EXPECT_NE(error_of((dir / "o.csv").string()).find("o.csv:7: bytes '18446744073709551616' is not a non-negative"),
+            std::string::npos);
+  write_text(dir / "x.csv", "action,id,bytes,stream\n" + pad + "alloc,5,12x,0" + after);
+  EXPECT_NE(error_of((dir / "x.csv").string()).find("x.csv:7: bytes '12x' is not a non-negative"), std::string::npos);
   fs::remove_all(dir);
 }
 

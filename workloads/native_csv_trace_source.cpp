@@ -35,7 +35,8 @@ class NativeCsvSource final : public TraceSource {
         const char* const end = p + buf.size();
         while (n < max_ops) {
           Op op;
-          const char* next = parse_plain(p, end, op);
+          const char* next = end - p >= kFastLookahead ? parse_fast(p, op) : nullptr;
+          if (!next) next = parse_plain(p, end, op);
           if (!next) break;
           op.source_line = lines_.line_number() + 1;
           // A failed check changed nothing: the general path parses the line again and reports it.
@@ -56,6 +57,49 @@ class NativeCsvSource final : public TraceSource {
   }
 
  private:
+  // parse_plain for the lines whose numbers have at most 15 digits, when kFastLookahead bytes
+  // are buffered from p: it reads eight bytes at a time and never past p + 54 (16 bytes for the
+  // stream after at most "alloc," 15 digits "," 15 digits ","). Where it returns null,
+  // parse_plain reads the line and decides: what this takes, parse_plain takes the same way.
+  static constexpr std::ptrdiff_t kFastLookahead = 64;
+  const char* parse_fast(const char* p, Op& op) const {
+    const std::uint64_t head = CsvLines::load8(p);
+    constexpr std::uint64_t kAlloc = 0x2c636f6c6c61ull;  // "alloc," (the first byte lowest)
+    constexpr std::uint64_t kFree = 0x2c65657266ull;     // "free,"
+    if ((head & 0xFFFFFFFFFFFFull) == kAlloc) {
+      p += 6;
+      op.kind = Op::Kind::Alloc;
+    } else if ((head & 0xFFFFFFFFFFull) == kFree) {
+      p += 5;
+      op.kind = Op::Kind::Free;
+    } else {
+      return nullptr;
+    }
+    std::uint64_t v = 0;
+    int n = CsvLines::decimal16(p, v);
+    if (n == 0 || n > 15 || p[n] != ',') return nullptr;
+    op.id = v;
+    p += n + 1;
+    if (op.kind == Op::Kind::Alloc) {
+      n = CsvLines::decimal16(p, v);
+      if (n == 0 || n > 15) return nullptr;
+      op.bytes = v;
+      p += n;
+    } else if (*p != ',' && *p != '\n') {
+      return nullptr;
+    }
+    if (*p == ',' && has_stream_) {
+      ++p;
+      if (*p != '\n') {
+        n = CsvLines::decimal16(p, v);
+        if (n == 0 || n > 15 || v > 1000000) return nullptr;
+        op.stream = static_cast<StreamId>(v);
+        p += n;
+      }
+    }
+    return *p == '\n' ? p : nullptr;
+  }
+
   // The common line of the canonical header (action,id,bytes[,stream]): "alloc,12,4096,0" or
   // "free,12,,0", no blanks, ids and sizes of at most 19 digits, the stream at most 1000000.
   // Returns where its '\n' is, or null for anything else (left to the general path, which

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "devices/device.h"  // DevPtr
@@ -32,6 +33,21 @@ class BufferTable {
     while (slots_[i].id != kEmpty && slots_[i].id != id) i = (i + 1) & mask_;
     if (slots_[i].id == kEmpty) ++size_;
     slots_[i] = {id, ptr};
+  }
+
+  // put() that returns the value id had before, if it was there: one probe for both.
+  std::optional<DevPtr> exchange(BufferId id, DevPtr ptr) {
+    if (id == kEmpty) return std::exchange(reserved_key_value_, ptr);
+    if ((size_ + 1) * 4 > slots_.size() * 3) rehash(slots_.size() * 2);
+    std::size_t i = home(id);
+    while (slots_[i].id != kEmpty && slots_[i].id != id) i = (i + 1) & mask_;
+    std::optional<DevPtr> old;
+    if (slots_[i].id == kEmpty)
+      ++size_;
+    else
+      old = slots_[i].ptr;
+    slots_[i] = {id, ptr};
+    return old;
   }
 
   std::optional<DevPtr> find(BufferId id) const {

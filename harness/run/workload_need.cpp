@@ -14,11 +14,10 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
   for (const Op& op : ops) {
     if (op.kind == Op::Kind::Compute) continue;
     if (op.kind == Op::Kind::Alloc) {
-      if (auto old = live_.take(op.id)) {  // an id allocated again replaces its buffer
+      if (auto old = live_.exchange(op.id, op.bytes)) {  // an id allocated again replaces its buffer
         requested_ -= *old;
         rounded_ -= torch_rounded_size(*old);
       }
-      live_.put(op.id, op.bytes);
       requested_ += op.bytes;
       rounded_ += torch_rounded_size(op.bytes);
       if (saturated(requested_) > need_.peak_requested_bytes) {
