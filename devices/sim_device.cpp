@@ -142,18 +142,24 @@ constexpr CostPoint kFirstTouchGpuCost[] = {{64 * 1024.0, 64.9e-6}, {2 * kMiB, 1
 // The cudaMemPool model, from the probe's pool section and scripts/probe/pool_probe.cu
 // (results/h200/probe/pool/):
 //  - Requests are rounded up to 512 bytes and placed best fit in the pool's own contiguous
-//    virtual range: in the smallest free range that holds them (the lowest of equal ones), from
-//    its low end; at the end of the pool when none does. With every free completed (a
-//    synchronize after each free), from the H200's own state, this is its choice for 1228 of
-//    the 1245 allocations of six seeded mixes, and the model reaches its peak reserved bytes on
+//    virtual range: in the smallest free range that holds them, from its low end; at the end of
+//    the pool when none does. Of equal free ranges the one freed longest ago (its newest free
+//    the oldest; then the lowest): with several 1 MiB holes free, the H200 refills them in the
+//    order they were freed. With every free completed (a synchronize after each free), from the
+//    H200's own state, this is its choice for 1233 of the 1245 allocations of six seeded mixes
+//    (1228 with the lowest of equal ranges), and the model reaches its peak reserved bytes on
 //    all six.
 //  - Frees the pool has not yet seen complete (no synchronization since) form a tier of their
 //    own: merged only with each other, searched first (best fit, a stream's own or, with
 //    cross-stream reuse, any); when none of them holds a request, the pool takes them all as
 //    completed (merged with every free range) and searches everything. Without this tier (best
-//    fit alone) the unsynchronized mixes were -7.3% .. +5.2% off the H200's peak; with it
-//    -1.8% .. 0% on the six 205-op mixes and -4.3% .. +2.0% on the six of 3000 ops. The H200
-//    repeats each mix identically, so what is left is the model's error.
+//    fit alone) the unsynchronized mixes were -7.3% .. +5.2% off the H200's peak; with it 0 ..
+//    +1.4% on the six 205-op mixes and -2.9% .. +1.1% on the six of 3000 ops (the H200's choice
+//    for 1196 of 1245 and 8377 of 9180 allocations: scripts/probe/pool_placement.py). The H200
+//    repeats each mix identically, so what is left is the model's error. Of the decisions still
+//    missed, most are requests the H200 placed in an older (completed) free range, often one
+//    that touches a recent free or lies inside a run of frees it has not merged; no simple
+//    rule found so far predicts them better than this one.
 //  - Physical memory backs that range in 32 MiB granules: 1 B reserves 32 MiB, 100 MiB
 //    reserves 128 MiB, 1 GiB reserves 1 GiB, and consecutive requests share granules
 //    (1 B + 1 MiB + 2 MiB + 20 MiB + 100 MiB + 1 GiB reserve 1152 MiB together).
@@ -215,11 +221,19 @@ class GranuleSet {
   std::size_t size_ = 0;
 };
 
-// Ranges offset -> (size, stream), disjoint, by offset: a pool's pending and recent frees. A
-// sorted vector, not a tree: every cudaMallocAsync walks the recent frees, and they are few.
+// A freed range of a pool: its length, the stream that freed it, and when (the pool's count of
+// frees at its newest free: equal fits go to the oldest).
+struct PoolRange {
+  Bytes size = 0;
+  StreamId stream = 0;
+  std::uint64_t freed = 0;
+};
+
+// Ranges offset -> PoolRange, disjoint, by offset: a pool's pending and recent frees. A sorted
+// vector, not a tree: every cudaMallocAsync walks the recent frees, and they are few.
 class RangeList {
  public:
-  using Entry = std::pair<Bytes, std::pair<Bytes, StreamId>>;
+  using Entry = std::pair<Bytes, PoolRange>;
   using iterator = std::vector<Entry>::iterator;
   using const_iterator = std::vector<Entry>::const_iterator;
   iterator begin() { return v_.begin(); }
@@ -235,18 +249,23 @@ class RangeList {
   }
   iterator erase(iterator it) { return v_.erase(it); }  // the next range
   // Inserts a range at `at`, which must be where its offset belongs (a new offset).
-  iterator insert(iterator at, Bytes offset, Bytes size, StreamId stream) {
-    return v_.insert(at, Entry{offset, {size, stream}});
-  }
+  iterator insert(iterator at, Bytes offset, const PoolRange& r) { return v_.insert(at, Entry{offset, r}); }
   // Inserts or replaces the range at `offset`.
-  void set(Bytes offset, Bytes size, StreamId stream) {
+  void set(Bytes offset, const PoolRange& r) {
     auto it = lower_bound(offset);
-    if (it != v_.end() && it->first == offset) it->second = {size, stream};
-    else v_.insert(it, Entry{offset, {size, stream}});
+    if (it != v_.end() && it->first == offset) it->second = r;
+    else v_.insert(it, Entry{offset, r});
   }
 
  private:
   std::vector<Entry> v_;
+};
+
+// A free range between live blocks, [start, end), and the pool's count of frees at the newest
+// free merged into it.
+struct PoolGap {
+  Bytes start = 0, end = 0;
+  std::uint64_t freed = 0;
 };
 
 struct PoolModel {
@@ -259,11 +278,11 @@ struct PoolModel {
   // none of them holds), merged only with each other (and a stream's only with its own).
   RangeList recent;
   GranuleSet backed;  // granule indices with physical memory
-  // The free ranges between live blocks, merged, in address order ([start, end)): what first
-  // fit searches, so that a request does not walk every live block (a vector: a search reads
-  // most of them, and they are few next to the blocks). The last one ends at kPoolSpan unless
-  // a live block does.
-  std::vector<std::pair<Bytes, Bytes>> gaps{{0, kPoolSpan}};
+  // The free ranges between live blocks, merged, in address order: what best fit searches, so
+  // that a request does not walk every live block (a vector: a search reads most of them, and
+  // they are few next to the blocks). The last one ends at kPoolSpan unless a live block does.
+  std::vector<PoolGap> gaps{{0, kPoolSpan, 0}};
+  std::uint64_t frees = 0;  // cudaFreeAsyncs so far: the age of a free range
   MemPoolUsage usage;
 
   bool cross_stream_reuse() const {
@@ -434,7 +453,7 @@ class SimDevice final : public Device {
     note_freed(pool.backed.size() * kPoolGranule);
     pool.backed.clear();
     pool.live.clear();
-    pool.gaps = {{0, kPoolSpan}};
+    pool.gaps = {{0, kPoolSpan, 0}};
     pool.pending.clear();
     pool.recent.clear();
     pool.usage.reserved_current = pool.usage.used_current = 0;
@@ -448,43 +467,42 @@ class SimDevice final : public Device {
     if (bytes > info_.capacity_bytes) return std::nullopt;
     const Bytes size = round_up(std::max<Bytes>(bytes, 1), kPoolStep);
 
-    // Best fit over the free gaps: the smallest that holds the request (the lowest of equals),
-    // from its low end; the unbounded tail only when no gap holds it. True when the search is
-    // over (an exact fit).
+    // Best fit over the free ranges: the smallest that holds the request (of equal ones the
+    // longest freed, then the lowest), from its low end; the unbounded tail only when no range
+    // holds it.
     std::optional<Bytes> best;
     Bytes best_len = 0;
-    auto consider = [&](Bytes start, Bytes end) {
+    std::uint64_t best_freed = 0;
+    auto consider = [&](Bytes start, Bytes end, std::uint64_t freed) {
       const Bytes len = end - start;
-      if (len < size || (best && len >= best_len)) return false;
+      if (len < size || (best && (len > best_len || (len == best_len && freed >= best_freed)))) return;
       best = start;
       best_len = len;
-      return len == size;
+      best_freed = freed;
     };
     // First the recent frees this stream may reuse (its own; any with cross-stream reuse); when
     // none holds the request, the pool takes every recent free as completed and searches all.
     for (const auto& [off, r] : pool.recent)
-      if ((r.second == stream || pool.cross_stream_reuse()) && consider(off, off + r.first)) break;
+      if (r.stream == stream || pool.cross_stream_reuse()) consider(off, off + r.size, r.freed);
     if (!best) pool.recent.clear();
     bool blocked = false;  // ranges freed on other streams that this stream may not reuse yet
-    for (const auto& [off, p] : pool.pending) blocked |= p.second != stream;
+    for (const auto& [off, p] : pool.pending) blocked |= p.stream != stream;
     Bytes tail = 0;
     if (best) {
       // placed among the recent frees
     } else if (!blocked) {  // the gaps between live blocks
-      tail = !pool.gaps.empty() && pool.gaps.back().second == kPoolSpan ? pool.gaps.back().first : kPoolSpan;
-      bool done = false;
-      for (auto it = pool.gaps.begin(); !done && it != pool.gaps.end() && it->first != tail; ++it)
-        done = consider(it->first, it->second);
-    } else {  // the gaps between live blocks and those ranges
+      tail = !pool.gaps.empty() && pool.gaps.back().end == kPoolSpan ? pool.gaps.back().start : kPoolSpan;
+      for (auto it = pool.gaps.begin(); it != pool.gaps.end() && it->start != tail; ++it)
+        consider(it->start, it->end, it->freed);
+    } else {  // the gaps between live blocks and those ranges (each as old as the gap it is in)
       std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
       occupied.reserve(pool.live.size() + pool.pending.size());
       for (const auto& [off, b] : pool.live) occupied.emplace_back(off, off + b.size);
       for (const auto& [off, p] : pool.pending)
-        if (p.second != stream) occupied.emplace_back(off, off + p.first);
+        if (p.stream != stream) occupied.emplace_back(off, off + p.size);
       std::sort(occupied.begin(), occupied.end());
-      bool done = false;
-      for (auto it = occupied.begin(); !done && it != occupied.end(); ++it) {
-        if (it->first > tail) done = consider(tail, it->first);
+      for (auto it = occupied.begin(); it != occupied.end(); ++it) {
+        if (it->first > tail) consider(tail, it->first, gap_at(pool, tail)->freed);
         tail = std::max(tail, it->second);
       }
     }
@@ -524,9 +542,10 @@ class SimDevice final : public Device {
     auto it = pool.live.find(ptr - pool.base);
     if (it == pool.live.end()) return;
     pool.usage.used_current -= it->second.requested;
-    if (!pool.cross_stream_reuse()) pool.pending.set(it->first, it->second.size, stream);
-    add_recent(pool, it->first, it->second.size, stream);
-    return_gap(pool, it->first, it->first + it->second.size);
+    const PoolRange freed{it->second.size, stream, ++pool.frees};
+    if (!pool.cross_stream_reuse()) pool.pending.set(it->first, freed);
+    add_recent(pool, it->first, freed);
+    return_gap(pool, it->first, it->first + it->second.size, freed.freed);
     pool.live.erase(it);
     // Memory above the release threshold goes back at the next synchronization, not here.
   }
@@ -620,7 +639,7 @@ class SimDevice final : public Device {
       for (std::uint64_t g = off / kPoolGranule; g <= (off + size - 1) / kPoolGranule; ++g) busy.insert(g);
     };
     for (const auto& [off, b] : pool.live) mark(off, b.size);
-    for (const auto& [off, p] : pool.pending) mark(off, p.first);
+    for (const auto& [off, p] : pool.pending) mark(off, p.size);
     std::vector<std::uint64_t> idle;
     pool.backed.for_each_descending([&](std::uint64_t g) {
       if (!busy.count(g) && !(skip && g >= skip0 && g <= skip1)) idle.push_back(g);
@@ -639,72 +658,85 @@ class SimDevice final : public Device {
     }
   }
 
-  // [start, end) lies in one free gap (it was chosen among them): cut it out.
+  // The gap that holds offset `at` (a free offset).
+  static std::vector<PoolGap>::iterator gap_at(PoolModel& pool, Bytes at) {
+    return std::prev(std::upper_bound(pool.gaps.begin(), pool.gaps.end(), at,
+                                      [](Bytes o, const PoolGap& g) { return o < g.start; }));
+  }
+  // [start, end) lies in one free gap (it was chosen among them): cut it out; what is left of
+  // the gap keeps its age.
   static void take_gap(PoolModel& pool, Bytes start, Bytes end) {
-    auto it = std::prev(std::upper_bound(pool.gaps.begin(), pool.gaps.end(), std::pair<Bytes, Bytes>(start, kPoolSpan)));
-    const Bytes s = it->first, e = it->second;
+    auto it = gap_at(pool, start);
+    const Bytes s = it->start, e = it->end;
     assert(s <= start && end <= e);
     if (s < start && end < e) {
-      it->second = start;
-      pool.gaps.emplace(it + 1, end, e);
+      it->end = start;
+      pool.gaps.insert(it + 1, PoolGap{end, e, it->freed});
     } else if (s < start) {
-      it->second = start;
+      it->end = start;
     } else if (end < e) {
-      it->first = end;
+      it->start = end;
     } else {
       pool.gaps.erase(it);
     }
   }
-  // A live block's range becomes free: merged with the gaps it touches.
-  static void return_gap(PoolModel& pool, Bytes start, Bytes end) {
-    auto next = std::lower_bound(pool.gaps.begin(), pool.gaps.end(), std::pair<Bytes, Bytes>(start, 0));
-    const bool joins_prev = next != pool.gaps.begin() && std::prev(next)->second == start;
-    const bool joins_next = next != pool.gaps.end() && next->first == end;
+  // A live block's range becomes free (free number `freed`, the newest): merged with the gaps it
+  // touches, and as old as its own free.
+  static void return_gap(PoolModel& pool, Bytes start, Bytes end, std::uint64_t freed) {
+    auto next = std::lower_bound(pool.gaps.begin(), pool.gaps.end(), start,
+                                 [](const PoolGap& g, Bytes o) { return g.start < o; });
+    const bool joins_prev = next != pool.gaps.begin() && std::prev(next)->end == start;
+    const bool joins_next = next != pool.gaps.end() && next->start == end;
     if (joins_prev && joins_next) {
-      std::prev(next)->second = next->second;
+      std::prev(next)->end = next->end;
+      std::prev(next)->freed = freed;
       pool.gaps.erase(next);
     } else if (joins_prev) {
-      std::prev(next)->second = end;
+      std::prev(next)->end = end;
+      std::prev(next)->freed = freed;
     } else if (joins_next) {
-      next->first = start;
+      next->start = start;
+      next->freed = freed;
     } else {
-      pool.gaps.emplace(next, start, end);
+      pool.gaps.insert(next, PoolGap{start, end, freed});
     }
   }
 
-  // A freed range joins the recent frees, merged with those of the same stream it touches.
-  static void add_recent(PoolModel& pool, Bytes start, Bytes size, StreamId stream) {
+  // A freed range joins the recent frees, merged with those of the same stream it touches (the
+  // merged range is as old as this, the newest, free).
+  static void add_recent(PoolModel& pool, Bytes start, PoolRange r) {
     auto next = pool.recent.lower_bound(start);
-    if (next != pool.recent.end() && next->first == start + size && next->second.second == stream) {
-      size += next->second.first;
+    if (next != pool.recent.end() && next->first == start + r.size && next->second.stream == r.stream) {
+      r.size += next->second.size;
       next = pool.recent.erase(next);
     }
     if (next != pool.recent.begin()) {
       auto prev = std::prev(next);
-      if (prev->first + prev->second.first == start && prev->second.second == stream) {
-        prev->second.first += size;
+      if (prev->first + prev->second.size == start && prev->second.stream == r.stream) {
+        prev->second.size += r.size;
+        prev->second.freed = r.freed;
         return;
       }
     }
-    pool.recent.insert(next, start, size, stream);
+    pool.recent.insert(next, start, r);
   }
 
-  // A range taken again is no longer pending or recent (ranges: offset -> (size, stream)).
+  // A range taken again is no longer pending or recent.
   static void drop_overlap(RangeList& ranges, Bytes start, Bytes end) {
     if (ranges.empty()) return;
     auto it = ranges.lower_bound(start);
     if (it != ranges.begin()) --it;
     while (it != ranges.end() && it->first < end) {
-      Bytes s = it->first, e = s + it->second.first;
-      StreamId st = it->second.second;
+      const Bytes s = it->first, e = s + it->second.size;
+      const PoolRange r = it->second;
       if (e <= start) {
         ++it;
         continue;
       }
       it = ranges.erase(it);
-      if (s < start) it = ranges.insert(it, s, start - s, st) + 1;  // its part below: it still points past it
+      if (s < start) it = ranges.insert(it, s, PoolRange{start - s, r.stream, r.freed}) + 1;  // its part below
       if (e > end) {
-        ranges.insert(it, end, e - end, st);  // its part above, before the ranges that follow
+        ranges.insert(it, end, PoolRange{e - end, r.stream, r.freed});  // its part above, before those that follow
         break;  // ranges do not overlap: nothing further can
       }
     }

@@ -327,10 +327,11 @@ TEST(SimMemPool, RecordedMixesSynchronizedReachTheH200sPeak) {
 }
 
 // Without a synchronize the H200 first reuses the ranges freed since its frees last completed
-// (merged only with each other), then everything (results/h200/probe/pool/README.md). The
-// driver is deterministic here (three repeats of every mix gave the same offsets and reserved
-// bytes after every op), so the band is the model's own error: within 2% on the six 205-op mixes
-// (-1.8% .. 0%; best fit alone was -6.4% .. +5.2%), -4.3% .. +2.0% on the six 3000-op ones.
+// (merged only with each other), then everything; of equal fits, the longest freed
+// (results/h200/probe/pool/README.md). The driver is deterministic here (three repeats of every
+// mix gave the same offsets and reserved bytes after every op), so the band is the model's own
+// error: within 2% on the six 205-op mixes (0% .. +1.4%; best fit alone was -6.4% .. +5.2%),
+// -3.0% .. +1.5% on the six 3000-op ones (-2.9% .. +1.1%; the lowest of equal fits: -4.3% .. +2.0%).
 TEST(SimMemPool, RecordedMixesUnsynchronizedReachTheH200sPeakWithinTheModelsError) {
 #ifndef GMB_HAVE_ZLIB
   GTEST_SKIP() << "built without zlib";
@@ -342,8 +343,8 @@ TEST(SimMemPool, RecordedMixesUnsynchronizedReachTheH200sPeakWithinTheModelsErro
       std::printf("[sim-mempool] seed %d%s, unsynchronized: peak reserved H200 %llu MiB, sim %llu MiB (%+.1f%%)\n",
                   seed, kind.c_str(), (unsigned long long)(gpu / MiB), (unsigned long long)(sim / MiB), diff);
       const bool long_mix = kind != "_r0";
-      EXPECT_GE(diff, long_mix ? -4.5 : -2.0) << "seed " << seed << kind;
-      EXPECT_LE(diff, long_mix ? 2.5 : 2.0) << "seed " << seed << kind;
+      EXPECT_GE(diff, long_mix ? -3.0 : -2.0) << "seed " << seed << kind;
+      EXPECT_LE(diff, long_mix ? 1.5 : 2.0) << "seed " << seed << kind;
     }
   }
 #endif

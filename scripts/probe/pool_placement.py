@@ -4,15 +4,19 @@ probe files (results/h200/probe/pool/pool_mix_*.csv.gz), each judged from the H2
 
     python3 scripts/probe/pool_placement.py results/h200/probe/pool/pool_mix_s*_r0.csv.gz
 
-Rules: `best` (best fit over every free range) and `tiered` (best fit first over the ranges
-freed since the frees last completed, merged only with each other; when none holds the request,
-all of them count as completed and best fit runs over every free range). Synchronized files
-(`_sync_`) complete every free at once."""
+Rules: `best` (best fit over every free range, the lowest of equal fits), `tiered` (best fit
+first over the ranges freed since the frees last completed, merged only with each other; when
+none holds the request, all of them count as completed and best fit runs over every free range)
+and `tiered_oldest` (`tiered`, but of equal fits the one whose newest free is the oldest: the
+sim's rule). Synchronized files (`_sync_`) complete every free at once. With --misses, prints
+every allocation `tiered_oldest` gets wrong: the request, the guess, the H200's offset and the
+free range that holds it."""
 import csv
 import gzip
 import sys
 
 END = 1 << 62  # the pool's unbounded tail
+RULES = ("best", "tiered", "tiered_oldest")
 
 
 def rows(path):
@@ -20,58 +24,75 @@ def rows(path):
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
-def add(ranges, start, end):
-    ranges.append([start, end])
+def add(ranges, start, end, freed):
+    """Adds [start, end) freed at op `freed`; a merged range is as old as its newest free."""
+    ranges.append([start, end, freed])
     ranges.sort()
     merged = []
-    for a, b in ranges:
+    for a, b, t in ranges:
         if merged and merged[-1][1] == a:
             merged[-1][1] = b
+            merged[-1][2] = max(merged[-1][2], t)
         else:
-            merged.append([a, b])
+            merged.append([a, b, t])
     ranges[:] = merged
 
 
 def take(ranges, start, end):
     out = []
-    for a, b in ranges:
+    for a, b, t in ranges:
         if b <= start or a >= end:
-            out.append([a, b])
+            out.append([a, b, t])
             continue
         if a < start:
-            out.append([a, start])
+            out.append([a, start, t])
         if b > end:
-            out.append([end, b])
+            out.append([end, b, t])
     ranges[:] = out
 
 
-def best_fit(ranges, size):
-    fits = [(b - a, a) for a, b in ranges if b - a >= size]
-    return min(fits)[1] if fits else None
+def best_fit(ranges, size, oldest):
+    fits = [(b - a, t if oldest else 0, a) for a, b, t in ranges if b - a >= size]
+    return min(fits)[2] if fits else None
 
 
-def score(path, rule):
+def holder(ranges, offset):
+    return next(((a, b, t) for a, b, t in ranges if a <= offset < b), None)
+
+
+def score(path, rule, misses=False):
     sync = "_sync_" in path
-    live, free, recent, hits, total = {}, [[0, END]], [], 0, 0
+    oldest = rule == "tiered_oldest"
+    live, free, recent, hits, total = {}, [[0, END, -1]], [], 0, 0
     for r in rows(path):
+        op = int(r["op"])
         if r["kind"] == "free":
             s, e = live.pop(r["slot"])
-            add(recent, s, e)
+            add(recent, s, e, op)
             if sync or rule == "best":
-                for a, b in recent:
-                    add(free, a, b)
+                for a, b, t in recent:
+                    add(free, a, b, t)
                 recent = []
             continue
         size = (max(int(r["bytes"]), 1) + 511) // 512 * 512
-        guess = best_fit(recent, size)
+        before = [list(x) for x in recent]
+        guess = best_fit(recent, size, oldest)
+        tier = "recent"
         if guess is None:
-            for a, b in recent:
-                add(free, a, b)
+            tier = "all"
+            for a, b, t in recent:
+                add(free, a, b, t)
             recent = []
-            guess = best_fit(free, size)
+            guess = best_fit(free, size, oldest)
         actual = int(r["offset"])
         total += 1
         hits += guess == actual
+        if misses and guess != actual:
+            held = holder(before, actual)
+            kind = "recent" if held else "free"
+            held = held or holder(free, actual)
+            print(f"{path} op {op}: {size} B, guess {guess} ({tier} tier), H200 {actual}: in a {kind} range "
+                  f"[{held[0]}, +{held[1] - held[0]}) freed at op {held[2]}")
         live[r["slot"]] = (actual, actual + size)
         take(recent, actual, actual + size)
         take(free, actual, actual + size)
@@ -79,8 +100,13 @@ def score(path, rule):
 
 
 if __name__ == "__main__":
-    sums = {"best": [0, 0], "tiered": [0, 0]}
-    for path in sys.argv[1:]:
+    args = [a for a in sys.argv[1:] if a != "--misses"]
+    if len(args) != len(sys.argv) - 1:
+        for path in args:
+            score(path, "tiered_oldest", misses=True)
+        sys.exit(0)
+    sums = {rule: [0, 0] for rule in RULES}
+    for path in args:
         line = [path]
         for rule in sums:
             h, t = score(path, rule)
