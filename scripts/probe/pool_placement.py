@@ -3,14 +3,18 @@
 probe files (results/h200/probe/pool/pool_mix_*.csv.gz), each judged from the H200's own state.
 
     python3 scripts/probe/pool_placement.py results/h200/probe/pool/pool_mix_s*_r0.csv.gz
+    python3 scripts/probe/pool_placement.py --ops 40000 \
+        results/h200/probe/pool/kernels/dynamic_seq_cuda_mempool_calls.csv.gz
 
 Rules: `best` (best fit over every free range, the lowest of equal fits), `tiered` (best fit
 first over the ranges freed since the frees last completed, merged only with each other; when
 none holds the request, all of them count as completed and best fit runs over every free range)
 and `tiered_oldest` (`tiered`, but of equal fits the one whose newest free is the oldest: the
-sim's rule). Synchronized files (`_sync_`) complete every free at once. With --misses, prints
-every allocation `tiered_oldest` gets wrong: the request, the guess, the H200's offset and the
-free range that holds it."""
+sim's rule). Synchronized files (`_sync_`) complete every free at once. A pool call log of
+GMB_CUDA_CALL_LOG (header `call,bytes,ok,...,ptr,...`: a run with kernels) is read as the same
+ops, offsets from its lowest pointer; --ops N judges only its first N calls. With --misses,
+prints every allocation `tiered_oldest` gets wrong: the request, the guess, the H200's offset and
+the free range that holds it."""
 import csv
 import gzip
 import sys
@@ -19,9 +23,33 @@ END = 1 << 62  # the pool's unbounded tail
 RULES = ("best", "tiered", "tiered_oldest")
 
 
+OPS = 0  # --ops: how many calls of a call log to judge (0: all)
+
+
 def rows(path):
     with gzip.open(path, "rt") as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+        table = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    if not table or "call" not in table[0]:
+        return table
+    # A call log: the pool's successful cudaMallocFromPoolAsync / cudaFreeAsync, as probe rows.
+    ops, slot_of, slots = [], {}, 0
+    for r in table:
+        if r["call"] not in ("malloc_async", "free_async") or r["ok"] != "1":
+            continue
+        ptr = int(r["ptr"], 16)
+        if r["call"] == "malloc_async":
+            slots += 1
+            slot_of[ptr] = str(slots)
+            ops.append({"op": str(len(ops)), "kind": "alloc", "slot": str(slots), "bytes": r["bytes"], "offset": ptr})
+        else:
+            ops.append({"op": str(len(ops)), "kind": "free", "slot": slot_of.pop(ptr), "bytes": "0", "offset": "-1"})
+        if OPS and len(ops) >= OPS:
+            break
+    base = min(o["offset"] for o in ops if o["kind"] == "alloc")
+    for o in ops:
+        if o["kind"] == "alloc":
+            o["offset"] = str(o["offset"] - base)
+    return ops
 
 
 def add(ranges, start, end, freed):
@@ -100,8 +128,14 @@ def score(path, rule, misses=False):
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--misses"]
-    if len(args) != len(sys.argv) - 1:
+    args = sys.argv[1:]
+    if "--ops" in args:
+        i = args.index("--ops")
+        OPS = int(args[i + 1])
+        del args[i:i + 2]
+    misses = "--misses" in args
+    args = [a for a in args if a != "--misses"]
+    if misses:
         for path in args:
             score(path, "tiered_oldest", misses=True)
         sys.exit(0)
