@@ -1,101 +1,108 @@
 #!/usr/bin/env python3
-"""Judge the sim's cudaMemPool placement rule against a pool call log recorded on the GPU.
+"""Judge cudaMemPool placement rules against a pool call log recorded on the GPU.
 
     python3 scripts/probe/pool_calls_judge.py results/h200/probe/pool/kernels/dynamic_seq_cuda_mempool_calls.csv.gz [--ops 40000]
 
-The log is GMB_CUDA_CALL_LOG's (call,bytes,ok,wait_us,call_us,ptr,pool_reserved; malloc_async and
-free_async rows). The state follows the GPU's own placements; at each cudaMallocFromPoolAsync it
-asks where each rule would have put the request, and counts how often that is where the GPU put
-it. Rules (devices/sim_device.cpp states the sim's):
-  sim      the recent-free tier: best fit among the ranges freed since the tier was last
-           flushed (merged only with each other); when none holds the request, flush the tier and
-           place best fit over every free range; the end of the pool when none holds it.
-  bestfit  best fit over every free range, the end of the pool when none holds it.
-Requests are rounded up to 512 bytes; best fit is the smallest range that holds the request,
-the lowest of equal ones, from its low end. Prints the counts and the first differing decisions.
+The log is GMB_CUDA_CALL_LOG's (columns call, bytes, ok, ptr and, for the rule `gpu`,
+frees_done: how many of the logged cudaFreeAsync calls the GPU had reached when the call began).
+The state follows the GPU's own placements; at each cudaMallocFromPoolAsync each rule says where
+it would put the request, and the script counts how often that is where the GPU put it.
+
+Every rule rounds requests up to 512 bytes and places best fit (the smallest free range that
+holds the request, from its low end; the end of the pool when none does), first among the
+"recent" frees (merged only with each other), then, when none of them holds it, over every free
+range after a flush of the recent tier. They differ in:
+  lowest   ties between equal ranges go to the lowest address; a flush empties the tier
+  oldest   ties go to the range whose newest free is the oldest; a flush empties the tier
+  gpu      as oldest, but a flush keeps the frees the GPU had not reached (frees_done)
+  bestfit  no tier at all, ties to the lowest address
+Prints the counts and the first decisions each rule gets wrong.
 """
 import argparse
 import bisect
 import csv
 import gzip
 
+RULES = ("lowest", "oldest", "gpu", "bestfit")
+
 
 def load(path, limit):
-    ops, live = [], {}
+    ops, nfree = [], 0
     with gzip.open(path, "rt") as f:
         for row in csv.DictReader(f):
             if row["call"] not in ("malloc_async", "free_async") or row["ok"] != "1":
                 continue
             ptr = int(row["ptr"], 16)
             if row["call"] == "malloc_async":
-                ops.append(("alloc", ptr, int(row["bytes"])))
-                live[ptr] = True
+                ops.append(("alloc", ptr, int(row["bytes"]), int(row.get("frees_done") or 0)))
             else:
-                ops.append(("free", ptr, 0))
-                live.pop(ptr, None)
+                ops.append(("free", ptr, nfree, 0))
+                nfree += 1
             if limit and len(ops) >= limit:
                 break
     return ops
 
 
-def best(size, ranges):
-    pick = None
-    for a, e in ranges:
-        if e - a >= size and (pick is None or (e - a, a) < (pick[1] - pick[0], pick[0])):
-            pick = (a, e)
+def best(size, ranges, by_age):
+    pick, key = None, None
+    for r in ranges:
+        a, e = r[0], r[1]
+        if e - a < size:
+            continue
+        k = (e - a, r[2] if by_age else a, a)
+        if key is None or k < key:
+            pick, key = (a, e), k
     return pick
 
 
 def judge(ops, rule):
-    base = min(p for k, p, _ in ops if k == "alloc")
-    live, starts, recent = {}, [], []
+    base = min(p for k, p, _, _ in ops if k == "alloc")
+    live, starts, recent = {}, [], []  # recent: [start, end, newest free's number]
     matched = total = 0
     first = []
-    for i, (kind, ptr, nbytes) in enumerate(ops):
+    for i, (kind, ptr, n, done) in enumerate(ops):
         off = ptr - base
         if kind == "alloc":
-            size = (max(nbytes, 1) + 511) // 512 * 512
+            size = (max(n, 1) + 511) // 512 * 512
             gaps, cur = [], 0
             for s in starts:
                 if s > cur:
                     gaps.append((cur, s))
                 cur = max(cur, s + live[s])
-            tail = cur
-            pick = best(size, recent) if rule == "sim" else None
+            pick = None if rule == "bestfit" else best(size, recent, rule != "lowest")
             if pick is None:
-                if rule == "sim":
-                    recent.clear()
-                pick = best(size, gaps)
-            choice = pick[0] if pick else tail
+                recent[:] = [r for r in recent if r[2] >= done] if rule == "gpu" else []
+                pick = best(size, gaps, False)
+            choice = pick[0] if pick else cur
             total += 1
             matched += choice == off
             if choice != off and len(first) < 5:
                 first.append((i, size, off, choice))
             kept = []
-            for a, e in recent:  # the GPU's block leaves the tier
+            for a, e, t in recent:  # the GPU's block leaves the tier
                 if e <= off or a >= off + size:
-                    kept.append((a, e))
+                    kept.append((a, e, t))
                 else:
                     if a < off:
-                        kept.append((a, off))
+                        kept.append((a, off, t))
                     if e > off + size:
-                        kept.append((off + size, e))
+                        kept.append((off + size, e, t))
             recent[:] = kept
             live[off] = size
             bisect.insort(starts, off)
         else:
             size = live.pop(off)
             starts.pop(bisect.bisect_left(starts, off))
-            a, e = off, off + size
+            a, e, t = off, off + size, n
             kept = []
-            for x, y in recent:  # merged with the tier's neighbours only
+            for x, y, tt in recent:  # merged with the tier's neighbours only; the newest free counts
                 if y == a:
-                    a = x
+                    a, t = x, max(t, tt)
                 elif x == e:
-                    e = y
+                    e, t = y, max(t, tt)
                 else:
-                    kept.append((x, y))
-            kept.append((a, e))
+                    kept.append((x, y, tt))
+            kept.append((a, e, t))
             recent[:] = kept
     return matched, total, first
 
@@ -104,12 +111,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("log")
     ap.add_argument("--ops", type=int, default=40000, help="judge the first N pool calls (0: all)")
+    ap.add_argument("--rules", default=",".join(RULES))
     a = ap.parse_args()
     ops = load(a.log, a.ops)
-    for rule in ("sim", "bestfit"):
+    for rule in a.rules.split(","):
         m, t, first = judge(ops, rule)
-        print(f"{rule}: {m} of {t} allocations where the GPU put them ({100 * m / t:.1f}%), first calls "
-              f"judged: {len(ops)}")
+        print(f"{rule}: {m} of {t} allocations where the GPU put them ({100 * m / t:.2f}%), of the first "
+              f"{len(ops)} pool calls", flush=True)
         for i, size, off, choice in first:
             print(f"  call {i}: {size} bytes, GPU at offset {off}, {rule} at {choice}")
 
