@@ -9,8 +9,10 @@ probe files (results/h200/probe/pool/pool_mix_*.csv.gz), each judged from the H2
 Rules: `best` (best fit over every free range, the lowest of equal fits), `tiered` (best fit
 first over the ranges freed since the frees last completed, merged only with each other; when
 none holds the request, all of them count as completed and best fit runs over every free range)
-and `tiered_oldest` (`tiered`, but of equal fits the one whose newest free is the oldest: the
-sim's rule). Synchronized files (`_sync_`) complete every free at once. A pool call log of
+`tiered_oldest` (`tiered`, but of equal fits the one whose newest free is the oldest: the
+sim's rule) and, for call logs that have `frees_done`, `tiered_gpu` (`tiered_oldest`, but when
+none of the recent frees holds a request only those the GPU had reached leave the tier: an
+event after each cudaFreeAsync, queried when the request was made). Synchronized files (`_sync_`) complete every free at once. A pool call log of
 GMB_CUDA_CALL_LOG (header `call,bytes,ok,...,ptr,...`: a run with kernels) is read as the same
 ops, offsets from its lowest pointer; --ops N judges only its first N calls. With --misses,
 prints every allocation `tiered_oldest` gets wrong: the request, the guess, the H200's offset and
@@ -20,7 +22,7 @@ import gzip
 import sys
 
 END = 1 << 62  # the pool's unbounded tail
-RULES = ("best", "tiered", "tiered_oldest")
+RULES = ("best", "tiered", "tiered_oldest", "tiered_gpu")
 
 
 OPS = 0  # --ops: how many calls of a call log to judge (0: all)
@@ -40,7 +42,8 @@ def rows(path):
         if r["call"] == "malloc_async":
             slots += 1
             slot_of[ptr] = str(slots)
-            ops.append({"op": str(len(ops)), "kind": "alloc", "slot": str(slots), "bytes": r["bytes"], "offset": ptr})
+            ops.append({"op": str(len(ops)), "kind": "alloc", "slot": str(slots), "bytes": r["bytes"], "offset": ptr,
+                        "frees_done": r.get("frees_done")})
         else:
             ops.append({"op": str(len(ops)), "kind": "free", "slot": slot_of.pop(ptr), "bytes": "0", "offset": "-1"})
         if OPS and len(ops) >= OPS:
@@ -90,11 +93,13 @@ def holder(ranges, offset):
 
 def score(path, rule, misses=False):
     sync = "_sync_" in path
-    oldest = rule == "tiered_oldest"
+    oldest = rule in ("tiered_oldest", "tiered_gpu")
     live, free, recent, hits, total = {}, [[0, END, -1]], [], 0, 0
+    free_number = {}  # op of a free -> how many frees came before it (what frees_done counts)
     for r in rows(path):
         op = int(r["op"])
         if r["kind"] == "free":
+            free_number[op] = len(free_number)
             s, e = live.pop(r["slot"])
             add(recent, s, e, op)
             if sync or rule == "best":
@@ -108,10 +113,16 @@ def score(path, rule, misses=False):
         tier = "recent"
         if guess is None:
             tier = "all"
-            for a, b, t in recent:
+            done = r.get("frees_done")
+            if rule == "tiered_gpu" and done not in (None, ""):  # the frees the GPU had not reached stay
+                stay = [x for x in recent if free_number[x[2]] >= int(done)]
+                leave = [x for x in recent if free_number[x[2]] < int(done)]
+            else:
+                stay, leave = [], recent
+            for a, b, t in leave:
                 add(free, a, b, t)
-            recent = []
-            guess = best_fit(free, size, oldest)
+            recent = stay
+            guess = best_fit(free + recent, size, oldest)
         actual = int(r["offset"])
         total += 1
         hits += guess == actual
