@@ -628,10 +628,10 @@ class PairsThenTooLarge final : public gmb::Workload {
   std::uint64_t num_steps() const override { return pairs_ + 1; }
   void step_ops(std::uint64_t step, std::vector<gmb::Op>& out, gmb::StepInfo&) override {
     if (step < pairs_) {
-      out.push_back({gmb::Op::Kind::Alloc, step + 1, MiB, 0, 0});
-      out.push_back({gmb::Op::Kind::Free, step + 1, 0, 0, 0});
+      out.push_back({gmb::Op::Kind::Alloc, step + 1, MiB, 0});
+      out.push_back({gmb::Op::Kind::Free, step + 1, 0, 0});
     } else {
-      out.push_back({gmb::Op::Kind::Alloc, step + 1, 64 * gmb::GiB, 0, 0});
+      out.push_back({gmb::Op::Kind::Alloc, step + 1, 64 * gmb::GiB, 0});
     }
   }
 

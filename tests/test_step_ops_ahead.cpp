@@ -61,7 +61,7 @@ class FailsAtStep final : public Workload {
   bool makes_ops_ahead() const override { return true; }
   void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo&) override {
     if (step == 3) throw std::runtime_error("no data for step 3");
-    out.push_back({Op::Kind::Alloc, step + 1, 512, 0, 0});
+    out.push_back({Op::Kind::Alloc, step + 1, 512, 0});
   }
 };
 

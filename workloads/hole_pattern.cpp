@@ -29,19 +29,19 @@ class HolePattern final : public Workload {
   void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo&) override {
     const BufferId base = step * (p_.sizes.size() + p_.probes.size());
     for (std::size_t i = 0; i < p_.sizes.size(); ++i)
-      out.push_back({Op::Kind::Alloc, base + i, p_.sizes[i], 0, 0});
+      out.push_back({Op::Kind::Alloc, base + i, p_.sizes[i], 0});
     std::vector<bool> freed(p_.sizes.size(), false);
     for (auto i : p_.free_indices) {
-      out.push_back({Op::Kind::Free, base + i, 0, 0, 0});
+      out.push_back({Op::Kind::Free, base + i, 0, 0});
       freed[i] = true;
     }
     for (std::size_t j = 0; j < p_.probes.size(); ++j)
-      out.push_back({Op::Kind::Alloc, base + p_.sizes.size() + j, p_.probes[j], 0, 0});
+      out.push_back({Op::Kind::Alloc, base + p_.sizes.size() + j, p_.probes[j], 0});
     // Release everything at the end of the step so that repeats start from the same state.
     for (std::size_t j = p_.probes.size(); j-- > 0;)
-      out.push_back({Op::Kind::Free, base + p_.sizes.size() + j, 0, 0, 0});
+      out.push_back({Op::Kind::Free, base + p_.sizes.size() + j, 0, 0});
     for (std::size_t i = p_.sizes.size(); i-- > 0;)
-      if (!freed[i]) out.push_back({Op::Kind::Free, base + i, 0, 0, 0});
+      if (!freed[i]) out.push_back({Op::Kind::Free, base + i, 0, 0});
   }
 
  private:

@@ -20,6 +20,10 @@ struct Op {
   BufferId id = 0;      // Alloc/Free: the buffer; Compute: an index the workload understands
   Bytes bytes = 0;      // Alloc: the request
   StreamId stream = 0;
+  // Alloc/Free: the buffer's slot, a small number the harness gives each live buffer so that it
+  // keeps per-buffer state in arrays (harness/run/buffer_slots.h); 0 is no buffer. Workloads
+  // leave it alone.
+  std::uint32_t slot = 0;
   std::uint64_t source_line = 0;  // trace replay: the line (or event index) in the trace, for messages
 };
 
@@ -51,7 +55,9 @@ struct ComputeContext {
   bool real_gpu = false;            // run kernels (true) or return modeled seconds (false)
   void* stream = nullptr;           // cudaStream_t of stream 0 on the GPU
   std::uint64_t step = 0;           // the step whose ops are running
-  std::function<std::optional<DevPtr>(BufferId)> buffer;  // nullopt: not allocated (OOM)
+  // A live buffer's pointer, nullopt when it is not allocated (OOM); on a real GPU only (the runner
+  // keeps no id lookup on sim, where compute returns modeled seconds and touches no buffer).
+  std::function<std::optional<DevPtr>(BufferId)> buffer;
 };
 
 class Workload {

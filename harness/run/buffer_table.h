@@ -50,6 +50,22 @@ class BufferTable {
     return old;
   }
 
+  // Inserts id with ptr unless it is there; returns its value when it was (then unchanged).
+  std::optional<DevPtr> put_if_absent(BufferId id, DevPtr ptr) {
+    if (id == kEmpty) {
+      if (reserved_key_value_) return reserved_key_value_;
+      reserved_key_value_ = ptr;
+      return std::nullopt;
+    }
+    if ((size_ + 1) * 4 > slots_.size() * 3) rehash(slots_.size() * 2);
+    std::size_t i = home(id);
+    while (slots_[i].id != kEmpty && slots_[i].id != id) i = (i + 1) & mask_;
+    if (slots_[i].id == id) return slots_[i].ptr;
+    ++size_;
+    slots_[i] = {id, ptr};
+    return std::nullopt;
+  }
+
   std::optional<DevPtr> find(BufferId id) const {
     if (id == kEmpty) return reserved_key_value_;
     for (std::size_t i = home(id);; i = (i + 1) & mask_) {

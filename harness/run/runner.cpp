@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -83,7 +85,13 @@ struct CaseRun {
   AllocatorEventGate* event_gate;  // events exported (first run): closed before the clean-up
   bool need_complete = false;  // after run(): need_tracker saw every step of the workload
 
-  BufferTable live{};
+  // By Op::slot (buffer_slots.h): the pointer the live buffer there got (0: none; slot 0 is
+  // never a buffer's, so a free of an id that is not live reads 0).
+  std::vector<DevPtr> slot_ptr = std::vector<DevPtr>(1, 0);
+  // On a real GPU, compute finds buffers by id (ComputeContext::buffer): id -> pointer as well,
+  // kept outside the timed calls.
+  bool ids_needed = false;
+  BufferTable live_by_id{};
   RunMetrics m{};
   // Host time inside allocator calls and compute calls, in ticks (converted at the end).
   TickClock::Ticks alloc_ticks = 0, compute_ticks = 0, generation_ticks = 0;
@@ -216,22 +224,18 @@ struct CaseRun {
 
   // A run of allocator ops between two compute ops, timed as one: the clock costs 10-16 ns a
   // read, as much as a cached allocation, so reading it around every call would make the
-  // harness a large part of what is measured. The pointers a run frees are looked up before
-  // its clock starts (a buffer allocated earlier in the same run: its pointer is read from that
-  // op's entry); the pointers it gets are stored after the clock stops. The bytes in use
-  // after each call (the peaks, and the usage picture at an OOM) are read inside the run: a
-  // few ns a call.
+  // harness a large part of what is measured. Inside the run the harness only moves pointers
+  // in and out of slot_ptr (a load and a store a call) and reads the bytes in use after each
+  // call (the peaks, and the usage picture at an OOM): a few ns a call. Events, the timeline
+  // and the usage samples are written after the clock stops.
   struct PendingOp {
     const Op* op;
-    DevPtr ptr;         // free: looked up before (0: its allocation had failed); alloc: the result
+    DevPtr ptr;         // alloc: the result; free: the pointer freed (0: none, its allocation had failed)
     MemoryInUse after;  // bytes in use after the call
     bool skipped;       // an alloc skipped after an OOM (on_oom: skip_step): no event
-    bool made;          // an alloc that succeeded
-    int src;            // free of a buffer allocated in this run: that alloc's index, else -1
   };
   static constexpr std::size_t kMaxRun = 64;
-  PendingOp run_ops[kMaxRun]{};  // the run: run_ops[0, n_run)
-  std::size_t n_run = 0;
+  PendingOp run_ops[kMaxRun]{};  // run_ops[q - i] is ops[q]
 
   bool sampling_usage() const { return first_run && settings.oom_block_map && !m.first_oom; }
 
@@ -239,55 +243,35 @@ struct CaseRun {
   // timeline is kept: it reads the full statistics after every call). Returns the next op.
   std::size_t run_allocator_ops(const Op* ops, std::size_t n_ops, std::size_t i, std::uint64_t step, bool& skipping,
                                 bool& step_ok, bool& stop) {
-    n_run = 0;
     const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
-    std::size_t next = i;
-    std::uint64_t allocated_bits = 0;  // bit id % 64 of every alloc in the run: most frees skip the search
-    for (; next < n_ops && ops[next].kind != Op::Kind::Compute && n_run < max_run; ++next) {
-      const Op& o = ops[next];
-      if (o.kind == Op::Kind::Free) {
-        // The latest op of this id in the run, if any: an alloc gives its pointer when it has
-        // run; a free (a second free of the buffer) leaves nothing to free, as the table would.
-        int latest = -1;
-        if (allocated_bits >> (o.id % 64) & 1)
-          for (int q = static_cast<int>(n_run); q-- > 0;)
-            if (run_ops[q].op->id == o.id) {
-              latest = q;
-              break;
-            }
-        if (latest < 0)
-          run_ops[n_run++] = {&o, live.take(o.id).value_or(0), {}, false, false, -1};
-        else
-          run_ops[n_run++] = {&o, 0, {}, false, false, run_ops[latest].op->kind == Op::Kind::Alloc ? latest : -1};
-      } else {
-        allocated_bits |= std::uint64_t(1) << (o.id % 64);
-        run_ops[n_run++] = {&o, 0, {}, false, false, -1};
-      }
-    }
-    std::size_t k = 0;
-    while (k < n_run) {
+    std::size_t end = i;
+    while (end < n_ops && ops[end].kind != Op::Kind::Compute && end - i < max_run) ++end;
+    DevPtr* const ptrs = slot_ptr.data();  // sized for every slot of this step (run())
+    std::size_t k = i;
+    while (k < end) {
       const std::size_t first = k;
       const bool sample = sampling_usage();
       bool failed = false;
       const TickClock::Ticks t = TickClock::now();
-      for (; k < n_run; ++k) {
-        PendingOp& p = run_ops[k];
-        if (p.op->kind == Op::Kind::Alloc) {
+      for (; k < end; ++k) {
+        const Op& o = ops[k];
+        PendingOp& p = run_ops[k - i];
+        p.op = &o;
+        p.skipped = false;
+        if (o.kind == Op::Kind::Alloc) {
           if (skipping) {
             p.skipped = true;
             continue;
           }
-          const std::optional<DevPtr> ptr = allocator.allocate(p.op->bytes, p.op->stream);
+          const std::optional<DevPtr> ptr = allocator.allocate(o.bytes, o.stream);
           if (!ptr) {
-            failed = true;
+            failed = true;  // the slot keeps what it held: nothing, or a buffer this id had already
             break;
           }
-          p.ptr = *ptr;
-          p.made = true;
+          p.ptr = ptrs[o.slot] = *ptr;
         } else {
-          // Its alloc failed or was skipped (rare: after an OOM): what the table holds, as a
-          // free in a run of its own would have found.
-          if (p.src >= 0) p.ptr = run_ops[p.src].made ? run_ops[p.src].ptr : live.take(p.op->id).value_or(0);
+          p.ptr = ptrs[o.slot];
+          ptrs[o.slot] = 0;
           if (p.ptr) allocator.deallocate(p.ptr);
         }
         p.after = allocator.in_use();
@@ -295,28 +279,31 @@ struct CaseRun {
       }
       alloc_ticks += TickClock::now() - t;
       for (std::size_t q = first; q < k; ++q) {
-        const PendingOp& p = run_ops[q];
+        const PendingOp& p = run_ops[q - i];
         if (p.skipped) continue;
         const std::uint64_t event = m.events++;
-        if (p.op->kind == Op::Kind::Alloc) live.put(p.op->id, p.ptr);
-        if (p.src >= 0 && run_ops[p.src].made) live.take(p.op->id);  // put by its alloc above
-        if (p.op->kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
-        record_timeline(event, p.op->kind == Op::Kind::Alloc ? 'a' : 'f', *p.op, false);
+        const bool alloc = p.op->kind == Op::Kind::Alloc;
+        if (ids_needed) {
+          if (alloc)
+            live_by_id.put(p.op->id, p.ptr);
+          else
+            live_by_id.take(p.op->id);
+        }
+        if (!alloc && !p.ptr) continue;  // its allocation failed: nothing freed
+        record_timeline(event, alloc ? 'a' : 'f', *p.op, false);
         if (sample) record_usage(event, step, p.after);
       }
       if (!failed) break;
-      record_oom(*run_ops[k].op, step, m.events++);
+      record_oom(ops[k], step, m.events++);
       step_ok = false;
       ++k;
       if (settings.on_oom == OnOom::SkipStep) skipping = true;
       if (settings.on_oom == OnOom::Stop) {
-        stop = true;
-        // The frees not made stay live (released when the run ends).
-        for (; k < n_run; ++k)
-          if (run_ops[k].op->kind == Op::Kind::Free && run_ops[k].ptr) live.put(run_ops[k].op->id, run_ops[k].ptr);
+        stop = true;  // the frees not made leave their buffers live (released when the run ends)
+        break;
       }
     }
-    return next;
+    return end;
   }
 
   // Allocated and reserved bytes after each of the last kUsageWindow events, kept in a ring
@@ -348,7 +335,11 @@ struct CaseRun {
     ComputeContext ctx;
     ctx.real_gpu = !device.simulated();
     ctx.stream = device.native_stream(0);
-    ctx.buffer = [this](BufferId id) { return live.find(id); };
+    ids_needed = ctx.real_gpu;
+    ctx.buffer = [this](BufferId id) -> std::optional<DevPtr> {
+      if (!ids_needed) throw std::logic_error("ComputeContext::buffer: buffers are looked up on a real GPU only");
+      return live_by_id.find(id);
+    };
     try {
       workload.prepare(ctx);
     } catch (const DeviceOutOfMemory& e) {
@@ -370,6 +361,7 @@ struct CaseRun {
     for (; step < steps && !stop; ++step) {
       const TickClock::Ticks g = TickClock::now();
       const StepOpsAhead::Step& made = maker->get(step);
+      if (made.slots_end > slot_ptr.size()) slot_ptr.resize(made.slots_end, 0);
       generation_ticks += TickClock::now() - g;
       if (made.info.end) {
         ended = true;
@@ -467,8 +459,9 @@ struct CaseRun {
     // Release what is still live so the allocator shuts down cleanly (the harness's doing, not
     // the workload's: not reported to an event sink).
     if (event_gate) event_gate->close();
-    live.for_each([this](BufferId, DevPtr ptr) { allocator.deallocate(ptr); });
-    live.clear();
+    for (DevPtr& ptr : slot_ptr)
+      if (ptr) allocator.deallocate(std::exchange(ptr, 0));
+    live_by_id.clear();
   }
 };
 

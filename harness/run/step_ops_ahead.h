@@ -3,7 +3,8 @@
 // step k, so the thread that launches kernels and calls the allocator spends no time making
 // events (the harness must not be what is measured); otherwise each step is made on demand.
 // Given a NeedTracker, each step made (the end step excepted) is added to it, in step order, on
-// the thread that made it: the workload's need without a pass of its own.
+// the thread that made it: the workload's need without a pass of its own. Every step's allocs
+// and frees get their buffers' slots there too (buffer_slots.h).
 #pragma once
 
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/run/buffer_slots.h"
 #include "harness/run/workload_need.h"
 #include "workloads/workload.h"
 
@@ -24,6 +26,7 @@ class StepOpsAhead {
   struct alignas(64) Step {
     std::vector<Op> ops;
     StepInfo info;
+    std::uint32_t slots_end = 0;  // every Op::slot of this step and the ones before is below it
   };
 
   // `need` (may be null) is read by the caller only once this object is destroyed.
@@ -47,7 +50,7 @@ class StepOpsAhead {
   // this step is the workload's end (StepInfo::end). The returned step stays valid until the
   // next call. `steps` may be Workload::kUnknownSteps.
   const Step& get(std::uint64_t step) {
-    Step& s = slots_[step & 1];
+    Step& s = made_[step & 1];
     if (!threaded_) {
       make(step, s);
       return s;
@@ -70,6 +73,8 @@ class StepOpsAhead {
     s.ops.clear();
     s.info = StepInfo{};
     workload_.step_ops(step, s.ops, s.info);
+    slots_.assign(s.ops);
+    s.slots_end = slots_.end();
     if (need_ && !s.info.end) need_->add_step(s.ops);
   }
   void ask(std::uint64_t step) { asked_ = step, has_ask_ = true; }  // mu_ held
@@ -84,7 +89,7 @@ class StepOpsAhead {
       lock.unlock();
       std::exception_ptr error;
       try {
-        make(step, slots_[step & 1]);
+        make(step, made_[step & 1]);
       } catch (...) {
         error = std::current_exception();
       }
@@ -100,7 +105,8 @@ class StepOpsAhead {
   const std::uint64_t steps_;
   const bool threaded_;
   NeedTracker* const need_;
-  Step slots_[2];
+  BufferSlots slots_;  // used by whichever thread makes the steps, one step at a time
+  Step made_[2];
   std::thread worker_;
   std::mutex mu_;
   std::condition_variable cv_;

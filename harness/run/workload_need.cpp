@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "allocators/caching/alloc_conf.h"
+#include "harness/run/buffer_slots.h"
 
 namespace gmb {
 
@@ -13,11 +14,18 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
   Bytes step_peak = saturated(requested_);  // what is live when the step starts counts for it
   for (const Op& op : ops) {
     if (op.kind == Op::Kind::Compute) continue;
+    const std::uint32_t s = op.slot;
+    if (s >= live_.size()) {
+      live_.resize(std::max<std::size_t>(std::size_t(s) + 1, 2 * live_.size()), 0);
+      bytes_.resize(live_.size(), 0);
+    }
     if (op.kind == Op::Kind::Alloc) {
-      if (auto old = live_.exchange(op.id, op.bytes)) {  // an id allocated again replaces its buffer
-        requested_ -= *old;
-        rounded_ -= torch_rounded_size(*old);
+      if (live_[s]) {  // an id allocated again replaces its buffer
+        requested_ -= bytes_[s];
+        rounded_ -= torch_rounded_size(bytes_[s]);
       }
+      live_[s] = 1;
+      bytes_[s] = op.bytes;
       requested_ += op.bytes;
       rounded_ += torch_rounded_size(op.bytes);
       if (saturated(requested_) > need_.peak_requested_bytes) {
@@ -31,9 +39,10 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
         need_.peak_rounded_event = event_;
       }
       step_peak = std::max(step_peak, saturated(requested_));
-    } else if (auto bytes = live_.take(op.id)) {
-      requested_ -= *bytes;
-      rounded_ -= torch_rounded_size(*bytes);
+    } else if (live_[s]) {  // slot 0 never is
+      live_[s] = 0;
+      requested_ -= bytes_[s];
+      rounded_ -= torch_rounded_size(bytes_[s]);
     }
     ++event_;
   }
@@ -55,6 +64,7 @@ WorkloadNeed NeedTracker::finish() {
 
 WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) {
   NeedTracker tracker;
+  BufferSlots slots;
   // Workload::kUnknownSteps (a trace stream): until the workload's end step.
   const std::uint64_t steps = max_steps ? std::min(max_steps, workload.num_steps()) : workload.num_steps();
   std::vector<Op> ops;
@@ -63,6 +73,7 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
     StepInfo info;
     workload.step_ops(step, ops, info);
     if (info.end) break;
+    slots.assign(ops);
     tracker.add_step(ops);
   }
   workload.finish();

@@ -8,7 +8,6 @@
 #include <memory>
 #include <vector>
 
-#include "harness/run/buffer_table.h"
 #include "harness/run/results.h"
 #include "workloads/workload.h"
 
@@ -20,8 +19,8 @@ namespace gmb {
 Bytes torch_rounded_size(Bytes requested);
 
 // The need accumulated step by step: add_step() with the ops of steps 0, 1, ... in order (the
-// end step of a workload of unknown length is not a step), then finish() once. Frees of ids
-// that are not live are ignored (a run without an OOM has none).
+// end step of a workload of unknown length is not a step), their slots given by one BufferSlots
+// (buffer_slots.h), then finish() once. Frees of ids that are not live (slot 0) are ignored.
 class NeedTracker {
  public:
   void add_step(const std::vector<Op>& ops);
@@ -34,7 +33,9 @@ class NeedTracker {
   static Bytes saturated(Wide v) { return v > UINT64_MAX ? UINT64_MAX : static_cast<Bytes>(v); }
 
   WorkloadNeed need_;
-  BufferTable live_;  // id -> requested bytes
+  // By slot: the requested bytes of the live buffer there, and whether one is (slot 0: never).
+  std::vector<Bytes> bytes_;
+  std::vector<std::uint8_t> live_;
   Wide requested_ = 0, rounded_ = 0;
   std::uint64_t event_ = 0, step_ = 0;
 };
