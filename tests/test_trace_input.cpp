@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "test_helpers.h"
@@ -152,6 +153,22 @@ TEST(TraceInput, NativeCsvNumbersOfEveryLengthReadExactly) {
     EXPECT_EQ(ops[i].bytes, want[i].bytes) << i;
     EXPECT_EQ(ops[i].stream, want[i].stream) << i;
     EXPECT_EQ(ops[i].source_line, i + 2) << i;
+  }
+  // The reader gives each live buffer a slot (Op::slot): never 0 for an alloc, never one another
+  // live buffer holds, and a free carries its buffer's slot.
+  std::map<std::uint32_t, BufferId> slot_owner;
+  std::map<BufferId, std::uint32_t> slot_of;
+  for (const Op& op : ops) {
+    if (op.kind == Op::Kind::Alloc) {
+      ASSERT_NE(op.slot, 0u);
+      ASSERT_EQ(slot_owner.count(op.slot), 0u);
+      slot_owner[op.slot] = op.id;
+      slot_of[op.id] = op.slot;
+    } else {
+      ASSERT_EQ(op.slot, slot_of.at(op.id));
+      slot_owner.erase(op.slot);
+      slot_of.erase(op.id);
+    }
   }
   // Lines the fast path must leave to the general one, which names them.
   const std::string pad = "alloc,100,1,0\nalloc,101,1,0\nalloc,102,1,0\nalloc,103,1,0\nalloc,104,1,0\n";

@@ -1,9 +1,12 @@
 // The ids of the buffers a trace has allocated and not yet freed: how trace readers check that
 // every free names a live buffer. It holds live ids only, so its size follows the trace's peak
 // live set, never its length. Open addressing with linear probing, deletion by backward shift.
+// Each live id also has a slot (Op::slot): a small number, 1 and up, reused last-freed first,
+// so the harness keeps per-buffer state in arrays without hashing the ids again.
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 namespace gmb {
@@ -11,59 +14,91 @@ namespace gmb {
 class LiveIdSet {
  public:
   LiveIdSet() { rehash(1024); }
-  std::size_t size() const { return size_ + (has_empty_key_ ? 1 : 0); }
+  std::size_t size() const { return size_ + (empty_key_slot_ ? 1 : 0); }
 
-  // False when id is already live.
-  bool insert(std::uint64_t id) {
-    if (id == kEmpty) return has_empty_key_ ? false : (has_empty_key_ = true);
-    if ((size_ + 1) * 4 > slots_.size() * 3) rehash(slots_.size() * 2);
+  // Makes id live; returns its slot, or 0 when id is already live (then nothing changes).
+  std::uint32_t insert(std::uint64_t id) {
+    if (id == kEmpty) {
+      if (empty_key_slot_) return 0;
+      return empty_key_slot_ = take_slot();
+    }
+    if ((size_ + 1) * 4 > entries_.size() * 3) rehash(entries_.size() * 2);
     std::size_t i = home(id);
-    for (; slots_[i] != kEmpty; i = (i + 1) & mask_)
-      if (slots_[i] == id) return false;
-    slots_[i] = id;
+    for (; entries_[i].id != kEmpty; i = (i + 1) & mask_)
+      if (entries_[i].id == id) return 0;
+    const std::uint32_t slot = take_slot();
+    entries_[i] = {id, slot};
     ++size_;
-    return true;
+    return slot;
   }
 
-  // False when id is not live.
-  bool erase(std::uint64_t id) {
-    if (id == kEmpty) return has_empty_key_ ? !(has_empty_key_ = false) : false;
+  // Ends id; returns the slot it had, or 0 when id is not live.
+  std::uint32_t erase(std::uint64_t id) {
+    if (id == kEmpty) {
+      const std::uint32_t slot = empty_key_slot_;
+      empty_key_slot_ = 0;
+      if (slot) free_.push_back(slot);
+      return slot;
+    }
     std::size_t i = home(id);
-    while (slots_[i] != id) {
-      if (slots_[i] == kEmpty) return false;
+    while (entries_[i].id != id) {
+      if (entries_[i].id == kEmpty) return 0;
       i = (i + 1) & mask_;
     }
-    for (std::size_t j = (i + 1) & mask_; slots_[j] != kEmpty; j = (j + 1) & mask_) {
-      const std::size_t h = home(slots_[j]);
+    const std::uint32_t slot = entries_[i].slot;
+    for (std::size_t j = (i + 1) & mask_; entries_[j].id != kEmpty; j = (j + 1) & mask_) {
+      const std::size_t h = home(entries_[j].id);
       if (((j - h) & mask_) >= ((j - i) & mask_)) {
-        slots_[i] = slots_[j];
+        entries_[i] = entries_[j];
         i = j;
       }
     }
-    slots_[i] = kEmpty;
+    entries_[i].id = kEmpty;
     --size_;
-    return true;
+    free_.push_back(slot);
+    return slot;
   }
+
+  // Every slot given so far is below this.
+  std::uint32_t slots_end() const { return next_slot_; }
 
  private:
   static constexpr std::uint64_t kEmpty = ~std::uint64_t(0);
+  struct Entry {
+    std::uint64_t id = kEmpty;
+    std::uint32_t slot = 0;
+  };
+  std::uint32_t take_slot() {
+    if (!free_.empty()) {
+      const std::uint32_t slot = free_.back();
+      free_.pop_back();
+      return slot;
+    }
+    if (next_slot_ == UINT32_MAX) throw std::length_error("more than 2^32 - 2 buffers live at once");
+    return next_slot_++;
+  }
   std::size_t home(std::uint64_t id) const { return std::size_t((id * 0x9E3779B97F4A7C15ull) >> shift_); }
   void rehash(std::size_t capacity) {
-    std::vector<std::uint64_t> old = std::move(slots_);
-    slots_.assign(capacity, kEmpty);
+    std::vector<Entry> old = std::move(entries_);
+    entries_.assign(capacity, Entry{});
     mask_ = capacity - 1;
     shift_ = 64;
     for (std::size_t c = capacity; c > 1; c >>= 1) --shift_;
-    size_ = 0;
-    for (std::uint64_t id : old)
-      if (id != kEmpty) insert(id);
+    for (const Entry& e : old)
+      if (e.id != kEmpty) {
+        std::size_t i = home(e.id);
+        while (entries_[i].id != kEmpty) i = (i + 1) & mask_;
+        entries_[i] = e;
+      }
   }
 
-  std::vector<std::uint64_t> slots_;
+  std::vector<Entry> entries_;
   std::size_t mask_ = 0;
   unsigned shift_ = 64;
   std::size_t size_ = 0;
-  bool has_empty_key_ = false;
+  std::uint32_t empty_key_slot_ = 0;  // the slot of the one id equal to the empty marker (0: not live)
+  std::vector<std::uint32_t> free_;   // slots of ended ids, reused last first
+  std::uint32_t next_slot_ = 1;
 };
 
 }  // namespace gmb

@@ -24,6 +24,8 @@ class NativeCsvSource final : public TraceSource {
     read_header();
   }
   const TraceMeta& meta() const override { return meta_; }
+  bool gives_slots() const override { return true; }
+  std::uint32_t slots_end() const override { return live_.slots_end(); }
 
   std::size_t read(std::vector<Op>& out, std::size_t max_ops) override {
     std::size_t n = 0;
@@ -40,7 +42,8 @@ class NativeCsvSource final : public TraceSource {
           if (!next) break;
           op.source_line = lines_.line_number() + 1;
           // A failed check changed nothing: the general path parses the line again and reports it.
-          if (op.kind == Op::Kind::Alloc ? !live_.insert(op.id) : !live_.erase(op.id)) break;
+          op.slot = op.kind == Op::Kind::Alloc ? live_.insert(op.id) : live_.erase(op.id);
+          if (!op.slot) break;
           lines_.skip_line(static_cast<std::size_t>(next - p));
           p = next + 1;
           out.push_back(op);
@@ -206,14 +209,16 @@ class NativeCsvSource final : public TraceSource {
       std::uint64_t bytes = 0;
       if (!CsvLines::parse_u64(f[col_[2]], bytes))
         fail(fmt::format("bytes '{}' is not a non-negative integer", escaped_excerpt(f[col_[2]], 60)));
-      if (!live_.insert(id)) fail(fmt::format("alloc of id {} which is already allocated", id));
+      op.slot = live_.insert(id);
+      if (!op.slot) fail(fmt::format("alloc of id {} which is already allocated", id));
       op.kind = Op::Kind::Alloc;
       op.bytes = bytes;
     } else if (action == "free") {
       if (!f[col_[2]].empty())
         fail(fmt::format("a free carries no bytes (found '{}'): leave the bytes field empty",
                          escaped_excerpt(f[col_[2]], 60)));
-      if (!live_.erase(id)) fail(fmt::format("free of unknown id {} (never allocated, or already freed)", id));
+      op.slot = live_.erase(id);
+      if (!op.slot) fail(fmt::format("free of unknown id {} (never allocated, or already freed)", id));
       op.kind = Op::Kind::Free;
     } else {
       fail(fmt::format("unknown action '{}' (valid: alloc, free)", escaped_excerpt(action, 60)));

@@ -22,6 +22,11 @@ class TraceWorkload final : public Workload {
   }
   std::uint64_t num_steps() const override { return kUnknownSteps; }
   bool makes_ops_ahead() const override { return true; }
+  bool gives_slots() const override { return source_->gives_slots(); }  // fixed for a source: no lock
+  std::uint32_t slots_end() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return source_->slots_end();
+  }
 
   void step_ops(std::uint64_t, std::vector<Op>& out, StepInfo& info) override {
     std::lock_guard<std::mutex> lock(mu_);

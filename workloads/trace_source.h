@@ -54,6 +54,10 @@ class TraceSource {   // a trace read as a stream, never loaded whole
   // whole): so a trace that is parsed whole is parsed once however often it is replayed.
   // nullptr for a streamed format (open the file again). Safe from several threads.
   virtual std::unique_ptr<TraceSource> replay_from_start() const { return nullptr; }
+  // True when read() sets Op::slot (Workload::gives_slots says what that promises); every slot
+  // given so far is then below slots_end().
+  virtual bool gives_slots() const { return false; }
+  virtual std::uint32_t slots_end() const { return 0; }
 };
 
 struct TraceOpenOptions { int device = -1; /* snapshot device, -1 = the one with most events */ };

@@ -20,9 +20,9 @@ struct Op {
   BufferId id = 0;      // Alloc/Free: the buffer; Compute: an index the workload understands
   Bytes bytes = 0;      // Alloc: the request
   StreamId stream = 0;
-  // Alloc/Free: the buffer's slot, a small number the harness gives each live buffer so that it
-  // keeps per-buffer state in arrays (harness/run/buffer_slots.h); 0 is no buffer. Workloads
-  // leave it alone.
+  // Alloc/Free: the buffer's slot, a small number each live buffer has so that the harness keeps
+  // per-buffer state in arrays (harness/run/buffer_slots.h); 0 is no buffer. Set by the harness
+  // unless the workload gives slots itself (Workload::gives_slots).
   std::uint32_t slot = 0;
   std::uint64_t source_line = 0;  // trace replay: the line (or event index) in the trace, for messages
 };
@@ -74,6 +74,12 @@ class Workload {
   // k (the workload keeps two steps' state): the runner then makes the next step's ops ahead,
   // off the thread that launches kernels and calls the allocator, as a data loader would.
   virtual bool makes_ops_ahead() const { return false; }
+  // True when step_ops sets Op::slot itself (a trace reader that already keeps its live ids):
+  // every alloc a slot from 1 up that no other live buffer has, every free its buffer's slot
+  // (0 for an id that is not live), and slots_end() above every slot given so far. Otherwise
+  // the harness gives the slots (harness/run/buffer_slots.h).
+  virtual bool gives_slots() const { return false; }
+  virtual std::uint32_t slots_end() const { return 0; }
   // Called once before the first step (e.g. to create a cuBLAS handle).
   virtual void prepare(ComputeContext& /*ctx*/) {}
   // Runs a Compute op. Returns its modeled time when !ctx.real_gpu, else zeros after launching work.

@@ -73,8 +73,12 @@ class StepOpsAhead {
     s.ops.clear();
     s.info = StepInfo{};
     workload_.step_ops(step, s.ops, s.info);
-    slots_.assign(s.ops);
-    s.slots_end = slots_.end();
+    if (workload_.gives_slots()) {
+      s.slots_end = workload_.slots_end();
+    } else {
+      slots_.assign(s.ops);
+      s.slots_end = slots_.end();
+    }
     if (need_ && !s.info.end) need_->add_step(s.ops);
   }
   void ask(std::uint64_t step) { asked_ = step, has_ask_ = true; }  // mu_ held

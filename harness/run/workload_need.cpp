@@ -73,7 +73,7 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
     StepInfo info;
     workload.step_ops(step, ops, info);
     if (info.end) break;
-    slots.assign(ops);
+    if (!workload.gives_slots()) slots.assign(ops);
     tracker.add_step(ops);
   }
   workload.finish();
