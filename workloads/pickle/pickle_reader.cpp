@@ -48,10 +48,10 @@ Ref Document::get(Ref dict, std::string_view key) const {
 }
 
 void Document::clear() {
-  std::vector<Node>().swap(nodes_);
-  std::vector<Span>().swap(spans_);
-  std::vector<Ref>().swap(items_);
-  std::string().swap(text_);
+  decltype(nodes_)().swap(nodes_);
+  decltype(spans_)().swap(spans_);
+  decltype(items_)().swap(items_);
+  decltype(text_)().swap(text_);
   root_ = 0;
 }
 

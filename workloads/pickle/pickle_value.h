@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/huge_page_allocator.h"
+
 namespace gmb::pickle {
 
 enum class Type : std::uint8_t { None, Bool, Int, BigInt, Float, Str, Bytes, List, Tuple, Dict, Set };
@@ -71,10 +73,13 @@ class Document {
   struct Span {
     std::uint64_t offset, size, capacity;
   };
-  std::vector<Node> nodes_;
-  std::vector<Span> spans_;
-  std::vector<Ref> items_;
-  std::string text_;
+  // Filled once, tens of megabytes for a large snapshot: huge pages where the system has them.
+  template <class T>
+  using Store = std::vector<T, HugePageAllocator<T>>;
+  Store<Node> nodes_;
+  Store<Span> spans_;
+  Store<Ref> items_;
+  std::basic_string<char, std::char_traits<char>, HugePageAllocator<char>> text_;
   Ref root_ = 0;
 };
 
