@@ -3,7 +3,8 @@
 // parsed snapshot's nodes) otherwise takes a page fault every 4 KiB, a sixth of the parse time
 // on the build machine; with 2 MiB pages it takes one per 2 MiB. Smaller blocks, and systems
 // without madvise, use std::allocator. Where the kernel gives no huge page the memory is the
-// same as plain mmap's.
+// same as plain mmap's. Under AddressSanitizer every block comes from std::allocator, so that
+// ASan watches the bounds of the large ones too.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,20 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define GMB_HUGE_PAGES 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GMB_HUGE_PAGES 0
+#endif
+#endif
+#if !defined(GMB_HUGE_PAGES) && defined(__linux__) && defined(MADV_HUGEPAGE)
+#define GMB_HUGE_PAGES 1
+#endif
+#if !defined(GMB_HUGE_PAGES)
+#define GMB_HUGE_PAGES 0
 #endif
 
 namespace gmb {
@@ -28,7 +43,7 @@ struct HugePageAllocator {
   HugePageAllocator(const HugePageAllocator<U>&) {}
 
   T* allocate(std::size_t n) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
+#if GMB_HUGE_PAGES
     if (n > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
     const std::size_t bytes = n * sizeof(T);
     if (bytes >= kHugeThreshold) {
@@ -42,7 +57,7 @@ struct HugePageAllocator {
   }
 
   void deallocate(T* p, std::size_t n) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
+#if GMB_HUGE_PAGES
     if (n * sizeof(T) >= kHugeThreshold) {
       munmap(p, mapped(n * sizeof(T)));
       return;
