@@ -30,7 +30,9 @@ TEST(BufferTable, AgreesWithAMapUnderRandomPutsAndTakes) {
         auto before = table.exchange(id, p);
         auto it = ref.find(id);
         ASSERT_EQ(before.has_value(), it != ref.end()) << "id " << id << " at op " << i;
-        if (it != ref.end()) EXPECT_EQ(*before, it->second);
+        if (it != ref.end()) {
+          EXPECT_EQ(*before, it->second);
+        }
         ref[id] = p;
         break;
       }
