@@ -118,6 +118,7 @@ DeviceInfo query_device() {
 // pool's ReservedMemCurrent after a pool call, else 0), t_us (when the call began, from the log's
 // start), frees_done (how many of the logged cudaFreeAsync calls the GPU had reached when the call
 // began: an event recorded after each, queried in order; one stream assumed).
+// A `launch` row follows each compute op the runner launched (its t_us: when the launch returned).
 // With GMB_CUDA_CALL_LOG_SYNC=1 a cudaDeviceSynchronize, timed as wait_us, comes before each call,
 // so call_us is the call's own cost rather than its wait for queued kernels (this changes the
 // run's timing; its memory decisions stay the same).
@@ -142,9 +143,9 @@ class CallLog {
   }
   bool on() const { return file_ != nullptr; }
   // Call before the CUDA call: the wait (microseconds) when synchronizing first; starts the clock.
-  double begin() {
+  double begin(bool may_sync = true) {
     double wait = 0;
-    if (sync_) {
+    if (sync_ && may_sync) {
       auto t0 = std::chrono::steady_clock::now();
       cudaDeviceSynchronize();
       wait = micros_since(t0);
@@ -200,6 +201,27 @@ class CallLog {
   std::deque<cudaEvent_t> pending_;  // events after logged frees the GPU has not reached, in order
   std::vector<cudaEvent_t> spare_;
   std::uint64_t frees_done_ = 0;
+};
+
+// A diagnostic, not a result: with GMB_CUDA_POOL_CALL_DELAY_US=N every cudaMallocFromPoolAsync
+// and cudaFreeAsync is preceded by N microseconds of host work (a spin), so that the host runs
+// less far ahead of the GPU. The pool's placements depend on which frees the GPU has reached
+// (docs/STEP_TIME.md); this shows how much its peak and its OOMs move with the host's speed.
+class PoolCallDelay {
+ public:
+  PoolCallDelay() {
+    const char* v = std::getenv("GMB_CUDA_POOL_CALL_DELAY_US");
+    if (v && *v) us_ = std::strtod(v, nullptr);
+  }
+  void operator()() const {
+    if (us_ <= 0) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us_);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+
+ private:
+  double us_ = 0;
 };
 
 class CudaDevice final : public Device {
@@ -398,6 +420,7 @@ class CudaDevice final : public Device {
 
   std::optional<DevPtr> do_malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
     void* p = nullptr;
+    pool_call_delay_();
     const double wait = log_.on() ? log_.begin() : 0;
     cudaError_t err = cudaMallocFromPoolAsync(&p, bytes, pools_.at(h),
                                               static_cast<cudaStream_t>(native_stream(stream)));
@@ -411,6 +434,7 @@ class CudaDevice final : public Device {
   }
 
   void do_free_async(PoolHandle h, DevPtr ptr, StreamId stream) override {
+    pool_call_delay_();
     const double wait = log_.on() ? log_.begin() : 0;
     cudaError_t err = cudaFreeAsync(reinterpret_cast<void*>(ptr), static_cast<cudaStream_t>(native_stream(stream)));
     if (log_.on()) {
@@ -433,6 +457,15 @@ class CudaDevice final : public Device {
     cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v); u.used_current = v;
     cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v); u.used_high = v;
     return u;
+  }
+
+  // With the call log on, a row after each compute op's launch (the runner reports each one):
+  // when it was launched and how many logged frees the GPU had reached, so that a log shows how
+  // far the host ran ahead of the GPU op by op, and where it stalled.
+  void do_model_kernel(double, double) override {
+    if (!log_.on()) return;
+    const double wait = log_.begin(false);  // never a synchronize before a launch
+    log_.end("launch", 0, true, wait, 0);
   }
 
   void do_synchronize() override {
@@ -460,6 +493,7 @@ class CudaDevice final : public Device {
   Bytes granularity_ = 2 * MiB;
   void* ballast_ = nullptr;
   CallLog log_;
+  PoolCallDelay pool_call_delay_;
   Bytes baseline_free_ = 0;
   std::map<DevPtr, std::pair<CUmemGenericAllocationHandle, Bytes>> handles_;
   std::map<PhysicalHandle, std::pair<CUmemGenericAllocationHandle, Bytes>> physical_;  // create_physical's

@@ -19,13 +19,18 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <iterator>
 #include <map>
 #include <array>
+#include <atomic>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "devices/device.h"
 #include "devices/sim_malloc_model.h"
@@ -290,6 +295,53 @@ struct PoolModel {
   }
 };
 
+// GMB_CUDA_CALL_LOG=PATH on the simulated device: PATH.<pid>, with the CUDA device's columns
+// (devices/cuda_device.cpp) in modeled time, so that a sim run and a GPU run of one config can
+// be compared call by call: t_us is the modeled host clock when the call began, call_us its
+// modeled cost (waits included), wait_us 0, frees_done the cudaFreeAsyncs the modeled GPU had
+// reached by then; a `launch` row follows each compute op. A diagnostic, not a result.
+class SimCallLog {
+ public:
+  SimCallLog() {
+    const char* path = std::getenv("GMB_CUDA_CALL_LOG");
+    if (!path || !*path) return;
+    // One simulated device per case, several in a process: the second and later get .<n> too.
+    static std::atomic<int> devices{0};
+    const int n = devices++;
+    name_ = n == 0 ? fmt::format("{}.{}", path, static_cast<long>(getpid()))
+                   : fmt::format("{}.{}.{}", path, static_cast<long>(getpid()), n);
+    file_ = std::fopen(name_.c_str(), "w");
+    if (!file_) throw DeviceError(fmt::format("GMB_CUDA_CALL_LOG: cannot write {}", name_));
+    std::fputs("call,bytes,ok,wait_us,call_us,ptr,pool_reserved,t_us,frees_done\n", file_);
+  }
+  SimCallLog(const SimCallLog&) = delete;
+  SimCallLog& operator=(const SimCallLog&) = delete;
+  ~SimCallLog() {
+    if (file_ && (std::ferror(file_) | std::fclose(file_)))
+      std::fprintf(stderr, "gpumembench: GMB_CUDA_CALL_LOG: writing %s failed\n", name_.c_str());
+  }
+  bool on() const { return file_ != nullptr; }
+  // A free's bytes (0) are those of the malloc that returned `ptr`.
+  void row(const char* call, Bytes bytes, bool ok, double t0_s, double t1_s, DevPtr ptr, Bytes pool_reserved,
+           std::uint64_t frees_done) {
+    if (bytes == 0 && ptr != 0) {
+      auto it = sizes_.find(ptr);
+      if (it != sizes_.end()) bytes = it->second, sizes_.erase(it);
+    } else if (ok && ptr != 0) {
+      sizes_[ptr] = bytes;
+    }
+    std::fprintf(file_, "%s,%llu,%d,0.0,%.1f,%#llx,%llu,%.1f,%llu\n", call, static_cast<unsigned long long>(bytes),
+                 ok ? 1 : 0, (t1_s - t0_s) * 1e6, static_cast<unsigned long long>(ok ? ptr : 0),
+                 static_cast<unsigned long long>(pool_reserved), t0_s * 1e6,
+                 static_cast<unsigned long long>(frees_done));
+  }
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string name_;
+  std::unordered_map<DevPtr, Bytes> sizes_;
+};
+
 class SimDevice final : public Device {
  public:
   explicit SimDevice(const SimDeviceOptions& o) : info_(checked_info(o)), malloc_model_(info_.page_bytes) {}
@@ -300,7 +352,38 @@ class SimDevice final : public Device {
   // (kInRunCallFactor).
   void add_driver_call_seconds(double probe_seconds) { add_modeled_call_seconds(probe_seconds * kInRunCallFactor); }
 
+  // The logged calls (SimCallLog): each do_X logs around X.
   std::optional<DevPtr> do_malloc(Bytes bytes) override {
+    if (!log_.on()) return malloc_device(bytes);
+    const LogStart at = log_start();
+    const auto p = malloc_device(bytes);
+    log_row("malloc", bytes, p.has_value(), at, p.value_or(0), 0);
+    return p;
+  }
+  void do_free(DevPtr ptr) override {
+    if (!log_.on()) return free_device(ptr);
+    const LogStart at = log_start();
+    free_device(ptr);
+    log_row("free", 0, true, at, ptr, 0);
+  }
+  std::optional<DevPtr> do_malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
+    if (!log_.on()) return malloc_async(h, bytes, stream);
+    const LogStart at = log_start();
+    const auto p = malloc_async(h, bytes, stream);
+    log_row("malloc_async", bytes, p.has_value(), at, p.value_or(0), pool_at(h).usage.reserved_current);
+    return p;
+  }
+  void do_free_async(PoolHandle h, DevPtr ptr, StreamId stream) override {
+    if (!log_.on()) return free_async(h, ptr, stream);
+    const LogStart at = log_start();
+    free_async(h, ptr, stream);
+    // The modeled GPU reaches this free once it has run the work queued before it.
+    const DeviceCounters& c = counters();
+    free_reached_at_.push_back(std::max(c.modeled_gpu_end_seconds, c.modeled_host_seconds));
+    log_row("free_async", 0, true, at, ptr, pool_at(h).usage.reserved_current);
+  }
+
+  std::optional<DevPtr> malloc_device(Bytes bytes) {
     // A packed request's cost: whether it takes a new page (below).
     if (bytes == 0 || !malloc_model_.packed(bytes)) add_driver_call_seconds(malloc_cost(bytes));
     if (bytes == 0) return DevPtr{0};
@@ -309,21 +392,17 @@ class SimDevice final : public Device {
     if (malloc_model_.packed(bytes))
       add_driver_call_seconds(placed && placed->taken == 0 ? kPackedMallocCost : malloc_cost(info_.page_bytes));
     if (!placed) return std::nullopt;
-    if (placed->taken > 0) wait_for_reusable(placed->taken);
-    used_ += placed->taken;
+    take_physical(placed->taken);
     return placed->ptr;
   }
 
-  void do_free(DevPtr ptr) override {
+  void free_device(DevPtr ptr) {
     if (ptr == 0) return;
     wait_for_modeled_gpu();  // cudaFree waits for the device's queued work (results/h200/probe/)
     const auto freed = malloc_model_.free(ptr);
     // A large request's or a released page's cost; a packed one whose page stays is cheap.
     add_driver_call_seconds(freed && freed->released > 0 ? free_cost(freed->released) : kPackedFreeCost);
-    if (freed && freed->released > 0) {
-      used_ -= freed->released;
-      note_freed(freed->released);
-    }
+    if (freed) give_physical(freed->released);
   }
 
   Bytes vmm_granularity() const override { return info_.page_bytes; }
@@ -338,8 +417,7 @@ class SimDevice final : public Device {
   bool do_map(DevPtr addr, Bytes bytes) override {
     add_modeled_call_seconds(44e-6 * static_cast<double>(bytes / info_.page_bytes));
     if (bytes > info_.capacity_bytes || used_ + bytes > info_.capacity_bytes) return false;
-    wait_for_reusable(bytes);
-    used_ += bytes;
+    take_physical(bytes);
     mapped_[addr] = bytes;
     return true;
   }
@@ -348,8 +426,7 @@ class SimDevice final : public Device {
     add_modeled_call_seconds(33e-6 * static_cast<double>(bytes / info_.page_bytes));
     // Unmap every mapping inside [addr, addr + bytes).
     for (auto it = mapped_.lower_bound(addr); it != mapped_.end() && it->first < addr + bytes;) {
-      used_ -= it->second;
-      note_freed(it->second);
+      give_physical(it->second);
       it = mapped_.erase(it);
     }
   }
@@ -362,8 +439,7 @@ class SimDevice final : public Device {
       throw DeviceError(fmt::format("simulated device: cuMemCreate of {} bytes, not a multiple of the {}-byte "
                                     "granularity", bytes, info_.page_bytes));
     if (bytes > info_.capacity_bytes || used_ + bytes > info_.capacity_bytes) return std::nullopt;
-    wait_for_reusable(bytes);
-    used_ += bytes;
+    take_physical(bytes);
     const PhysicalHandle h = ++handle_seq_;
     handles_[h] = bytes;
     return h;
@@ -373,8 +449,7 @@ class SimDevice final : public Device {
     auto it = handles_.find(h);
     if (it == handles_.end()) throw DeviceError(fmt::format("simulated device: cuMemRelease of unknown handle {}", h));
     add_modeled_call_seconds(release_cost(it->second));
-    used_ -= it->second;
-    note_freed(it->second);
+    give_physical(it->second);
     handles_.erase(it);
   }
 
@@ -449,8 +524,7 @@ class SimDevice final : public Device {
 
   void destroy_pool(PoolHandle h) override {
     PoolModel& pool = pool_at(h);
-    used_ -= pool.backed.size() * kPoolGranule;
-    note_freed(pool.backed.size() * kPoolGranule);
+    give_physical(pool.backed.size() * kPoolGranule);
     pool.backed.clear();
     pool.live.clear();
     pool.gaps = {{0, kPoolSpan, 0}};
@@ -460,7 +534,7 @@ class SimDevice final : public Device {
     pool.alive = false;
   }
 
-  std::optional<DevPtr> do_malloc_async(PoolHandle h, Bytes bytes, StreamId stream) override {
+  std::optional<DevPtr> malloc_async(PoolHandle h, Bytes bytes, StreamId stream) {
     add_modeled_call_seconds(kAsyncMallocCost);
     PoolModel& pool = pool_at(h);
     // Larger than the device: refused before rounding and before counting its 32 MiB granules.
@@ -519,10 +593,9 @@ class SimDevice final : public Device {
       std::size_t moved = std::min(idle.size(), missing.size());
       Bytes grow = (missing.size() - moved) * kPoolGranule;
       if (used_ + grow > info_.capacity_bytes) return std::nullopt;
-      wait_for_reusable(grow);
+      take_physical(grow);
       for (std::size_t i = 0; i < moved; ++i) pool.backed.erase(idle[i]);
       for (std::uint64_t g : missing) pool.backed.insert(g);
-      used_ += grow;
       pool.usage.reserved_current = pool.backed.size() * kPoolGranule;
     }
     drop_overlap(pool.pending, offset, offset + size);
@@ -535,7 +608,7 @@ class SimDevice final : public Device {
     return pool.base + offset;
   }
 
-  void do_free_async(PoolHandle h, DevPtr ptr, StreamId stream) override {
+  void free_async(PoolHandle h, DevPtr ptr, StreamId stream) {
     add_modeled_call_seconds(kAsyncFreeCost);
     PoolModel& pool = pool_at(h);
     if (ptr < pool.base) return;
@@ -588,6 +661,7 @@ class SimDevice final : public Device {
     untouched_managed_.clear();
     queue_modeled_gpu_seconds(gpu_seconds);
     kernel_ends_.push_back(counters().modeled_gpu_end_seconds);
+    if (log_.on()) log_row("launch", 0, true, log_start(), 0, 0);
   }
 
   void* native_stream(StreamId) override { return nullptr; }
@@ -599,6 +673,40 @@ class SimDevice final : public Device {
       throw DeviceError(fmt::format("simulated device: capacity {} is above the largest accepted, {}",
                                     o.capacity_bytes, kMaxDeviceBytes));
     return sim_device_info(o);
+  }
+
+  // --- the call log ---
+  struct LogStart {
+    double host_seconds;
+    std::uint64_t frees_reached;
+  };
+  LogStart log_start() {
+    const double now = counters().modeled_host_seconds;
+    while (!free_reached_at_.empty() && free_reached_at_.front() <= now) {
+      free_reached_at_.pop_front();
+      ++frees_reached_;
+    }
+    return {now, frees_reached_};
+  }
+  void log_row(const char* call, Bytes bytes, bool ok, LogStart at, DevPtr ptr, Bytes pool_reserved) {
+    log_.row(call, bytes, ok, at.host_seconds, counters().modeled_host_seconds, ptr, pool_reserved, at.frees_reached);
+  }
+
+  // --- device memory taken from and given back to the driver ---
+  // Every path that takes device memory (cudaMalloc, map, cuMemCreate, pool growth) goes through
+  // take_physical, and every path that gives it back (cudaFree, unmap, cuMemRelease, trims,
+  // pool destruction) through give_physical, so that none forgets the reuse delay below. The
+  // caller has checked that used_ + bytes fits the capacity. Managed memory is the exception:
+  // its pages are counted in used_ directly, with no reuse delay (none was measured for it).
+  void take_physical(Bytes bytes) {
+    if (bytes == 0) return;
+    wait_for_reusable(bytes);
+    used_ += bytes;
+  }
+  void give_physical(Bytes bytes) {
+    assert(bytes <= used_);
+    used_ -= bytes;
+    note_freed(bytes);
   }
 
   // --- freed memory the driver hands out again only kFreedMemoryReuseSeconds later ---
@@ -652,8 +760,7 @@ class SimDevice final : public Device {
     for (std::uint64_t g : idle_granules(pool)) {
       if (pool.usage.reserved_current <= keep) break;
       pool.backed.erase(g);
-      used_ -= kPoolGranule;
-      note_freed(kPoolGranule);
+      give_physical(kPoolGranule);
       pool.usage.reserved_current -= kPoolGranule;
     }
   }
@@ -760,6 +867,9 @@ class SimDevice final : public Device {
   std::deque<double> kernel_ends_;  // when the last kLaunchQueueDepth kernels end on the modeled GPU
   DevPtr managed_next_ = kManagedBase;
   std::vector<PoolModel> pools_;
+  SimCallLog log_;
+  std::deque<double> free_reached_at_;  // with the log on: when the modeled GPU reaches each free not yet counted
+  std::uint64_t frees_reached_ = 0;
 };
 
 }  // namespace

@@ -14,7 +14,14 @@
 #    pool call logged with its pointer and the pool's reserved bytes: where the H200's pool put
 #    each block while kernels ran (the sim's pool model OOMs on both at the 24 GiB cap; the H200
 #    has not).
-# PARTS (default "probe calls") picks the parts: probe, calls, pool.
+# 4. (PARTS=timeline) the same two configs through cuda_mempool and dynamic_seq through caching,
+#    120 steps each, with a `launch` row in the log after every compute op: when the host
+#    launched each kernel and how far the GPU was behind it (where the host stalls and the GPU
+#    catches up), for the sim's model of how far its host runs ahead.
+# 5. (PARTS=delay) the same two configs through cuda_mempool, unlogged, with 0 (twice), 2, 5
+#    and 10 us of host work before each pool call (GMB_CUDA_POOL_CALL_DELAY_US): how the pool's
+#    peak and OOMs at the cap move with how far the host runs ahead of the GPU.
+# PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay.
 # Brings back $OUT/cap_probe.tar.gz (unpacks to cap_probe/); rewritten after every step.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -38,13 +45,14 @@ pack
 fi
 
 gpu_build -- gpumembench
-calls() {  # name, sync (0/1), allocator label[, config]
-  local name=$1 sync=$2 alloc=$3 config=${4:-dynamic_seq}
+calls() {  # name, sync (0/1), allocator label[, config[, steps]]
+  local name=$1 sync=$2 alloc=$3 config=${4:-dynamic_seq} steps=()
+  [ -n "${5:-}" ] && steps=(--steps "$5")
   mkdir -p "$WORK/$name"
   log "$config $alloc (sync before calls: $sync)"
   guarded env GMB_CUDA_CALL_LOG="$WORK/$name/calls.csv" GMB_CUDA_CALL_LOG_SYNC=$sync \
       build-gpu/gpumembench --config "configs/$config.yaml" --device cuda --allocator "$alloc" \
-      --quiet --format md,json --output "$WORK/$name/out" > "$WORK/$name/run.log" 2>&1
+      "${steps[@]}" --quiet --format md,json --output "$WORK/$name/out" > "$WORK/$name/run.log" 2>&1
   log "exit $?"
   grep -E '^\| ' "$WORK/$name/out/results.md" 2>/dev/null | head -4 | cut -c1-200 | tee -a "$LOG"
   gzip -f "$WORK/$name"/calls.csv.* 2>/dev/null
@@ -63,6 +71,27 @@ if part pool; then
   LOGS_APART=1
   calls pool_dynamic 0 cuda_mempool
   calls pool_fixed_eager 0 cuda_mempool fixed_seq_eager
+fi
+if part timeline; then
+  LOGS_APART=1
+  calls timeline_pool_dynamic 0 cuda_mempool dynamic_seq 120
+  calls timeline_pool_fixed_eager 0 cuda_mempool fixed_seq_eager 120
+  calls timeline_caching_dynamic 0 caching dynamic_seq 120
+fi
+if part delay; then
+  for d in 0 0b 2 5 10; do
+    for config in fixed_seq_eager dynamic_seq; do
+      name="delay_${config}_$d"
+      mkdir -p "$WORK/$name"
+      log "$config cuda_mempool, GMB_CUDA_POOL_CALL_DELAY_US=${d%b}"
+      guarded env GMB_CUDA_POOL_CALL_DELAY_US="${d%b}" build-gpu/gpumembench --config "configs/$config.yaml" \
+          --device cuda --allocator cuda_mempool --quiet --format md,json --output "$WORK/$name/out" \
+          > "$WORK/$name/run.log" 2>&1
+      log "exit $?"
+      grep -E '^\| cuda_mempool' "$WORK/$name/out/results.md" 2>/dev/null | head -2 | cut -c1-220 | tee -a "$LOG"
+      pack
+    done
+  done
 fi
 log "done, status $status"
 pack

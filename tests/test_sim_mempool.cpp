@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "devices/device.h"
+#include "test_helpers.h"
 #include "torch_ref_data.h"
 
 using namespace gmb;
@@ -410,4 +411,49 @@ TEST(SimMemPool, WithNoDeviceMemoryLeftServesWhatTheH200ServedAndRefusesTheRest)
     }
     EXPECT_GE(asked, 2u);
   }
+}
+
+// GMB_CUDA_CALL_LOG on the sim: the CUDA device's columns in modeled time, so that a sim run can
+// be compared call by call with a GPU's (scripts/probe/host_lag.py).
+TEST(SimCallLog, LogsEachCallInModeledTimeWithTheFreesTheModeledGpuHadReached) {
+  using gmb::testing::read_text;
+  const auto dir = gmb::testing::temp_dir("sim_call_log");
+  ASSERT_EQ(setenv("GMB_CUDA_CALL_LOG", (dir / "calls.csv").c_str(), 1), 0);
+  {
+    SimPool p;
+    const DevPtr a = p.alloc(1 * MiB);
+    p.dev->model_kernel(1e-3, 10e-6);  // 1 ms of GPU work, launched in 10 us
+    p.free(a);                         // the GPU reaches this free 1 ms on
+    p.alloc(3 * MiB);                  // a few microseconds on: not reached yet
+    p.dev->synchronize();              // waits for the kernel
+    p.alloc(5 * MiB);                  // reached
+  }
+  unsetenv("GMB_CUDA_CALL_LOG");
+  std::vector<std::filesystem::path> logs;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) logs.push_back(e.path());
+  ASSERT_EQ(logs.size(), 1u);  // one device, one file: calls.csv.<pid>[.<n>]
+  std::istringstream in(read_text(logs[0]));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "call,bytes,ok,wait_us,call_us,ptr,pool_reserved,t_us,frees_done");
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::istringstream cs(line);
+    for (std::string c; std::getline(cs, c, ',');) cells.push_back(c);
+    ASSERT_EQ(cells.size(), 9u) << line;
+    rows.push_back(cells);
+  }
+  ASSERT_EQ(rows.size(), 5u);
+  const std::vector<std::string> calls{"malloc_async", "launch", "free_async", "malloc_async", "malloc_async"};
+  const std::vector<std::string> bytes{"1048576", "0", "1048576", "3145728", "5242880"};  // a free's: its malloc's
+  const std::vector<std::string> reached{"0", "0", "0", "0", "1"};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], calls[i]) << i;
+    EXPECT_EQ(rows[i][1], bytes[i]) << i;
+    EXPECT_EQ(rows[i][8], reached[i]) << i;
+  }
+  EXPECT_EQ(rows[0][6], "33554432");                 // the pool's reserved bytes after the call
+  EXPECT_LT(std::stod(rows[3][7]), 100.0);           // t_us: the host is microseconds in
+  EXPECT_GE(std::stod(rows[4][7]), 1000.0);          // and past the kernel after the synchronize
 }

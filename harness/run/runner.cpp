@@ -388,7 +388,8 @@ struct CaseRun {
           const TickClock::Ticks t = TickClock::now();
           for (std::size_t k = i; k < j; ++k) {
             const ModeledKernel kernel = workload.compute(ops[k], ctx);
-            if (device.simulated()) device.model_kernel(kernel.gpu_seconds, kernel.launch_seconds);
+            // The sim's timeline; on a GPU a no-op unless its call log is on (GMB_CUDA_CALL_LOG).
+            device.model_kernel(kernel.gpu_seconds, kernel.launch_seconds);
           }
           compute_ticks += TickClock::now() - t;
         }
