@@ -109,9 +109,18 @@ constexpr double kPackedFreeCost = 2.5e-6;
 constexpr double kInRunCallFactor = 1.8;
 //  - cudaMemPoolTrimTo: 265 us to release 256 MiB (8 granules of 32 MiB): 33 us per granule.
 constexpr double kPoolTrimCostPerGranule = 33e-6;
-//  - Assumption (not measured): the host blocks in a launch when 1024 launches are pending, the
-//    depth of CUDA's launch queue. It bounds how far ahead of the GPU a loop without waits runs,
-//    and so how long its next wait (a cudaFree, a synchronize) lasts.
+//  - Launches go in rounds of 1024: the launch after a full round waits until the GPU has run
+//    every launch before it. It bounds how far ahead of the GPU a loop without waits runs, how
+//    long its next wait (a cudaFree, a synchronize) lasts, and which frees a cudaMemPool sees
+//    completed (PoolModel). Fitted to the H200's timeline of dynamic_seq through cuda_mempool
+//    (results/h200/probe/pool/timeline/, scripts/probe/host_lag.py): there the host's waits in a
+//    launch mostly end with the GPU caught up completely (309 of 391 waits of 0.3 ms or more),
+//    and the frees the GPU had not reached at a pool request were 0 / 0 / 14 / 363 / 774 / 1098
+//    (10th / 25th / 50th / 75th / 90th / 99th percentile; that run's log costs the host about
+//    2.6 us a pool call); the sim with this rule and that cost gives 0 / 1 / 48 / 324 / 669 / 1040.
+//    With one slot freed at a time (the rule before) it gave 1091 .. 1402: the host always a
+//    full queue ahead. The depth, 1024, is not measured; the H200's host waits more often (2.6
+//    times a step against the sim's 0.9), for reasons not found.
 constexpr std::size_t kLaunchQueueDepth = 1024;
 //  - Device memory given back to the driver (cudaFree of a segment, cuMemRelease, a pool's
 //    trim) is handed out again only about 7 ms after it was freed: a cudaMalloc that needs it
@@ -156,8 +165,14 @@ constexpr CostPoint kFirstTouchGpuCost[] = {{64 * 1024.0, 64.9e-6}, {2 * kMiB, 1
 //    all six.
 //  - Frees the pool has not yet seen complete (no synchronization since) form a tier of their
 //    own: merged only with each other, searched first (best fit, a stream's own or, with
-//    cross-stream reuse, any); when none of them holds a request, the pool takes them all as
-//    completed (merged with every free range) and searches everything. Without this tier (best
+//    cross-stream reuse, any); when none of them holds a request, those the GPU has reached
+//    (on the modeled timeline) leave the tier, and best fit runs over every free range. With
+//    kernels queued on the H200 (results/h200/probe/pool/kernels/) this rule puts 20,745 of
+//    the first 20,786 requests of dynamic_seq where the H200 did; taking every recent free as
+//    completed, 20,100. So a pool's layout, and at a tight cap its OOMs, depend on how far the
+//    host runs ahead of the GPU: on the H200 a 5 us slower host turns fixed_seq_eager's run to
+//    the end into a fragmentation OOM at step 15 (results/h200/probe/pool/delay/). Without
+//    kernels (the mixes, trace replays) the GPU has reached every free at once. Without this tier (best
 //    fit alone) the unsynchronized mixes were -7.3% .. +5.2% off the H200's peak; with it 0 ..
 //    +1.4% on the six 205-op mixes and -2.9% .. +1.1% on the six of 3000 ops (the H200's choice
 //    for 1196 of 1245 and 8377 of 9180 allocations: scripts/probe/pool_placement.py). The H200
@@ -232,6 +247,7 @@ struct PoolRange {
   Bytes size = 0;
   StreamId stream = 0;
   std::uint64_t freed = 0;
+  double reached = 0;  // modeled GPU time at which the GPU reaches its newest free
 };
 
 // Ranges offset -> PoolRange, disjoint, by offset: a pool's pending and recent frees. A sorted
@@ -248,6 +264,10 @@ class RangeList {
   bool empty() const { return v_.empty(); }
   std::size_t size() const { return v_.size(); }
   void clear() { v_.clear(); }
+  template <class Pred>
+  void remove_if(Pred pred) {
+    v_.erase(std::remove_if(v_.begin(), v_.end(), pred), v_.end());
+  }
   // The first range at `offset` or above.
   iterator lower_bound(Bytes offset) {
     return std::lower_bound(v_.begin(), v_.end(), offset, [](const Entry& e, Bytes o) { return e.first < o; });
@@ -535,7 +555,7 @@ class SimDevice final : public Device {
   }
 
   std::optional<DevPtr> malloc_async(PoolHandle h, Bytes bytes, StreamId stream) {
-    add_modeled_call_seconds(kAsyncMallocCost);
+    add_modeled_call_seconds(kAsyncMallocCost + pool_call_delay_seconds_);
     PoolModel& pool = pool_at(h);
     // Larger than the device: refused before rounding and before counting its 32 MiB granules.
     if (bytes > info_.capacity_bytes) return std::nullopt;
@@ -558,7 +578,10 @@ class SimDevice final : public Device {
     // none holds the request, the pool takes every recent free as completed and searches all.
     for (const auto& [off, r] : pool.recent)
       if (r.stream == stream || pool.cross_stream_reuse()) consider(off, off + r.size, r.freed);
-    if (!best) pool.recent.clear();
+    if (!best) {
+      const double now = counters().modeled_host_seconds;
+      pool.recent.remove_if([&](const RangeList::Entry& e) { return e.second.reached <= now; });
+    }
     bool blocked = false;  // ranges freed on other streams that this stream may not reuse yet
     for (const auto& [off, p] : pool.pending) blocked |= p.stream != stream;
     Bytes tail = 0;
@@ -609,13 +632,15 @@ class SimDevice final : public Device {
   }
 
   void free_async(PoolHandle h, DevPtr ptr, StreamId stream) {
-    add_modeled_call_seconds(kAsyncFreeCost);
+    add_modeled_call_seconds(kAsyncFreeCost + pool_call_delay_seconds_);
     PoolModel& pool = pool_at(h);
     if (ptr < pool.base) return;
     auto it = pool.live.find(ptr - pool.base);
     if (it == pool.live.end()) return;
     pool.usage.used_current -= it->second.requested;
-    const PoolRange freed{it->second.size, stream, ++pool.frees};
+    const DeviceCounters& c = counters();
+    const PoolRange freed{it->second.size, stream, ++pool.frees,
+                          std::max(c.modeled_gpu_end_seconds, c.modeled_host_seconds)};
     if (!pool.cross_stream_reuse()) pool.pending.set(it->first, freed);
     add_recent(pool, it->first, freed);
     return_gap(pool, it->first, it->first + it->second.size, freed.freed);
@@ -648,19 +673,21 @@ class SimDevice final : public Device {
   }
 
   void do_model_kernel(double gpu_seconds, double launch_seconds) override {
-    // A full launch queue blocks the launch until the kernel kLaunchQueueDepth launches back ends.
-    if (kernel_ends_.size() == kLaunchQueueDepth) {
-      const double host = counters().modeled_host_seconds;
-      if (kernel_ends_.front() > host) add_modeled_host_seconds(kernel_ends_.front() - host);
-      kernel_ends_.pop_front();
+    // A launch that finds the round of kLaunchQueueDepth launches full waits until the GPU has
+    // run every launch before it, and starts the next round.
+    if (launches_in_round_ == kLaunchQueueDepth) {
+      const DeviceCounters& c = counters();
+      if (c.modeled_gpu_end_seconds > c.modeled_host_seconds)
+        add_modeled_host_seconds(c.modeled_gpu_end_seconds - c.modeled_host_seconds);
+      launches_in_round_ = 0;
     }
+    ++launches_in_round_;
     add_modeled_host_seconds(launch_seconds);
     // Managed memory that no prefetch moved is faulted in by the first kernel after its allocation
     // (the workloads touch every buffer they allocate).
     for (const auto& [ptr, bytes] : untouched_managed_) gpu_seconds += cost_at(kFirstTouchGpuCost, bytes);
     untouched_managed_.clear();
     queue_modeled_gpu_seconds(gpu_seconds);
-    kernel_ends_.push_back(counters().modeled_gpu_end_seconds);
     if (log_.on()) log_row("launch", 0, true, log_start(), 0, 0);
   }
 
@@ -673,6 +700,12 @@ class SimDevice final : public Device {
       throw DeviceError(fmt::format("simulated device: capacity {} is above the largest accepted, {}",
                                     o.capacity_bytes, kMaxDeviceBytes));
     return sim_device_info(o);
+  }
+
+  static double pool_call_delay_from_environment() {
+    const char* v = std::getenv("GMB_CUDA_POOL_CALL_DELAY_US");
+    const double us = v && *v ? std::strtod(v, nullptr) : 0.0;
+    return us > 0 ? us * 1e-6 : 0.0;
   }
 
   // --- the call log ---
@@ -822,6 +855,7 @@ class SimDevice final : public Device {
       if (prev->first + prev->second.size == start && prev->second.stream == r.stream) {
         prev->second.size += r.size;
         prev->second.freed = r.freed;
+        prev->second.reached = std::max(prev->second.reached, r.reached);
         return;
       }
     }
@@ -841,9 +875,9 @@ class SimDevice final : public Device {
         continue;
       }
       it = ranges.erase(it);
-      if (s < start) it = ranges.insert(it, s, PoolRange{start - s, r.stream, r.freed}) + 1;  // its part below
+      if (s < start) it = ranges.insert(it, s, PoolRange{start - s, r.stream, r.freed, r.reached}) + 1;  // its part below
       if (e > end) {
-        ranges.insert(it, end, PoolRange{e - end, r.stream, r.freed});  // its part above, before those that follow
+        ranges.insert(it, end, PoolRange{e - end, r.stream, r.freed, r.reached});  // its part above, before those that follow
         break;  // ranges do not overlap: nothing further can
       }
     }
@@ -864,7 +898,9 @@ class SimDevice final : public Device {
   PhysicalHandle handle_seq_ = 0;
   std::map<DevPtr, Bytes> managed_;
   std::map<DevPtr, Bytes> untouched_managed_;  // managed ranges no kernel or prefetch has reached yet
-  std::deque<double> kernel_ends_;  // when the last kLaunchQueueDepth kernels end on the modeled GPU
+  std::size_t launches_in_round_ = 0;  // launches since the last that waited for the GPU (< kLaunchQueueDepth)
+  // GMB_CUDA_POOL_CALL_DELAY_US, as on the CUDA device: host time added to every pool call.
+  double pool_call_delay_seconds_ = pool_call_delay_from_environment();
   DevPtr managed_next_ = kManagedBase;
   std::vector<PoolModel> pools_;
   SimCallLog log_;
