@@ -21,7 +21,8 @@
 # 5. (PARTS=delay) the same two configs through cuda_mempool, unlogged, with 0 (twice), 2, 5
 #    and 10 us of host work before each pool call (GMB_CUDA_POOL_CALL_DELAY_US): how the pool's
 #    peak and OOMs at the cap move with how far the host runs ahead of the GPU.
-# PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay.
+#    (PARTS=delay_eager) the same for dynamic_seq_eager.yaml at 0 (twice) and 5 us.
+# PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay, delay_eager.
 # Brings back $OUT/cap_probe.tar.gz (unpacks to cap_probe/); rewritten after every step.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -78,9 +79,11 @@ if part timeline; then
   calls timeline_pool_fixed_eager 0 cuda_mempool fixed_seq_eager 120
   calls timeline_caching_dynamic 0 caching dynamic_seq 120
 fi
-if part delay; then
-  for d in 0 0b 2 5 10; do
-    for config in fixed_seq_eager dynamic_seq; do
+if part delay || part delay_eager; then
+  delays="0 0b 2 5 10" configs="fixed_seq_eager dynamic_seq"
+  part delay_eager && delays="0 0b 5" configs="dynamic_seq_eager"
+  for d in $delays; do
+    for config in $configs; do
       name="delay_${config}_$d"
       mkdir -p "$WORK/$name"
       log "$config cuda_mempool, GMB_CUDA_POOL_CALL_DELAY_US=${d%b}"
