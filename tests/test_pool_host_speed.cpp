@@ -5,9 +5,16 @@
 // mechanism (the recent-free tier, the launch rounds) and honours the same variable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "test_helpers.h"
+#include "workloads/byte_input.h"
 
 using namespace gmb::testing;
 using nlohmann::json;
@@ -37,4 +44,70 @@ TEST(PoolHostSpeed, ASlowerHostTurnsFixedSeqEagersRunIntoAFragmentationOomOnSimA
   ASSERT_FALSE(slow["oom"].is_null());
   EXPECT_EQ(slow["oom"]["kind"], "fragmentation");
   EXPECT_EQ(slow["oom"]["step"], 39);  // the H200: step 13 at 10 us, 15 at 5 us
+}
+
+namespace {
+
+// From a GMB_CUDA_CALL_LOG log: at each cudaMallocFromPoolAsync, how many of the logged
+// cudaFreeAsyncs the GPU had not reached (the frees so far less frees_done); sorted.
+std::vector<std::uint64_t> frees_not_reached(const std::string& log) {
+  std::vector<std::uint64_t> lag;
+  std::uint64_t frees = 0;
+  std::istringstream in(log);
+  std::string line;
+  std::getline(in, line);  // header: call,bytes,ok,wait_us,call_us,ptr,pool_reserved,t_us,frees_done
+  while (std::getline(in, line)) {
+    const std::string call = line.substr(0, line.find(','));
+    if (call == "free_async") ++frees;
+    if (call != "malloc_async") continue;
+    const std::uint64_t done = std::stoull(line.substr(line.rfind(',') + 1));
+    lag.push_back(frees - done);
+  }
+  std::sort(lag.begin(), lag.end());
+  return lag;
+}
+
+std::uint64_t percentile(const std::vector<std::uint64_t>& sorted, double q) {
+  return sorted.empty() ? 0 : sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(sorted.size() * q))];
+}
+
+}  // namespace
+
+// How far the host runs ahead of the GPU decides which frees a pool sees completed. The H200's
+// log of 120 steps of dynamic_seq through cuda_mempool (results/h200/probe/pool/timeline/, made
+// with the call log on, which costs its host about 2.6 us a pool call) against the sim's log of
+// the same run with that cost added: the frees the GPU had not reached at each pool request.
+TEST(PoolHostSpeed, TheSimsHostRunsAsFarAheadOfItsGpuAsTheH200sDid) {
+  const std::string h200 =
+      gmb::ByteInput::open(source_path("results/h200/probe/pool/timeline/pool_dynamic_calls.csv.gz"))
+          ->read_rest(1ull << 30, "the H200's call log");
+  const auto gpu = frees_not_reached(h200);
+  ASSERT_EQ(gpu.size(), 132976u);
+
+  const auto dir = temp_dir("pool_lag");
+  auto r = run_gpumembench_with_prefix(
+      "GMB_CUDA_CALL_LOG=" + (dir / "calls.csv").string() + " GMB_CUDA_POOL_CALL_DELAY_US=2.6 ",
+      "--device sim -q --config " + source_path("configs/dynamic_seq.yaml") +
+          " --allocator cuda_mempool --steps 120 --format json --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  // One log per simulated device; the untrimmed pool's run is the first with pool calls.
+  std::vector<std::string> logs;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().rfind("calls.csv.", 0) == 0) logs.push_back(e.path().string());
+  std::sort(logs.begin(), logs.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;  // calls.csv.<pid>, .<pid>.1, .<pid>.2
+  });
+  std::vector<std::uint64_t> sim;
+  for (const auto& l : logs)
+    if ((sim = frees_not_reached(read_text(l))).size() > 0) break;
+  ASSERT_EQ(sim.size(), gpu.size());  // the same calls, one by one
+
+  // H200 14 / 363 / 774 at the 50th / 75th / 90th percentile; sim 48 / 324 / 669 (with the launch
+  // queue freed one slot at a time, as before, 1,138 / 1,176 / 1,178).
+  EXPECT_EQ(percentile(gpu, 0.5), 14u);
+  EXPECT_LT(percentile(sim, 0.5), 100u);
+  for (double q : {0.75, 0.9}) {
+    const double g = static_cast<double>(percentile(gpu, q)), s = static_cast<double>(percentile(sim, q));
+    EXPECT_NEAR(s / g, 1.0, 0.2) << "percentile " << q << ": H200 " << g << ", sim " << s;
+  }
 }
