@@ -254,7 +254,12 @@ struct PoolRange {
 // vector, not a tree: every cudaMallocAsync walks the recent frees, and they are few.
 class RangeList {
  public:
-  using Entry = std::pair<Bytes, PoolRange>;
+  // A plain struct, not std::pair (whose assignment is not trivial): the vector moves its entries
+  // with memmove when one is inserted or erased.
+  struct Entry {
+    Bytes first;
+    PoolRange second;
+  };
   using iterator = std::vector<Entry>::iterator;
   using const_iterator = std::vector<Entry>::const_iterator;
   iterator begin() { return v_.begin(); }
@@ -273,6 +278,11 @@ class RangeList {
     return std::lower_bound(v_.begin(), v_.end(), offset, [](const Entry& e, Bytes o) { return e.first < o; });
   }
   iterator erase(iterator it) { return v_.erase(it); }  // the next range
+  // Moves the range at `it` to `offset`, which must keep the order (between its neighbours).
+  static void move_to(iterator it, Bytes offset, Bytes size) {
+    it->first = offset;
+    it->second.size = size;
+  }
   // Inserts a range at `at`, which must be where its offset belongs (a new offset).
   iterator insert(iterator at, Bytes offset, const PoolRange& r) { return v_.insert(at, Entry{offset, r}); }
   // Inserts or replaces the range at `offset`.
@@ -565,19 +575,20 @@ class SimDevice final : public Device {
     // longest freed, then the lowest), from its low end; the unbounded tail only when no range
     // holds it.
     std::optional<Bytes> best;
-    Bytes best_len = 0;
+    Bytes best_len = ~Bytes{0};  // no range is this long: the first that holds the request is taken
     std::uint64_t best_freed = 0;
     auto consider = [&](Bytes start, Bytes end, std::uint64_t freed) {
       const Bytes len = end - start;
-      if (len < size || (best && (len > best_len || (len == best_len && freed >= best_freed)))) return;
+      if (len < size || len > best_len || (len == best_len && freed >= best_freed)) return;
       best = start;
       best_len = len;
       best_freed = freed;
     };
     // First the recent frees this stream may reuse (its own; any with cross-stream reuse); when
     // none holds the request, the pool takes every recent free as completed and searches all.
+    const bool any_stream = pool.cross_stream_reuse();
     for (const auto& [off, r] : pool.recent)
-      if (r.stream == stream || pool.cross_stream_reuse()) consider(off, off + r.size, r.freed);
+      if (any_stream || r.stream == stream) consider(off, off + r.size, r.freed);
     if (!best) {
       const double now = counters().modeled_host_seconds;
       pool.recent.remove_if([&](const RangeList::Entry& e) { return e.second.reached <= now; });
@@ -867,18 +878,28 @@ class SimDevice final : public Device {
     if (ranges.empty()) return;
     auto it = ranges.lower_bound(start);
     if (it != ranges.begin()) --it;
+    // The parts of a range outside [start, end) stay, as old as the range: cut in place, so that
+    // only a range split in two or taken whole moves the ones after it.
     while (it != ranges.end() && it->first < end) {
       const Bytes s = it->first, e = s + it->second.size;
-      const PoolRange r = it->second;
       if (e <= start) {
         ++it;
         continue;
       }
-      it = ranges.erase(it);
-      if (s < start) it = ranges.insert(it, s, PoolRange{start - s, r.stream, r.freed, r.reached}) + 1;  // its part below
-      if (e > end) {
-        ranges.insert(it, end, PoolRange{e - end, r.stream, r.freed, r.reached});  // its part above, before those that follow
+      if (s < start && e > end) {  // its parts below and above
+        const PoolRange above{e - end, it->second.stream, it->second.freed, it->second.reached};
+        it->second.size = start - s;
+        ranges.insert(it + 1, end, above);
         break;  // ranges do not overlap: nothing further can
+      }
+      if (s < start) {  // its part below
+        it->second.size = start - s;
+        ++it;
+      } else if (e > end) {  // its part above, still before those that follow
+        RangeList::move_to(it, end, e - end);
+        break;
+      } else {
+        it = ranges.erase(it);
       }
     }
   }
