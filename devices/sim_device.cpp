@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "devices/device.h"
+#include "common/live_map.h"
 #include "devices/sim_malloc_model.h"
 
 namespace gmb {
@@ -307,7 +308,7 @@ struct PoolModel {
   MemPoolOptions options;
   DevPtr base = 0;
   bool alive = false;
-  std::map<Bytes, PoolBlock> live;                      // offset -> block
+  LiveMap<PoolBlock> live;  // offset -> block (looked up on every free: a flat hash table)
   RangeList pending;  // freed, not reusable by other streams yet
   // Ranges freed since the pool last saw its frees complete (a synchronize, or a request that
   // none of them holds), merged only with each other (and a stream's only with its own).
@@ -556,7 +557,7 @@ class SimDevice final : public Device {
     PoolModel& pool = pool_at(h);
     give_physical(pool.backed.size() * kPoolGranule);
     pool.backed.clear();
-    pool.live.clear();
+    pool.live = LiveMap<PoolBlock>{};
     pool.gaps = {{0, kPoolSpan, 0}};
     pool.pending.clear();
     pool.recent.clear();
@@ -587,8 +588,10 @@ class SimDevice final : public Device {
     // First the recent frees this stream may reuse (its own; any with cross-stream reuse); when
     // none holds the request, the pool takes every recent free as completed and searches all.
     const bool any_stream = pool.cross_stream_reuse();
-    for (const auto& [off, r] : pool.recent)
+    for (const auto& [off, r] : pool.recent) {
+      if (r.size < size || r.size > best_len) continue;  // most are: the test consider() starts with
       if (any_stream || r.stream == stream) consider(off, off + r.size, r.freed);
+    }
     if (!best) {
       const double now = counters().modeled_host_seconds;
       pool.recent.remove_if([&](const RangeList::Entry& e) { return e.second.reached <= now; });
@@ -605,7 +608,7 @@ class SimDevice final : public Device {
     } else {  // the gaps between live blocks and those ranges (each as old as the gap it is in)
       std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
       occupied.reserve(pool.live.size() + pool.pending.size());
-      for (const auto& [off, b] : pool.live) occupied.emplace_back(off, off + b.size);
+      pool.live.for_each([&](Bytes off, const PoolBlock& b) { occupied.emplace_back(off, off + b.size); });
       for (const auto& [off, p] : pool.pending)
         if (p.stream != stream) occupied.emplace_back(off, off + p.size);
       std::sort(occupied.begin(), occupied.end());
@@ -635,7 +638,7 @@ class SimDevice final : public Device {
     drop_overlap(pool.pending, offset, offset + size);
     drop_overlap(pool.recent, offset, offset + size);
     take_gap(pool, offset, offset + size);
-    pool.live[offset] = PoolBlock{size, bytes, stream};
+    pool.live.put(offset, PoolBlock{size, bytes, stream});
     pool.usage.used_current += bytes;
     pool.usage.used_high = std::max(pool.usage.used_high, pool.usage.used_current);
     pool.usage.reserved_high = std::max(pool.usage.reserved_high, pool.usage.reserved_current);
@@ -646,16 +649,15 @@ class SimDevice final : public Device {
     add_modeled_call_seconds(kAsyncFreeCost + pool_call_delay_seconds_);
     PoolModel& pool = pool_at(h);
     if (ptr < pool.base) return;
-    auto it = pool.live.find(ptr - pool.base);
-    if (it == pool.live.end()) return;
-    pool.usage.used_current -= it->second.requested;
+    const Bytes off = ptr - pool.base;
+    PoolBlock block;
+    if (!pool.live.take(off, block)) return;
+    pool.usage.used_current -= block.requested;
     const DeviceCounters& c = counters();
-    const PoolRange freed{it->second.size, stream, ++pool.frees,
-                          std::max(c.modeled_gpu_end_seconds, c.modeled_host_seconds)};
-    if (!pool.cross_stream_reuse()) pool.pending.set(it->first, freed);
-    add_recent(pool, it->first, freed);
-    return_gap(pool, it->first, it->first + it->second.size, freed.freed);
-    pool.live.erase(it);
+    const PoolRange freed{block.size, stream, ++pool.frees, std::max(c.modeled_gpu_end_seconds, c.modeled_host_seconds)};
+    if (!pool.cross_stream_reuse()) pool.pending.set(off, freed);
+    add_recent(pool, off, freed);
+    return_gap(pool, off, off + block.size, freed.freed);
     // Memory above the release threshold goes back at the next synchronization, not here.
   }
 
@@ -788,9 +790,10 @@ class SimDevice final : public Device {
                                                   std::uint64_t skip0 = 0, std::uint64_t skip1 = 0) {
     GranuleSet busy;
     auto mark = [&](Bytes off, Bytes size) {
+      if (off >= kPoolSpan) return;  // never: blocks and ranges lie inside the span (tells the compiler so)
       for (std::uint64_t g = off / kPoolGranule; g <= (off + size - 1) / kPoolGranule; ++g) busy.insert(g);
     };
-    for (const auto& [off, b] : pool.live) mark(off, b.size);
+    pool.live.for_each([&](Bytes off, const PoolBlock& b) { mark(off, b.size); });
     for (const auto& [off, p] : pool.pending) mark(off, p.size);
     std::vector<std::uint64_t> idle;
     pool.backed.for_each_descending([&](std::uint64_t g) {
