@@ -144,6 +144,28 @@ TEST(CaseFile, RoundTripsEveryFigure) {
   EXPECT_EQ(gmb::case_result_json(again.cases[0]).dump(), gmb::case_result_json(report.cases[0]).dump());
 }
 
+TEST(CaseFile, TextIsTheJsonDumpWithTheUsageWindow) {
+  // case_file_text writes the usage window up to an OOM itself: the same bytes as the json's dump,
+  // and read back, the same rows (numbers up to 2^64 - 1 included).
+  gmb::CaseFileHeader h;
+  h.id = "abc";
+  h.spec = {{"allocator", "caching"}};
+  h.config_name = "label with \"quotes\" and \u0001";
+  gmb::CaseResult r;
+  r.label = "caching x hole";
+  r.oom_usage_window_events = 4;
+  r.oom_usage = {{0, 0, 0, 0}, {1, 2, 3, 4}, {7, 1, UINT64_MAX, 1ull << 40}};
+  const std::string text = gmb::case_file_text(h, r);
+  EXPECT_EQ(text, gmb::case_file_json(h, r).dump());
+  EXPECT_NE(text.find("\"oom_usage\":[[0,0,0,0],[1,2,3,4],[7,1,18446744073709551615,1099511627776]]"), std::string::npos);
+  const gmb::CaseResult back = gmb::case_result_from_json(json::parse(text).at("result"));
+  ASSERT_EQ(back.oom_usage.size(), 3u);
+  EXPECT_EQ(back.oom_usage[2].allocated_bytes, UINT64_MAX);
+  r.oom_usage.clear();
+  EXPECT_EQ(gmb::case_file_text(h, r), gmb::case_file_json(h, r).dump());
+  EXPECT_NE(gmb::case_file_text(h, r).find("\"oom_usage\":[]"), std::string::npos);
+}
+
 TEST(Resume, InterruptedAndResumedRunMakesTheSameTables) {
   auto dir = temp_dir("resume");
   const std::string config = write_sweep_config(dir);

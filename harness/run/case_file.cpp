@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "harness/io/bounded_read.h"
@@ -279,7 +280,14 @@ DeviceInfo device_info_from_json(const json& j) {
   return d;
 }
 
-json case_result_json(const CaseResult& c) {
+namespace {
+
+// What case_file_text puts in place of the usage window, then replaces: a string no result holds
+// (control characters are written escaped, so its text is exactly this).
+constexpr const char* kUsageMarker = "\u0001oom_usage\u0001";
+constexpr const char* kUsageMarkerText = "\"oom_usage\":\"\\u0001oom_usage\\u0001\"";
+
+json case_result_json_with(const CaseResult& c, json usage) {
   json runs = json::array();
   for (const auto& m : c.runs) runs.push_back(run_json(m));
   json oom_events = json::array();
@@ -306,7 +314,7 @@ json case_result_json(const CaseResult& c) {
          {"oom_segments", segments_json(c.oom_segments)},
          {"oom_events", oom_events},
          {"oom_usage_window_events", c.oom_usage_window_events},
-         {"oom_usage", usage_json(c.oom_usage)},
+         {"oom_usage", std::move(usage)},
          {"recorded_ooms", nullptr},
          {"workload_notes", c.workload_notes},
          {"error", c.error}};
@@ -317,6 +325,10 @@ json case_result_json(const CaseResult& c) {
   j["gpu"] = c.gpu ? case_gpu_json(*c.gpu) : json(nullptr);
   return j;
 }
+
+}  // namespace
+
+json case_result_json(const CaseResult& c) { return case_result_json_with(c, usage_json(c.oom_usage)); }
 
 CaseResult case_result_from_json(const json& j) {
   try {
@@ -370,7 +382,8 @@ json case_gpu_json(const CaseGpu& g) {
           {"total_bytes", g.total_bytes}};
 }
 
-json case_file_json(const CaseFileHeader& h, const CaseResult& result) {
+namespace {
+json case_file_json_with(const CaseFileHeader& h, const CaseResult& result, json usage) {
   return {{"format", kCaseFileFormat},
           {"plan_index", h.plan_index},
           {"plan_cases", h.plan_cases},
@@ -386,7 +399,35 @@ json case_file_json(const CaseFileHeader& h, const CaseResult& result) {
           {"started_at", h.started_at},
           {"finished_at", h.finished_at},
           {"device", device_info_json(h.device)},
-          {"result", case_result_json(result)}};
+          {"result", case_result_json_with(result, std::move(usage))}};
+}
+}  // namespace
+
+json case_file_json(const CaseFileHeader& h, const CaseResult& result) {
+  return case_file_json_with(h, result, usage_json(result.oom_usage));
+}
+
+std::string case_file_text(const CaseFileHeader& h, const CaseResult& result) {
+  if (result.oom_usage.empty()) return case_file_json(h, result).dump();
+  const std::string text = case_file_json_with(h, result, kUsageMarker).dump();
+  const std::size_t at = text.find(kUsageMarkerText);
+  // The marker is the usage's own key and value, once; were it anywhere else, the slow way.
+  if (at == std::string::npos || text.find(kUsageMarkerText, at + 1) != std::string::npos)
+    return case_file_json(h, result).dump();
+  std::string out;
+  out.reserve(text.size() + 64 * result.oom_usage.size());
+  out.append(text, 0, at);
+  out += "\"oom_usage\":[";  // as json::dump writes an array of arrays of numbers, compact
+  bool first = true;
+  for (const UsageSample& u : result.oom_usage) {
+    if (!first) out += ',';
+    first = false;
+    fmt::format_to(std::back_inserter(out), FMT_COMPILE("[{},{},{},{}]"), u.event, u.step, u.allocated_bytes,
+                   u.reserved_bytes);
+  }
+  out += ']';
+  out.append(text, at + std::char_traits<char>::length(kUsageMarkerText), std::string::npos);
+  return out;
 }
 
 LoadedCase read_case_file(const std::string& path) {

@@ -45,6 +45,9 @@ nlohmann::json case_gpu_json(const CaseGpu& g);
 DeviceInfo device_info_from_json(const nlohmann::json& j);
 
 nlohmann::json case_file_json(const CaseFileHeader& header, const CaseResult& result);
+// The case file's text: case_file_json(header, result).dump(), with the usage window up to an
+// OOM (up to 131,072 rows of four numbers) written directly rather than as a json value per row.
+std::string case_file_text(const CaseFileHeader& header, const CaseResult& result);
 
 struct LoadedCase {
   CaseFileHeader header;

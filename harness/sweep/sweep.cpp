@@ -49,7 +49,7 @@ void write_case_file(const PlannedCase& c, const RunReport& header, const CaseFi
                    files.formats,
                    header.metrics};
   SignalsHeld held;  // a second Ctrl-C waits for the file to be whole
-  write_file_atomically(case_file_path(files.dir, c.id), case_file_json(h, done).dump() + "\n");
+  write_file_atomically(case_file_path(files.dir, c.id), case_file_text(h, done) + "\n");
 }
 
 // The GPU this process sees, just before a case on it (a worker pinned by CUDA_VISIBLE_DEVICES).
