@@ -273,6 +273,43 @@ TEST(Transformer, InferenceKvCacheGrowsByReallocation) {
   EXPECT_EQ(grows, 3u * 3);
 }
 
+TEST(Transformer, KorthikantiGivesEachLiveBufferASlotOfItsOwn) {
+  // The slots the workload gives (gives_slots): each alloc a slot from 1 up below slots_end()
+  // that no other live buffer holds, each free its buffer's slot; train with every recompute
+  // mode and inference with a growing KV cache, over steps with different lengths.
+  for (int mode = 0; mode < 4; ++mode) {
+    TransformerParams p = small(2, mode == 1 ? Recompute::Selective : mode == 2 ? Recompute::Full : Recompute::None);
+    if (mode == 3) p.mode = TransformerMode::Inference, p.generate = 5, p.kv_block = 2;
+    p.seq_len.dist = SeqDist::Uniform;
+    p.seq_len.min = 17;
+    p.seq_len.max = 130;
+    TransformerWorkload w(p);
+    ASSERT_TRUE(w.gives_slots());
+    std::map<std::uint32_t, BufferId> live;  // slot -> id
+    std::map<BufferId, std::uint32_t> slot_of;
+    for (std::uint64_t step = 0; step < 4; ++step) {
+      StepOps s = run_step(w, step);
+      for (const Op& op : s.ops) {
+        if (op.kind == Op::Kind::Alloc) {
+          ASSERT_GE(op.slot, 1u);
+          ASSERT_LT(op.slot, w.slots_end());
+          ASSERT_EQ(live.count(op.slot), 0u) << "mode " << mode << " step " << step << " id " << op.id;
+          live[op.slot] = op.id;
+          slot_of[op.id] = op.slot;
+        } else if (op.kind == Op::Kind::Free) {
+          ASSERT_EQ(slot_of.count(op.id), 1u);
+          ASSERT_EQ(op.slot, slot_of[op.id]);
+          live.erase(op.slot);
+          slot_of.erase(op.id);
+        }
+      }
+    }
+  }
+  TransformerParams eager = small();
+  eager.style = Style::PytorchEager;
+  EXPECT_FALSE(TransformerWorkload(eager).gives_slots());  // its gradients may outlive a step
+}
+
 TEST(Transformer, ModeledTimeIsTheH200FitOfEachKernel) {
   TransformerParams p = small(1);
   p.hidden = 4096;

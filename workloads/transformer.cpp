@@ -130,21 +130,31 @@ struct TransformerWorkload::Emit {
   std::vector<Op>& out;
   Bytes elem;
 
+  bool give_slots = false;         // TransformerWorkload::gives_slots
+  std::uint64_t live_locals = 0;   // this step's buffers allocated and not freed yet
+
   void push(Op::Kind kind, BufferId id, Bytes bytes, const char* name) {
-    out.push_back({kind, id, bytes, 0, 0});
+    out.push_back({kind, id, bytes, 0, give_slots && kind != Op::Kind::Compute ? w.slot_of(id) : 0});
     st.names.push_back(name);
   }
   BufferId alloc(Bytes bytes, const char* name) {
     const BufferId id = st.base + st.sizes.size();  // the step's buffers are numbered in order
     st.sizes.push_back(bytes);
     push(Op::Kind::Alloc, id, bytes, name);
+    ++live_locals;
     return id;
   }
   void alloc_as(BufferId id, Bytes bytes, const char* name) {
     push(Op::Kind::Alloc, id, bytes, name);
   }
   void free(BufferId id, const char* name = "free") {
-    if (id) push(Op::Kind::Free, id, 0, name);
+    if (!id) return;
+    push(Op::Kind::Free, id, 0, name);
+    if (id >= st.base) {
+      --live_locals;
+    } else if (give_slots && id > kWorkspaceId) {  // an earlier step's buffer: its slot may be taken
+      throw std::logic_error(fmt::format("transformer: {} of step {} freed in a later step", name, (id >> 32) - 1));
+    }
   }
   // A new compute op, filled in place (the descriptors are large: no copies).
   ComputeDesc& compute(ComputeDesc::Kind kind, const char* name) {
@@ -269,6 +279,7 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
   st.names.clear();
   st.names.reserve(out.capacity());
   Emit e{*this, st, out, dtype_bytes(p_.dtype)};
+  e.give_slots = gives_slots();
   const BatchShape shape = step < shapes_.size() ? shapes_[step] : sampler_.batch(step, p_.batch);
   if (p_.style == Style::PytorchEager) {
     // Compute: every tensor is written once when it is made (a memory-touch kernel); the
@@ -299,7 +310,18 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
     info.real_tokens = double(shape.real_tokens + shape.sequences * p_.generate);
     info.padded_tokens = double(shape.padded_tokens + shape.rows * p_.generate);
   }
+  // The slots of this step's buffers are the next step's (slot_of): none may outlive the step.
+  if (e.give_slots && e.live_locals != 0)
+    throw std::logic_error(fmt::format("transformer: {} buffers of step {} outlive it", e.live_locals, step));
   last_ = &st;
+}
+
+std::uint32_t TransformerWorkload::slot_of(BufferId id) {
+  const std::uint64_t persistent = persistent_sizes_.size();  // ids 1 .. persistent - 1
+  const std::uint64_t slot = id < persistent ? id : id == kWorkspaceId ? persistent : persistent + 1 + (id & 0xffffffffu);
+  if (slot >= UINT32_MAX) throw std::length_error("transformer: more than 2^32 - 2 buffer slots");
+  slots_end_ = std::max<std::uint32_t>(slots_end_, std::uint32_t(slot + 1));
+  return std::uint32_t(slot);
 }
 
 namespace {

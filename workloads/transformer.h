@@ -170,6 +170,13 @@ class TransformerWorkload final : public Workload {
 
   // Step k + 1's ops may be made (on another thread) while step k's compute runs.
   bool makes_ops_ahead() const override { return true; }
+  // korthikanti: the slots follow from the ids (slot_of), with no hashing: a persistent tensor's id
+  // is its slot, the workspace's is the next one, and a step's n-th buffer has the one after that
+  // plus n (each of its buffers is freed within the step: step_ops checks it, so the next step's
+  // n-th buffer can take the slot again). pytorch_eager keeps gradients across steps: the harness
+  // gives its slots.
+  bool gives_slots() const override { return p_.style == Style::Korthikanti; }
+  std::uint32_t slots_end() const override { return slots_end_; }
 
   // For tests: the last step's compute ops, buffer sizes and names (index = position of the
   // op in the step's ops), and the shape of a step.
@@ -213,6 +220,8 @@ class TransformerWorkload final : public Workload {
   std::vector<BufferId> eager_kept_grads_;  // pytorch_eager with zero_grad_to_none = false
   std::vector<std::uint64_t> param_elems_;
   BufferId workspace_ = 0;
+  std::uint32_t slot_of(BufferId id);  // korthikanti (gives_slots); raises slots_end_
+  std::uint32_t slots_end_ = 1;
   void* gpu_ = nullptr;  // transformer_compute.cu state (cuBLAS handle)
 };
 
