@@ -130,30 +130,42 @@ struct TransformerWorkload::Emit {
   std::vector<Op>& out;
   Bytes elem;
 
-  bool give_slots = false;         // TransformerWorkload::gives_slots
+  // korthikanti (TransformerWorkload::gives_slots): a persistent id is its slot, the workspace has
+  // `persistent`, this step's n-th buffer persistent + 1 + n (TransformerWorkload::gives_slots).
+  bool give_slots = false;
+  std::uint64_t persistent = 0;    // persistent ids are below this
   std::uint64_t live_locals = 0;   // this step's buffers allocated and not freed yet
 
-  void push(Op::Kind kind, BufferId id, Bytes bytes, const char* name) {
-    out.push_back({kind, id, bytes, 0, give_slots && kind != Op::Kind::Compute ? w.slot_of(id) : 0});
+  void push(Op::Kind kind, BufferId id, Bytes bytes, const char* name, std::uint64_t slot = 0) {
+    out.push_back({kind, id, bytes, 0, static_cast<std::uint32_t>(slot)});  // step_ops checks the bound
     st.names.push_back(name);
   }
+  std::uint64_t slot_of_lasting(BufferId id) const {  // a persistent buffer or the workspace
+    if (id != kWorkspaceId && id >= persistent) throw std::logic_error("transformer: an unknown persistent id");
+    return id == kWorkspaceId ? persistent : id;
+  }
   BufferId alloc(Bytes bytes, const char* name) {
-    const BufferId id = st.base + st.sizes.size();  // the step's buffers are numbered in order
+    const std::uint64_t n = st.sizes.size();
+    const BufferId id = st.base + n;  // the step's buffers are numbered in order
     st.sizes.push_back(bytes);
-    push(Op::Kind::Alloc, id, bytes, name);
+    push(Op::Kind::Alloc, id, bytes, name, give_slots ? persistent + 1 + n : 0);
     ++live_locals;
     return id;
   }
   void alloc_as(BufferId id, Bytes bytes, const char* name) {
-    push(Op::Kind::Alloc, id, bytes, name);
+    push(Op::Kind::Alloc, id, bytes, name, give_slots ? slot_of_lasting(id) : 0);
   }
   void free(BufferId id, const char* name = "free") {
     if (!id) return;
-    push(Op::Kind::Free, id, 0, name);
     if (id >= st.base) {
+      push(Op::Kind::Free, id, 0, name, give_slots ? persistent + 1 + (id - st.base) : 0);
       --live_locals;
-    } else if (give_slots && id > kWorkspaceId) {  // an earlier step's buffer: its slot may be taken
+    } else if (!give_slots) {
+      push(Op::Kind::Free, id, 0, name);
+    } else if (id > kWorkspaceId) {  // an earlier step's buffer: its slot may have been taken again
       throw std::logic_error(fmt::format("transformer: {} of step {} freed in a later step", name, (id >> 32) - 1));
+    } else {
+      push(Op::Kind::Free, id, 0, name, slot_of_lasting(id));
     }
   }
   // A new compute op, filled in place (the descriptors are large: no copies).
@@ -280,6 +292,7 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
   st.names.reserve(out.capacity());
   Emit e{*this, st, out, dtype_bytes(p_.dtype)};
   e.give_slots = gives_slots();
+  e.persistent = persistent_sizes_.size();
   const BatchShape shape = step < shapes_.size() ? shapes_[step] : sampler_.batch(step, p_.batch);
   if (p_.style == Style::PytorchEager) {
     // Compute: every tensor is written once when it is made (a memory-touch kernel); the
@@ -311,17 +324,14 @@ void TransformerWorkload::step_ops(std::uint64_t step, std::vector<Op>& out, Ste
     info.padded_tokens = double(shape.padded_tokens + shape.rows * p_.generate);
   }
   // The slots of this step's buffers are the next step's (slot_of): none may outlive the step.
-  if (e.give_slots && e.live_locals != 0)
-    throw std::logic_error(fmt::format("transformer: {} buffers of step {} outlive it", e.live_locals, step));
+  if (e.give_slots) {
+    if (e.live_locals != 0)
+      throw std::logic_error(fmt::format("transformer: {} buffers of step {} outlive it", e.live_locals, step));
+    const std::uint64_t end = e.persistent + 1 + st.sizes.size();  // above every slot of the step
+    if (end >= UINT32_MAX) throw std::length_error("transformer: more than 2^32 - 2 buffer slots");
+    slots_end_ = std::max(slots_end_, static_cast<std::uint32_t>(end));
+  }
   last_ = &st;
-}
-
-std::uint32_t TransformerWorkload::slot_of(BufferId id) {
-  const std::uint64_t persistent = persistent_sizes_.size();  // ids 1 .. persistent - 1
-  const std::uint64_t slot = id < persistent ? id : id == kWorkspaceId ? persistent : persistent + 1 + (id & 0xffffffffu);
-  if (slot >= UINT32_MAX) throw std::length_error("transformer: more than 2^32 - 2 buffer slots");
-  slots_end_ = std::max<std::uint32_t>(slots_end_, std::uint32_t(slot + 1));
-  return std::uint32_t(slot);
 }
 
 namespace {

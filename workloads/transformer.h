@@ -220,8 +220,7 @@ class TransformerWorkload final : public Workload {
   std::vector<BufferId> eager_kept_grads_;  // pytorch_eager with zero_grad_to_none = false
   std::vector<std::uint64_t> param_elems_;
   BufferId workspace_ = 0;
-  std::uint32_t slot_of(BufferId id);  // korthikanti (gives_slots); raises slots_end_
-  std::uint32_t slots_end_ = 1;
+  std::uint32_t slots_end_ = 1;  // korthikanti: above every slot given (Emit, gives_slots)
   void* gpu_ = nullptr;  // transformer_compute.cu state (cuBLAS handle)
 };
 
