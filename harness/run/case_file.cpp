@@ -1,10 +1,10 @@
 #include "harness/run/case_file.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
-#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "harness/io/bounded_read.h"
@@ -414,19 +414,30 @@ std::string case_file_text(const CaseFileHeader& h, const CaseResult& result) {
   // The marker is the usage's own key and value, once; were it anywhere else, the slow way.
   if (at == std::string::npos || text.find(kUsageMarkerText, at + 1) != std::string::npos)
     return case_file_json(h, result).dump();
-  std::string out;
-  out.reserve(text.size() + 64 * result.oom_usage.size());
-  out.append(text, 0, at);
+  const std::size_t tail = at + std::char_traits<char>::length(kUsageMarkerText);
+  std::string out(text, 0, at);
   out += "\"oom_usage\":[";  // as json::dump writes an array of arrays of numbers, compact
-  bool first = true;
+  // Written in place: a row is at most four 20-digit numbers, 3 commas, its brackets and a comma.
+  const std::size_t start = out.size();
+  out.resize(start + 86 * result.oom_usage.size());
+  char* p = out.data() + start;
+  auto put = [&p](std::uint64_t v, char after) {
+    const fmt::format_int digits(v);
+    std::memcpy(p, digits.data(), digits.size());
+    p += digits.size();
+    *p++ = after;
+  };
   for (const UsageSample& u : result.oom_usage) {
-    if (!first) out += ',';
-    first = false;
-    fmt::format_to(std::back_inserter(out), FMT_COMPILE("[{},{},{},{}]"), u.event, u.step, u.allocated_bytes,
-                   u.reserved_bytes);
+    if (&u != &result.oom_usage.front()) *p++ = ',';
+    *p++ = '[';
+    put(u.event, ',');
+    put(u.step, ',');
+    put(u.allocated_bytes, ',');
+    put(u.reserved_bytes, ']');
   }
+  out.resize(std::size_t(p - out.data()));
   out += ']';
-  out.append(text, at + std::char_traits<char>::length(kUsageMarkerText), std::string::npos);
+  out.append(text, tail, std::string::npos);
   return out;
 }
 
