@@ -89,7 +89,8 @@ void SimMallocModel::erase_region(std::map<DevPtr, Region>::iterator it) {
   const auto at = std::lower_bound(carve_order_.begin(), carve_order_.end(), it->second.created,
                                    [](const auto& e, std::uint64_t created) { return e.first < created; });
   if (at != carve_order_.end() && at->first == it->second.created) carve_order_.erase(at);
-  const auto ext = std::lower_bound(extents_.begin(), extents_.end(), std::make_pair(it->first, DevPtr{0}));
+  const auto ext = std::lower_bound(extents_.begin(), extents_.end(), it->first,
+                                    [](const Extent& e, DevPtr base) { return e.first < base; });
   if (ext != extents_.end() && ext->first == it->first) extents_.erase(ext);
   regions_.erase(it);
 }
@@ -118,9 +119,10 @@ DevPtr SimMallocModel::new_region(Bytes size, bool vmm) {
   r.free_ranges.emplace(0, size);
   r.largest_free = size;
   auto it = regions_.emplace(base, std::move(r)).first;
-  extents_.insert(std::lower_bound(extents_.begin(), extents_.end(), std::make_pair(base, DevPtr{0})),
-                  {base, base + size});
-  if (!vmm) carve_order_.emplace_back(it->second.created, it);
+  extents_.insert(std::lower_bound(extents_.begin(), extents_.end(), base,
+                                   [](const Extent& e, DevPtr b) { return e.first < b; }),
+                  Extent{base, base + size});
+  if (!vmm) carve_order_.push_back(Carvable{it->second.created, it});
   return base;
 }
 

@@ -123,11 +123,20 @@ class SimMallocModel {
   std::map<DevPtr, Region> regions_;
   // [base, end) of every region, by base: new_region walks them all from the top, on every
   // cudaMalloc that needs a region of its own, so a vector rather than the tree.
-  std::vector<std::pair<DevPtr, DevPtr>> extents_;
+  // Plain structs, not std::pair (whose assignment is not trivial): an insert or erase in the
+  // middle moves the entries after it with memmove, not one by one.
+  struct Extent {
+    DevPtr first, second;  // [base, end)
+  };
+  std::vector<Extent> extents_;
   // The regions cudaMalloc may carve (not VMM reservations), by creation (`created` grows, so
   // appending keeps the order): place() searches them newest first, on every cudaMalloc, so a
   // vector rather than a tree to walk.
-  std::vector<std::pair<std::uint64_t, std::map<DevPtr, Region>::iterator>> carve_order_;
+  struct Carvable {
+    std::uint64_t first;                           // Region::created
+    std::map<DevPtr, Region>::iterator second;
+  };
+  std::vector<Carvable> carve_order_;
   std::uint64_t region_seq_ = 0;
   std::map<DevPtr, Bytes> large_;   // live large cudaMallocs: pointer -> pages' bytes
   std::map<DevPtr, Page> pages_;    // pages of packed requests, by base
