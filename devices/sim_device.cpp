@@ -509,19 +509,19 @@ class SimDevice final : public Device {
     used_ += size;
     DevPtr p = managed_next_;
     managed_next_ += size;
-    managed_[p] = size;
-    untouched_managed_[p] = size;  // its pages are faulted in by the next kernel, unless prefetched
+    managed_.put(p, size);
+    untouched_managed_.push_back({p, size});  // its pages are faulted in by the next kernel, unless prefetched
     return p;
   }
 
   void do_free_managed(DevPtr ptr) override {
     wait_for_modeled_gpu();  // as cudaFree of device memory
-    auto it = managed_.find(ptr);
-    untouched_managed_.erase(ptr);
-    add_driver_call_seconds(cost_at(kManagedFreeCost, it == managed_.end() ? 0 : it->second));
-    if (it == managed_.end()) return;
-    used_ -= it->second;
-    managed_.erase(it);
+    Bytes size = 0;
+    const bool known = managed_.take(ptr, size);
+    touched(ptr);
+    add_driver_call_seconds(cost_at(kManagedFreeCost, size));
+    if (!known) return;
+    used_ -= size;
   }
 
   void prefetch_managed(DevPtr ptr, Bytes bytes, StreamId) override {
@@ -533,7 +533,7 @@ class SimDevice final : public Device {
     } else {
       add_driver_call_seconds(kPrefetchHostCost + cost_at(kPrefetchGpuCost, bytes));
     }
-    untouched_managed_.erase(ptr);
+    touched(ptr);
   }
   void advise_managed(DevPtr, Bytes, bool, bool) override {}
 
@@ -698,7 +698,7 @@ class SimDevice final : public Device {
     add_modeled_host_seconds(launch_seconds);
     // Managed memory that no prefetch moved is faulted in by the first kernel after its allocation
     // (the workloads touch every buffer they allocate).
-    for (const auto& [ptr, bytes] : untouched_managed_) gpu_seconds += cost_at(kFirstTouchGpuCost, bytes);
+    for (const Untouched& u : untouched_managed_) gpu_seconds += cost_at(kFirstTouchGpuCost, u.bytes);
     untouched_managed_.clear();
     queue_modeled_gpu_seconds(gpu_seconds);
     if (log_.on()) log_row("launch", 0, true, log_start(), 0, 0);
@@ -920,8 +920,21 @@ class SimDevice final : public Device {
   std::map<PhysicalHandle, Bytes> handles_;    // live physical handles and their sizes
   std::map<DevPtr, Bytes> handle_maps_;        // address -> bytes of each handle mapping
   PhysicalHandle handle_seq_ = 0;
-  std::map<DevPtr, Bytes> managed_;
-  std::map<DevPtr, Bytes> untouched_managed_;  // managed ranges no kernel or prefetch has reached yet
+  LiveMap<Bytes> managed_;  // live managed ranges: their bytes
+  // Managed ranges no kernel or prefetch has reached yet, by address (managed_next_ only grows, so
+  // appending keeps the order in which the next kernel adds up their faults); few at a time.
+  struct Untouched {
+    DevPtr ptr;
+    Bytes bytes;
+  };
+  std::vector<Untouched> untouched_managed_;
+  void touched(DevPtr ptr) {
+    for (auto it = untouched_managed_.rbegin(); it != untouched_managed_.rend(); ++it)
+      if (it->ptr == ptr) {
+        untouched_managed_.erase(std::next(it).base());
+        return;
+      }
+  }
   std::size_t launches_in_round_ = 0;  // launches since the last that waited for the GPU (< kLaunchQueueDepth)
   // GMB_CUDA_POOL_CALL_DELAY_US, as on the CUDA device: host time added to every pool call.
   double pool_call_delay_seconds_ = pool_call_delay_from_environment();
