@@ -10,8 +10,7 @@
 // growth is the driver's business and the allocators that use them account for it themselves.
 #pragma once
 
-#include <unordered_map>
-
+#include "common/live_map.h"
 #include "devices/forwarding_device.h"
 
 namespace gmb {
@@ -55,22 +54,20 @@ class LimitDevice final : public ForwardingDevice {
     if (last_refused_) return std::nullopt;
     std::optional<DevPtr> ptr = take();
     if (ptr) {
-      charges_[*ptr] = charge;
+      charges_.put(*ptr, charge);
       outstanding_ += charge;
     }
     return ptr;
   }
   void given_back(DevPtr ptr) {
-    auto it = charges_.find(ptr);
-    if (it == charges_.end()) return;
-    outstanding_ -= it->second;
-    charges_.erase(it);
+    Bytes charge = 0;
+    if (charges_.take(ptr, charge)) outstanding_ -= charge;
   }
 
   Bytes limit_, granule_;
   Bytes outstanding_ = 0;
   bool last_refused_ = false;
-  std::unordered_map<DevPtr, Bytes> charges_;  // live allocations: what each was charged
+  LiveMap<Bytes> charges_;  // live allocations: what each was charged
 };
 
 }  // namespace gmb
