@@ -26,21 +26,17 @@ std::optional<SimMallocModel::Placement> SimMallocModel::malloc(Bytes bytes, Byt
   const Bytes size = round_up(bytes, page_bytes_);
   if (size > available) return std::nullopt;
   const DevPtr p = place(size);
-  large_[p] = size;
+  large_.put(p, size);
   return Placement{p, size};
 }
 
 std::optional<SimMallocModel::Freed> SimMallocModel::free(DevPtr ptr) {
-  if (auto it = large_.find(ptr); it != large_.end()) {
-    const Bytes size = it->second;
-    large_.erase(it);
+  Bytes size = 0;
+  if (large_.take(ptr, size)) {
     unplace(ptr, size);
     return Freed{size};
   }
-  auto it = packed_.find(ptr);
-  if (it == packed_.end()) return std::nullopt;
-  const Bytes size = it->second;
-  packed_.erase(it);
+  if (!packed_.take(ptr, size)) return std::nullopt;
   return free_packed(ptr, size);
 }
 
@@ -162,7 +158,7 @@ std::optional<SimMallocModel::Placement> SimMallocModel::malloc_packed(Bytes byt
     page.free_ranges.erase(off);
     if (len > size) add_page_range(base, off + size, len - size, age);  // the rest keeps its age
     ++page.live;
-    packed_[base + off] = size;
+    packed_.put(base + off, size);
     return Placement{base + off, 0};
   }
   if (page_bytes_ > available) return std::nullopt;
@@ -170,7 +166,7 @@ std::optional<SimMallocModel::Placement> SimMallocModel::malloc_packed(Bytes byt
   Page& page = pages_[base];
   page.live = 1;
   if (page_bytes_ > size) add_page_range(base, size, page_bytes_ - size, ++age_seq_);
-  packed_[base] = size;
+  packed_.put(base, size);
   return Placement{base, page_bytes_};
 }
 

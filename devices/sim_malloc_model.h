@@ -58,6 +58,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/live_map.h"
 #include "common/types.h"
 
 namespace gmb {
@@ -138,10 +139,10 @@ class SimMallocModel {
   };
   std::vector<Carvable> carve_order_;
   std::uint64_t region_seq_ = 0;
-  std::map<DevPtr, Bytes> large_;   // live large cudaMallocs: pointer -> pages' bytes
+  LiveMap<Bytes> large_;            // live large cudaMallocs: pointer -> pages' bytes (a flat hash table)
   std::map<DevPtr, Page> pages_;    // pages of packed requests, by base
   std::set<PageRange> page_ranges_; // every page's free ranges, best fit first
-  std::map<DevPtr, Bytes> packed_;  // live packed cudaMallocs: pointer -> rounded bytes
+  LiveMap<Bytes> packed_;           // live packed cudaMallocs: pointer -> rounded bytes
   std::uint64_t age_seq_ = 0;
 };
 
