@@ -60,8 +60,11 @@ DevPtr SimMallocModel::place(Bytes size) {
     for (auto it = r.free_ranges.begin(); it != r.free_ranges.end(); ++it)
       if (it->second >= size && (best == r.free_ranges.end() || it->second < best->second)) best = it;
     const Bytes off = best->first, len = best->second;
-    r.free_ranges.erase(best);
-    if (len > size) r.free_ranges.emplace(off + size, len - size);
+    if (len > size) {
+      *best = {off + size, len - size};  // what is left stays below the next range: the order holds
+    } else {
+      r.free_ranges.erase(best);
+    }
     if (len == r.largest_free) update_largest_free(r);
     ++r.live;
     return at->second->first + off;
@@ -69,7 +72,7 @@ DevPtr SimMallocModel::place(Bytes size) {
   const DevPtr base = new_region(round_up(size, kRegionGranularity), false);
   Region& r = regions_[base];
   r.free_ranges.clear();
-  if (r.size > size) r.free_ranges.emplace(size, r.size - size);
+  if (r.size > size) r.free_ranges.push_back({size, r.size - size});
   update_largest_free(r);
   r.live = 1;
   return base;
@@ -112,7 +115,7 @@ DevPtr SimMallocModel::new_region(Bytes size, bool vmm) {
   r.size = size;
   r.created = ++region_seq_;
   r.vmm = vmm;
-  r.free_ranges.emplace(0, size);
+  r.free_ranges.push_back({0, size});
   r.largest_free = size;
   auto it = regions_.emplace(base, std::move(r)).first;
   extents_.insert(std::lower_bound(extents_.begin(), extents_.end(), base,
@@ -128,21 +131,24 @@ void SimMallocModel::unplace(DevPtr ptr, Bytes size) {
   --it;
   Region& r = it->second;
   const Bytes off = ptr - it->first;
-  auto next = r.free_ranges.lower_bound(off);
-  Bytes start = off, len = size;
-  if (next != r.free_ranges.end() && next->first == off + size) {
-    len += next->second;
-    next = r.free_ranges.erase(next);
+  // Merged with the free ranges it touches, in place.
+  auto& ranges = r.free_ranges;
+  const auto next = std::lower_bound(ranges.begin(), ranges.end(), off,
+                                     [](const Region::FreeRange& f, Bytes o) { return f.first < o; });
+  const bool joins_next = next != ranges.end() && next->first == off + size;
+  const bool joins_prev = next != ranges.begin() && std::prev(next)->first + std::prev(next)->second == off;
+  Bytes len = size;
+  if (joins_prev && joins_next) {
+    len = std::prev(next)->second += size + next->second;
+    ranges.erase(next);
+  } else if (joins_prev) {
+    len = std::prev(next)->second += size;
+  } else if (joins_next) {
+    next->first = off;
+    len = next->second += size;
+  } else {
+    ranges.insert(next, {off, size});
   }
-  if (next != r.free_ranges.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == off) {
-      start = prev->first;
-      len += prev->second;
-      r.free_ranges.erase(prev);
-    }
-  }
-  r.free_ranges.emplace(start, len);
   r.largest_free = std::max(r.largest_free, len);
   if (--r.live == 0 && !r.pinned) erase_region(it);
 }

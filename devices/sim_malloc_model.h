@@ -95,7 +95,12 @@ class SimMallocModel {
   struct Region {
     Bytes size = 0;
     std::uint64_t created = 0;           // creation order: newest region is carved first
-    std::map<Bytes, Bytes> free_ranges;  // offset -> length
+    // Its free ranges by offset, disjoint and never touching (merged): few per region, walked by
+    // every best-fit search, so a sorted vector rather than a tree.
+    struct FreeRange {
+      Bytes first, second;  // offset, length
+    };
+    std::vector<FreeRange> free_ranges;
     Bytes largest_free = 0;              // the longest of free_ranges: whether a request can fit at all
     std::uint64_t live = 0;
     bool vmm = false;     // a cuMemAddressReserve range: never carved by cudaMalloc
