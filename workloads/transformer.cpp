@@ -184,9 +184,14 @@ struct TransformerWorkload::Emit {
     ComputeDesc& d = compute(ComputeDesc::Kind::Touch, name);
     d.first_id = std::uint32_t(st.ids.size());
     for (std::size_t i = 0; i < n_in; ++i)
-      if (ins[i]) st.ids.push_back(ins[i]), ++d.n_in, d.bytes += double(w.buffer_bytes(ins[i]));
+      if (ins[i]) st.ids.push_back(ins[i]), ++d.n_in, d.bytes += double(bytes_of(ins[i]));
     for (std::size_t i = 0; i < n_out; ++i)
-      if (outs[i]) st.ids.push_back(outs[i]), ++d.n_out, d.bytes += double(w.buffer_bytes(outs[i]));
+      if (outs[i]) st.ids.push_back(outs[i]), ++d.n_out, d.bytes += double(bytes_of(outs[i]));
+  }
+  // buffer_bytes, with this step's own buffers (most of those a kernel touches) looked up first.
+  // (id - st.base wraps for an id below the step's: one test for both bounds.)
+  Bytes bytes_of(BufferId id) const {
+    return id - st.base < st.sizes.size() ? st.sizes[id - st.base] : w.buffer_bytes(id);
   }
   // Row-major C[M x N] (+)= op(A) op(B), A stored [M x K] ([K x M] when trans_a), B [K x N]
   // ([N x K] when trans_b), `batch` matrices at the given element strides.
