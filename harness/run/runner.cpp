@@ -243,17 +243,18 @@ struct CaseRun {
   // timeline is kept: it reads the full statistics after every call). Returns the next op.
   std::size_t run_allocator_ops(const Op* ops, std::size_t n_ops, std::size_t i, std::uint64_t step, bool& skipping,
                                 bool& step_ok, bool& stop) {
-    const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
-    std::size_t end = i;
-    while (end < n_ops && ops[end].kind != Op::Kind::Compute && end - i < max_run) ++end;
+    // The run ends at the first compute op, found as the ops are run (not by a pass of its own).
+    const std::size_t end = std::min(n_ops, i + (settings.timeline ? 1 : kMaxRun));
     DevPtr* const ptrs = slot_ptr.data();  // sized for every slot of this step (run())
+    // Read once, not per op: the loops below store through pointers the compiler cannot tell apart.
+    const bool timeline = first_run && settings.timeline, ids = ids_needed;
     std::size_t k = i;
-    while (k < end) {
+    for (;;) {  // once, and again after each OOM inside the run
       const std::size_t first = k;
       const bool sample = sampling_usage();
       bool failed = false;
       const TickClock::Ticks t = TickClock::now();
-      for (; k < end; ++k) {
+      for (; k < end && ops[k].kind != Op::Kind::Compute; ++k) {
         const Op& o = ops[k];
         PendingOp& p = run_ops[k - i];
         p.op = &o;
@@ -278,32 +279,34 @@ struct CaseRun {
         track(p.after);
       }
       alloc_ticks += TickClock::now() - t;
+      std::uint64_t events = m.events;
       for (std::size_t q = first; q < k; ++q) {
         const PendingOp& p = run_ops[q - i];
         if (p.skipped) continue;
-        const std::uint64_t event = m.events++;
+        const std::uint64_t event = events++;
         const bool alloc = p.op->kind == Op::Kind::Alloc;
-        if (ids_needed) {
+        if (ids) {
           if (alloc)
             live_by_id.put(p.op->id, p.ptr);
           else
             live_by_id.take(p.op->id);
         }
         if (!alloc && !p.ptr) continue;  // its allocation failed: nothing freed
-        record_timeline(event, alloc ? 'a' : 'f', *p.op, false);
+        if (timeline) record_timeline(event, alloc ? 'a' : 'f', *p.op, false);
         if (sample) record_usage(event, step, p.after);
       }
-      if (!failed) break;
+      m.events = events;
+      if (!failed) return k;  // the compute op that ends the run, or its end
       record_oom(ops[k], step, m.events++);
       step_ok = false;
       ++k;
       if (settings.on_oom == OnOom::SkipStep) skipping = true;
       if (settings.on_oom == OnOom::Stop) {
         stop = true;  // the frees not made leave their buffers live (released when the run ends)
-        break;
+        return k;
       }
+      if (k == end || ops[k].kind == Op::Kind::Compute) return k;
     }
-    return end;
   }
 
   // Allocated and reserved bytes after each of the last kUsageWindow events, kept in a ring
