@@ -188,10 +188,13 @@ struct TransformerWorkload::Emit {
     for (std::size_t i = 0; i < n_out; ++i)
       if (outs[i]) st.ids.push_back(outs[i]), ++d.n_out, d.bytes += double(bytes_of(outs[i]));
   }
-  // buffer_bytes, with this step's own buffers (most of those a kernel touches) looked up first.
-  // (id - st.base wraps for an id below the step's: one test for both bounds.)
+  // buffer_bytes, with this step's own buffers (most of those a kernel touches) and the persistent
+  // ones (the optimizer's) looked up first. (id - st.base wraps for an id below the step's: one
+  // test for both bounds.)
   Bytes bytes_of(BufferId id) const {
-    return id - st.base < st.sizes.size() ? st.sizes[id - st.base] : w.buffer_bytes(id);
+    if (id - st.base < st.sizes.size()) return st.sizes[id - st.base];
+    if (id < persistent) return w.persistent_sizes_[id];
+    return w.buffer_bytes(id);
   }
   // Row-major C[M x N] (+)= op(A) op(B), A stored [M x K] ([K x M] when trans_a), B [K x N]
   // ([N x K] when trans_b), `batch` matrices at the given element strides.
