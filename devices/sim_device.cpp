@@ -586,7 +586,8 @@ class SimDevice final : public Device {
       best_freed = freed;
     };
     // First the recent frees this stream may reuse (its own; any with cross-stream reuse); when
-    // none holds the request, the pool takes every recent free as completed and searches all.
+    // none holds the request, those the modeled GPU has reached leave the tier, and best fit
+    // runs over every free range.
     const bool any_stream = pool.cross_stream_reuse();
     for (const auto& [off, r] : pool.recent) {
       if (r.size < size || r.size > best_len) continue;  // most are: the test consider() starts with
