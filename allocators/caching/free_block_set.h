@@ -142,13 +142,14 @@ class FreeBlockSet {
 
   // First block not less than key (nullptr: none).
   Block* lower_bound(const BlockKey& key) const {
-    Stream* s = cached_;
-    if (!s || s->stream != key.stream) return lower_bound_in_other_stream(key);
+    Stream* s = direct(key.stream);
+    if (!s) return lower_bound_in_other_stream(key);
     return lower_bound_in(*s, key);
   }
 
-  void insert(Block* b) {
-    Stream& s = stream_for_insert(b->stream);
+  [[gnu::always_inline]] void insert(Block* b) {
+    Stream* d = direct(b->stream);
+    Stream& s = d ? *d : switch_stream(b->stream);
     const int i = bin_of(b->size);
     Bin& bin = s.bin(i);
     s.mark(i);  // already set or not: no branch
@@ -187,18 +188,20 @@ class FreeBlockSet {
                                });
     return static_cast<std::size_t>(it - streams_.begin());
   }
-  // Most programs use one stream: the last one used is remembered.
-  Stream& stream_for_insert(StreamId stream) {
-    if (cached_ && cached_->stream == stream) return *cached_;
-    return switch_stream(stream);
+  // Programs use a few streams, numbered from 0: those below kDirect are found by their number
+  // (programs that alternate two streams would miss a cache of the last one used every switch).
+  Stream* direct(StreamId stream) const {
+    return static_cast<std::uint32_t>(stream) < kDirect ? direct_[stream] : nullptr;
   }
+  // The stream's bins, made on its first insert.
   __attribute__((noinline)) Stream& switch_stream(StreamId stream) {
     const std::size_t i = index_of(stream);
     if (i == streams_.size() || streams_[i]->stream != stream)
       streams_.insert(streams_.begin() + static_cast<std::ptrdiff_t>(i),
                       std::make_unique<Stream>(stream, nodes_));
-    cached_ = streams_[i].get();
-    return *cached_;
+    Stream* s = streams_[i].get();
+    if (static_cast<std::uint32_t>(stream) < kDirect) direct_[stream] = s;
+    return *s;
   }
   Block* first_from(std::size_t si) const {
     for (; si < streams_.size(); ++si)
@@ -208,7 +211,8 @@ class FreeBlockSet {
 
   typename Set::Nodes nodes_;  // shared by every bin (declared first: destroyed last)
   std::vector<std::unique_ptr<Stream>> streams_;  // by stream, as unsigned numbers
-  Stream* cached_ = nullptr;
+  static constexpr std::uint32_t kDirect = 8;
+  Stream* direct_[kDirect] = {};  // by stream number, for the ones below kDirect (nullptr: none yet)
   std::size_t size_ = 0;
 };
 
