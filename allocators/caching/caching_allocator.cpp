@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "allocators/call_run.h"
 #include "allocators/caching/alloc_conf.h"
 #include "allocators/caching/expandable_segment.h"
 #include "allocators/caching/block_set.h"
@@ -75,7 +76,7 @@ struct Pool {
   int stat = kLarge;
   std::int64_t get_free_blocks_call_count = 0;
 
-  void insert_into_blocks(Block* b) {
+  [[gnu::always_inline]] void insert_into_blocks(Block* b) {
     if (track_gc_age) b->gc_count_base = get_free_blocks_call_count;
     blocks.insert(b);
   }
@@ -284,7 +285,7 @@ struct AllocParams {
   Block* block = nullptr;
 };
 
-class CachingAllocator final : public InspectableAllocator {
+class CachingAllocator final : public InspectableAllocator, public CallRunner {
  public:
   CachingAllocator(Device& device, CachingConfig config, Bytes limit)
       : device_(device),
@@ -330,6 +331,11 @@ class CachingAllocator final : public InspectableAllocator {
   }
 
   void empty_cache() override { release_cached_blocks(); }
+
+  std::size_t run_calls(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
+                        MemoryInUse mark, bool& failed) override {
+    return run_calls_on(*this, calls, n, slot_ptr, results, mark, failed);
+  }
 
   AllocatorStats stats() const override {
     AllocatorStats s;
