@@ -1,6 +1,7 @@
 #include "harness/run/runner.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <fstream>
 #include <stdexcept>
 #include <utility>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "allocators/caching/caching_allocator.h"
+#include "allocators/call_run.h"
 #include "devices/recorded_placement_device.h"
 #include "allocators/registry.h"
 #include "common/units.h"
@@ -228,14 +230,17 @@ struct CaseRun {
   // in and out of slot_ptr (a load and a store a call) and reads the bytes in use after each
   // call (the peaks, and the usage picture at an OOM): a few ns a call. Events, the timeline
   // and the usage samples are written after the clock stops.
-  struct PendingOp {
-    const Op* op;
-    DevPtr ptr;         // alloc: the result; free: the pointer freed (0: none, its allocation had failed)
-    MemoryInUse after;  // bytes in use after the call
-    bool skipped;       // an alloc skipped after an OOM (on_oom: skip_step): no event
-  };
+  // Each call's result (CallResult: the pointer, and the bytes in use after it) is kept for the
+  // bookkeeping after the clock stops; skipped[j]: an alloc skipped after an OOM (on_oom:
+  // skip_step), no event. Index j is op i + j of the run.
   static constexpr std::size_t kMaxRun = 64;
-  PendingOp run_ops[kMaxRun]{};  // run_ops[q - i] is ops[q]
+  CallResult results[kMaxRun]{};
+  bool skipped[kMaxRun]{};
+  // Where the allocator runs many calls in one (allocators/call_run.h): the ops as it reads them.
+  CallRunner* call_runner_ = nullptr;
+  CallView op_view{};
+  static_assert(sizeof(Op::Kind) == 1 && std::uint8_t(Op::Kind::Alloc) == CallView::kAllocate &&
+                std::uint8_t(Op::Kind::Free) == CallView::kDeallocate);
 
   bool sampling_usage() const { return first_run && settings.oom_block_map && !m.first_oom; }
 
@@ -243,70 +248,104 @@ struct CaseRun {
   // timeline is kept: it reads the full statistics after every call). Returns the next op.
   std::size_t run_allocator_ops(const Op* ops, std::size_t n_ops, std::size_t i, std::uint64_t step, bool& skipping,
                                 bool& step_ok, bool& stop) {
-    // The run ends at the first compute op, found as the ops are run (not by a pass of its own).
-    const std::size_t end = std::min(n_ops, i + (settings.timeline ? 1 : kMaxRun));
+    const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
+    std::size_t end = i;
+    while (end < n_ops && ops[end].kind != Op::Kind::Compute && end - i < max_run) ++end;
     DevPtr* const ptrs = slot_ptr.data();  // sized for every slot of this step (run())
-    // Read once, not per op: the loops below store through pointers the compiler cannot tell apart.
-    const bool timeline = first_run && settings.timeline, ids = ids_needed;
     std::size_t k = i;
-    for (;;) {  // once, and again after each OOM inside the run
+    while (k < end) {
       const std::size_t first = k;
       const bool sample = sampling_usage();
       bool failed = false;
       const TickClock::Ticks t = TickClock::now();
-      for (; k < end && ops[k].kind != Op::Kind::Compute; ++k) {
-        const Op& o = ops[k];
-        PendingOp& p = run_ops[k - i];
-        p.op = &o;
-        p.skipped = false;
-        if (o.kind == Op::Kind::Alloc) {
-          if (skipping) {
-            p.skipped = true;
-            continue;
+      if (call_runner_ && !skipping && peak_seen) {
+        // Many calls in one; it stops where track() must read the allocator (the peak moved).
+        while (k < end) {
+          const std::size_t done = call_runner_->run_calls(
+              CallView{reinterpret_cast<const unsigned char*>(ops + k), op_view.stride, op_view.kind_at,
+                       op_view.bytes_at, op_view.stream_at, op_view.slot_at},
+              end - k, ptrs, &results[k - i], {allocated_at_peak_reserved, peak_reserved}, failed);
+          // Before the last call none passed the mark: their track() would only raise the step's peaks.
+          Bytes step_a = step_peak_allocated, step_r = step_peak_reserved;
+          for (std::size_t q = k; q < k + done; ++q) {
+            skipped[q - i] = false;
+            step_a = std::max(step_a, results[q - i].after.allocated_bytes);
+            step_r = std::max(step_r, results[q - i].after.reserved_bytes);
           }
-          const std::optional<DevPtr> ptr = allocator.allocate(o.bytes, o.stream);
-          if (!ptr) {
-            failed = true;  // the slot keeps what it held: nothing, or a buffer this id had already
-            break;
-          }
-          p.ptr = ptrs[o.slot] = *ptr;
-        } else {
-          p.ptr = ptrs[o.slot];
-          ptrs[o.slot] = 0;
-          if (p.ptr) allocator.deallocate(p.ptr);
+          step_peak_allocated = step_a;
+          step_peak_reserved = step_r;
+          if (done) track(results[k + done - 1 - i].after);
+          k += done;
+          if (failed) break;
         }
-        p.after = allocator.in_use();
-        track(p.after);
+      } else {
+        for (; k < end; ++k) {
+          const Op& o = ops[k];
+          CallResult& p = results[k - i];
+          skipped[k - i] = false;
+          if (o.kind == Op::Kind::Alloc) {
+            if (skipping) {
+              skipped[k - i] = true;
+              continue;
+            }
+            const std::optional<DevPtr> ptr = allocator.allocate(o.bytes, o.stream);
+            if (!ptr) {
+              failed = true;  // the slot keeps what it held: nothing, or a buffer this id had already
+              break;
+            }
+            p.ptr = ptrs[o.slot] = *ptr;
+          } else {
+            p.ptr = ptrs[o.slot];
+            ptrs[o.slot] = 0;
+            if (p.ptr) allocator.deallocate(p.ptr);
+          }
+          p.after = allocator.in_use();
+          track(p.after);
+        }
       }
       alloc_ticks += TickClock::now() - t;
-      std::uint64_t events = m.events;
-      for (std::size_t q = first; q < k; ++q) {
-        const PendingOp& p = run_ops[q - i];
-        if (p.skipped) continue;
-        const std::uint64_t event = events++;
-        const bool alloc = p.op->kind == Op::Kind::Alloc;
-        if (ids) {
+      if (!ids_needed && !(first_run && settings.timeline)) {
+        // Most runs: only the event count, and the usage ring until the first OOM.
+        std::uint64_t event = m.events;
+        if (sample) {
+          for (std::size_t q = first; q < k; ++q) {
+            if (skipped[q - i]) continue;
+            const std::uint64_t e = event++;
+            const CallResult& p = results[q - i];
+            if (ops[q].kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
+            record_usage(e, step, p.after);
+          }
+        } else {
+          for (std::size_t q = first; q < k; ++q) event += !skipped[q - i];
+        }
+        m.events = event;
+      } else for (std::size_t q = first; q < k; ++q) {
+        if (skipped[q - i]) continue;
+        const CallResult& p = results[q - i];
+        const Op& op = ops[q];
+        const std::uint64_t event = m.events++;
+        const bool alloc = op.kind == Op::Kind::Alloc;
+        if (ids_needed) {
           if (alloc)
-            live_by_id.put(p.op->id, p.ptr);
+            live_by_id.put(op.id, p.ptr);
           else
-            live_by_id.take(p.op->id);
+            live_by_id.take(op.id);
         }
         if (!alloc && !p.ptr) continue;  // its allocation failed: nothing freed
-        if (timeline) record_timeline(event, alloc ? 'a' : 'f', *p.op, false);
+        record_timeline(event, alloc ? 'a' : 'f', op, false);
         if (sample) record_usage(event, step, p.after);
       }
-      m.events = events;
-      if (!failed) return k;  // the compute op that ends the run, or its end
+      if (!failed) break;
       record_oom(ops[k], step, m.events++);
       step_ok = false;
       ++k;
       if (settings.on_oom == OnOom::SkipStep) skipping = true;
       if (settings.on_oom == OnOom::Stop) {
         stop = true;  // the frees not made leave their buffers live (released when the run ends)
-        return k;
+        break;
       }
-      if (k == end || ops[k].kind == Op::Kind::Compute) return k;
     }
+    return end;
   }
 
   // Allocated and reserved bytes after each of the last kUsageWindow events, kept in a ring
@@ -350,6 +389,12 @@ struct CaseRun {
       return;
     }
     has_free_space = allocator.free_space().has_value();
+    call_runner_ = call_runner(allocator);
+    op_view.stride = sizeof(Op);
+    op_view.kind_at = offsetof(Op, kind);
+    op_view.bytes_at = offsetof(Op, bytes);
+    op_view.stream_at = offsetof(Op, stream);
+    op_view.slot_at = offsetof(Op, slot);
     if (first_run && settings.oom_block_map) usage_ring.reserve(kUsageWindow);
     // A workload of unknown length (a trace stream) runs until a step says it is the end.
     const std::uint64_t steps =
