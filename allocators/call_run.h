@@ -1,13 +1,14 @@
 // CallRunner: many allocate/deallocate calls in one virtual call, for a harness that replays
 // millions of events (harness/run/runner.cpp). Three virtual calls an event (allocate or
-// deallocate, then in_use) cost about a tenth of a cached allocation, and keep the caller's
-// bookkeeping in memory instead of registers; an allocator that implements CallRunner with
-// run_calls_on (below) makes the same calls, in the same order, inlined into one loop.
+// deallocate, then in_use) keep the caller's bookkeeping in memory instead of registers, and the
+// allocator must find each freed pointer's block again; run_calls makes the same calls, in the
+// same order, in one loop, and may keep the live blocks by slot (caching does).
 //
 // The calls are read in place from the caller's records (`CallView`: a stride and the offsets of
 // four fields), as the allocators do not know the harness's event type. Live pointers are kept
 // by slot, a small number each live buffer has (the harness's Op::slot): an allocate stores its
 // pointer at slot_ptr[slot], a deallocate frees slot_ptr[slot] (nothing when 0) and clears it.
+// An allocator that implements CallRunner still takes deallocate(ptr) for any live pointer.
 #pragma once
 
 #include <cstddef>
@@ -52,36 +53,5 @@ class CallRunner {
 };
 
 inline CallRunner* call_runner(Allocator& a) { return dynamic_cast<CallRunner*>(&a); }
-
-// run_calls for an allocator type A whose allocate, deallocate and in_use the compiler can call
-// directly (a final class).
-template <class A>
-std::size_t run_calls_on(A& a, const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
-                         MemoryInUse mark, bool& failed) {
-  failed = false;
-  const unsigned char* rec = calls.base;
-  for (std::size_t i = 0; i < n; ++i, rec += calls.stride) {
-    const auto slot = CallView::field<std::uint32_t>(rec, calls.slot_at);
-    CallResult& r = results[i];
-    if (CallView::field<std::uint8_t>(rec, calls.kind_at) == CallView::kAllocate) {
-      const std::optional<DevPtr> ptr =
-          a.A::allocate(CallView::field<Bytes>(rec, calls.bytes_at), CallView::field<StreamId>(rec, calls.stream_at));
-      if (!ptr) {
-        failed = true;
-        return i;
-      }
-      r.ptr = slot_ptr[slot] = *ptr;
-    } else {
-      r.ptr = slot_ptr[slot];
-      slot_ptr[slot] = 0;
-      if (r.ptr) a.A::deallocate(r.ptr);
-    }
-    r.after = a.A::in_use();
-    if (r.after.reserved_bytes > mark.reserved_bytes ||
-        (r.after.reserved_bytes == mark.reserved_bytes && r.after.allocated_bytes > mark.allocated_bytes))
-      return i + 1;
-  }
-  return n;
-}
 
 }  // namespace gmb

@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <limits>
 #include <stdexcept>
 
@@ -325,16 +326,57 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
 
   void deallocate(DevPtr ptr) override {
     if (ptr == 0) return;
-    Block* b = live_.take(ptr);
-    if (!b) throw_bad_pointer(ptr);
-    free(b);
+    free(take_live(ptr));
   }
 
   void empty_cache() override { release_cached_blocks(); }
 
+  // allocate/deallocate call by call, with the live blocks of the calls' slots kept by slot
+  // (by_slot_) instead of in the pointer map: a free finds its block without hashing.
   std::size_t run_calls(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
                         MemoryInUse mark, bool& failed) override {
-    return run_calls_on(*this, calls, n, slot_ptr, results, mark, failed);
+    failed = false;
+    const unsigned char* rec = calls.base;
+    for (std::size_t i = 0; i < n; ++i, rec += calls.stride) {
+      const auto slot = CallView::field<std::uint32_t>(rec, calls.slot_at);
+      CallResult& r = results[i];
+      if (CallView::field<std::uint8_t>(rec, calls.kind_at) == CallView::kAllocate) {
+        const auto bytes = CallView::field<Bytes>(rec, calls.bytes_at);
+        DevPtr ptr = 0;  // PyTorch hands out nullptr for 0 bytes
+        if (bytes != 0) {
+          const auto stream = CallView::field<StreamId>(rec, calls.stream_at);
+          if (stream < 0 || stream > 65535) throw_bad_stream(stream);
+          Block* b = malloc(bytes, stream);
+          if (!b) {
+            failed = true;
+            return i;
+          }
+          if (slot >= by_slot_.size()) by_slot_.resize(std::max<std::size_t>(slot + 1, 2 * by_slot_.size()), nullptr);
+          // A slot allocated again (its buffer never freed): the earlier block stays live, by address.
+          if (by_slot_[slot]) live_.insert(by_slot_[slot]);
+          by_slot_[slot] = b;
+          ptr = b->ptr;
+        }
+        r.ptr = slot_ptr[slot] = ptr;
+      } else {
+        r.ptr = slot_ptr[slot];
+        slot_ptr[slot] = 0;
+        if (r.ptr) {
+          Block* b = slot < by_slot_.size() ? by_slot_[slot] : nullptr;
+          if (b && b->ptr == r.ptr) {
+            by_slot_[slot] = nullptr;
+          } else {
+            b = take_live(r.ptr);
+          }
+          free(b);
+        }
+      }
+      r.after = in_use();
+      if (r.after.reserved_bytes > mark.reserved_bytes ||
+          (r.after.reserved_bytes == mark.reserved_bytes && r.after.allocated_bytes > mark.allocated_bytes))
+        return i + 1;
+    }
+    return n;
   }
 
   AllocatorStats stats() const override {
@@ -386,6 +428,26 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   }
   [[noreturn, gnu::cold, gnu::noinline]] static void throw_bad_pointer(DevPtr ptr) {
     throw std::invalid_argument(fmt::format("invalid device pointer: {:#x}", ptr));
+  }
+
+  // The live block at ptr, no longer live (throws when there is none). One that run_calls keeps
+  // by slot is found after moving all of those to the pointer map, once: run_calls then finds
+  // it there too.
+  Block* take_live(DevPtr ptr) {
+    if (Block* b = live_.take(ptr)) return b;
+    if (by_slot_live_to_map()) {
+      if (Block* b = live_.take(ptr)) return b;
+    }
+    throw_bad_pointer(ptr);
+  }
+  [[gnu::noinline]] bool by_slot_live_to_map() {
+    bool any = false;
+    for (Block*& b : by_slot_)
+      if (b) {
+        live_.insert(std::exchange(b, nullptr));
+        any = true;
+      }
+    return any;
   }
 
   // ---- malloc / free -----------------------------------------------------------------------
@@ -871,6 +933,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     std::vector<Block*> out;
     out.reserve(live_.size());
     live_.for_each([&](Block* b) { out.push_back(b); });
+    for (Block* b : by_slot_)
+      if (b) out.push_back(b);
     for (const Pool* pool : {&large_, &small_}) {
       for (Block* b = pool->blocks.first(); b; b = pool->blocks.next(b)) out.push_back(b);
       for (Block* b = pool->unmapped.first(); b; b = pool->unmapped.next(b)) out.push_back(b);
@@ -890,7 +954,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   DeviceStats stats_;
   Bytes total_allocated_memory_ = 0;
   BlockArena arena_;
-  PtrMap live_;
+  PtrMap live_;                 // live blocks by address, but for those in by_slot_
+  std::vector<Block*> by_slot_;  // run_calls: the live block of each slot (nullptr: none there)
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;
   OomDetails last_oom_;
   std::uint64_t cache_hits_ = 0;
