@@ -258,13 +258,26 @@ struct CaseRun {
       const bool sample = sampling_usage();
       bool failed = false;
       const TickClock::Ticks t = TickClock::now();
-      if (call_runner_ && !skipping && peak_seen) {
-        // Many calls in one; it stops where track() must read the allocator (the peak moved).
+      if (call_runner_) {
+        // Many calls in one (the allocator may keep its blocks by slot: then every call goes
+        // through it). A call stops it where track() must read the allocator (the peak moved);
+        // the first call of the run is made alone (no peak yet).
         while (k < end) {
+          if (skipping && ops[k].kind == Op::Kind::Alloc) {
+            skipped[k - i] = true;
+            ++k;
+            continue;
+          }
+          std::size_t stretch = end;
+          if (skipping) {  // the frees up to the next alloc
+            stretch = k + 1;
+            while (stretch < end && ops[stretch].kind != Op::Kind::Alloc) ++stretch;
+          }
+          if (!peak_seen) stretch = k + 1;
           const std::size_t done = call_runner_->run_calls(
               CallView{reinterpret_cast<const unsigned char*>(ops + k), op_view.stride, op_view.kind_at,
                        op_view.bytes_at, op_view.stream_at, op_view.slot_at},
-              end - k, ptrs, &results[k - i], {allocated_at_peak_reserved, peak_reserved}, failed);
+              stretch - k, ptrs, &results[k - i], {allocated_at_peak_reserved, peak_reserved}, failed);
           // Before the last call none passed the mark: their track() would only raise the step's peaks.
           Bytes step_a = step_peak_allocated, step_r = step_peak_reserved;
           for (std::size_t q = k; q < k + done; ++q) {
