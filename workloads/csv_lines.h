@@ -51,12 +51,12 @@ class CsvLines {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     return true;
   }
-  // A reader that parsed the next line straight from buffered() (its `len` bytes and the '\n')
-  // moves past it here.
-  void skip_line(std::size_t len) {
-    line_offset_ = in_.offset();
-    in_.consume(len + 1);
-    ++line_number_;
+  // A reader that parsed the next `lines` lines straight from buffered() moves past them here:
+  // `bytes` in all (each with its '\n'), the last starting at byte last_at of them.
+  void skip_lines(std::size_t bytes, std::uint64_t lines, std::size_t last_at) {
+    line_offset_ = in_.offset() + last_at;
+    in_.consume(bytes);
+    line_number_ += lines;
   }
   std::uint64_t line_number() const { return line_number_; }  // of the line last returned
   std::uint64_t line_offset() const { return line_offset_; }  // its byte offset

@@ -3,8 +3,11 @@
 // live set, never its length. Open addressing with linear probing, deletion by backward shift.
 // Each live id also has a slot (Op::slot): a small number, 1 and up, reused last-freed first,
 // so the harness keeps per-buffer state in arrays without hashing the ids again.
+// Small ids (below kDenseMax, as a trace that numbers its buffers from 0 has) are looked up in
+// an array by id instead, grown to the largest seen: no hash, no probe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -14,10 +17,16 @@ namespace gmb {
 class LiveIdSet {
  public:
   LiveIdSet() { rehash(1024); }
-  std::size_t size() const { return size_ + (empty_key_slot_ ? 1 : 0); }
-
   // Makes id live; returns its slot, or 0 when id is already live (then nothing changes).
   std::uint32_t insert(std::uint64_t id) {
+    if (id < dense_.size()) {
+      if (dense_[id]) return 0;
+      return dense_[id] = take_slot();
+    }
+    if (id < kDenseMax) {
+      grow_dense(id);
+      return insert(id);
+    }
     if (id == kEmpty) {
       if (empty_key_slot_) return 0;
       return empty_key_slot_ = take_slot();
@@ -34,6 +43,13 @@ class LiveIdSet {
 
   // Ends id; returns the slot it had, or 0 when id is not live.
   std::uint32_t erase(std::uint64_t id) {
+    if (id < dense_.size()) {
+      const std::uint32_t slot = dense_[id];
+      dense_[id] = 0;
+      if (slot) free_.push_back(slot);
+      return slot;
+    }
+    if (id < kDenseMax) return 0;  // never inserted (it would be in dense_)
     if (id == kEmpty) {
       const std::uint32_t slot = empty_key_slot_;
       empty_key_slot_ = 0;
@@ -64,6 +80,13 @@ class LiveIdSet {
 
  private:
   static constexpr std::uint64_t kEmpty = ~std::uint64_t(0);
+  static constexpr std::uint64_t kDenseMax = std::uint64_t(1) << 20;  // 4 MiB of slots at most
+  // dense_ covers id (< kDenseMax). Ids below kDenseMax are never hashed, so none move.
+  void grow_dense(std::uint64_t id) {
+    std::size_t n = dense_.empty() ? 1024 : dense_.size();
+    while (n <= id) n *= 2;
+    dense_.resize(std::min<std::size_t>(n, kDenseMax), 0);
+  }
   struct Entry {
     std::uint64_t id = kEmpty;
     std::uint32_t slot = 0;
@@ -92,10 +115,11 @@ class LiveIdSet {
       }
   }
 
-  std::vector<Entry> entries_;
+  std::vector<std::uint32_t> dense_;  // by id below its size: the slot (0: not live)
+  std::vector<Entry> entries_;        // the other ids
   std::size_t mask_ = 0;
   unsigned shift_ = 64;
-  std::size_t size_ = 0;
+  std::size_t size_ = 0;  // hashed ids
   std::uint32_t empty_key_slot_ = 0;  // the slot of the one id equal to the empty marker (0: not live)
   std::vector<std::uint32_t> free_;   // slots of ended ids, reused last first
   std::uint32_t next_slot_ = 1;

@@ -33,22 +33,29 @@ class NativeCsvSource final : public TraceSource {
     while (n < max_ops) {
       if (canonical_) {  // most lines: parsed in place, in one pass
         const std::string_view buf = in_->buffered();
-        const char* p = buf.data();
+        const char* const start = buf.data();
+        const char* p = start;
         const char* const end = p + buf.size();
+        // The lines taken are consumed together when the run ends (lines_.skip_lines).
+        std::uint64_t line = lines_.line_number();
+        const char* last = nullptr;  // the start of the last line taken
         while (n < max_ops) {
           Op op;
           const char* next = end - p >= kFastLookahead ? parse_fast(p, op) : nullptr;
           if (!next) next = parse_plain(p, end, op);
           if (!next) break;
-          op.source_line = lines_.line_number() + 1;
           // A failed check changed nothing: the general path parses the line again and reports it.
           op.slot = op.kind == Op::Kind::Alloc ? live_.insert(op.id) : live_.erase(op.id);
           if (!op.slot) break;
-          lines_.skip_line(static_cast<std::size_t>(next - p));
+          op.source_line = ++line;
+          last = p;
           p = next + 1;
           out.push_back(op);
           ++n;
         }
+        if (last)
+          lines_.skip_lines(static_cast<std::size_t>(p - start), line - lines_.line_number(),
+                            static_cast<std::size_t>(last - start));
         if (n == max_ops) break;
       }
       if (!lines_.next(line)) break;
@@ -93,6 +100,10 @@ class NativeCsvSource final : public TraceSource {
     }
     if (*p == ',' && has_stream_) {
       ++p;
+      if (unsigned(p[0] - '0') < 10 && p[1] == '\n') {  // one digit, the common stream
+        op.stream = static_cast<StreamId>(p[0] - '0');
+        return p + 1;
+      }
       if (*p != '\n') {
         n = CsvLines::decimal16(p, v);
         if (n == 0 || n > 15 || v > 1000000) return nullptr;
