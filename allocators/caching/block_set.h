@@ -152,7 +152,7 @@ class BlockSet {
     return l->next ? l->next->blk[0] : nullptr;
   }
 
-  void insert(Block* b) {
+  [[gnu::always_inline]] void insert(Block* b) {
     const Key k = make_key(b->stream, b->size, b->ptr);
     if (size_++ == 0) {  // into the empty root leaf: nothing to search or move
       if (!root_) {
@@ -170,7 +170,7 @@ class BlockSet {
       split_and_put(l, pos, k, b);
   }
 
-  void erase(Block* b) {
+  [[gnu::always_inline]] void erase(Block* b) {
     Leaf* l = static_cast<Leaf*>(b->tleaf);
     if (l->n == 1) {  // the leaf's only key
       store_key(&l->k[0], kNoKey);

@@ -158,7 +158,7 @@ class FreeBlockSet {
     ++size_;
   }
 
-  void erase(Block* b) {
+  [[gnu::always_inline]] void erase(Block* b) {
     Bin& bin = bin_holding(b);
     bin.erase(b);
     b->tbin = nullptr;
