@@ -17,12 +17,33 @@ namespace gmb {
 class LiveIdSet {
  public:
   LiveIdSet() { rehash(1024); }
+
   // Makes id live; returns its slot, or 0 when id is already live (then nothing changes).
   std::uint32_t insert(std::uint64_t id) {
     if (id < dense_.size()) {
       if (dense_[id]) return 0;
       return dense_[id] = take_slot();
     }
+    return insert_other(id);
+  }
+
+  // Ends id; returns the slot it had, or 0 when id is not live.
+  std::uint32_t erase(std::uint64_t id) {
+    if (id < dense_.size()) {
+      const std::uint32_t slot = dense_[id];
+      dense_[id] = 0;
+      if (slot) free_.push_back(slot);
+      return slot;
+    }
+    return erase_other(id);
+  }
+
+  // Every slot given so far is below this.
+  std::uint32_t slots_end() const { return next_slot_; }
+
+ private:
+  // insert and erase of the ids not in dense_ yet: small ones grow it, others are hashed.
+  [[gnu::noinline]] std::uint32_t insert_other(std::uint64_t id) {
     if (id < kDenseMax) {
       grow_dense(id);
       return insert(id);
@@ -41,14 +62,7 @@ class LiveIdSet {
     return slot;
   }
 
-  // Ends id; returns the slot it had, or 0 when id is not live.
-  std::uint32_t erase(std::uint64_t id) {
-    if (id < dense_.size()) {
-      const std::uint32_t slot = dense_[id];
-      dense_[id] = 0;
-      if (slot) free_.push_back(slot);
-      return slot;
-    }
+  [[gnu::noinline]] std::uint32_t erase_other(std::uint64_t id) {
     if (id < kDenseMax) return 0;  // never inserted (it would be in dense_)
     if (id == kEmpty) {
       const std::uint32_t slot = empty_key_slot_;
@@ -75,10 +89,6 @@ class LiveIdSet {
     return slot;
   }
 
-  // Every slot given so far is below this.
-  std::uint32_t slots_end() const { return next_slot_; }
-
- private:
   static constexpr std::uint64_t kEmpty = ~std::uint64_t(0);
   static constexpr std::uint64_t kDenseMax = std::uint64_t(1) << 20;  // 4 MiB of slots at most
   // dense_ covers id (< kDenseMax). Ids below kDenseMax are never hashed, so none move.
