@@ -242,6 +242,11 @@ struct CaseRun {
   static_assert(sizeof(Op::Kind) == 1 && std::uint8_t(Op::Kind::Alloc) == CallView::kAllocate &&
                 std::uint8_t(Op::Kind::Free) == CallView::kDeallocate);
 
+  // run_allocator_ops: the step's ops it looked through (null: none yet this step), and the first
+  // compute op at or after the last start there (n_ops: none).
+  const Op* scanned_ops = nullptr;
+  std::size_t next_compute = 0;
+
   bool sampling_usage() const { return first_run && settings.oom_block_map && !m.first_oom; }
 
   // Runs the allocator ops from ops[i] up to the next compute op or kMaxRun ops (one op when a
@@ -249,8 +254,12 @@ struct CaseRun {
   std::size_t run_allocator_ops(const Op* ops, std::size_t n_ops, std::size_t i, std::uint64_t step, bool& skipping,
                                 bool& step_ok, bool& stop) {
     const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
-    std::size_t end = i;
-    while (end < n_ops && ops[end].kind != Op::Kind::Compute && end - i < max_run) ++end;
+    if (ops != scanned_ops || i > next_compute) {  // the next compute op, found once per stretch
+      scanned_ops = ops;
+      next_compute = i;
+      while (next_compute < n_ops && ops[next_compute].kind != Op::Kind::Compute) ++next_compute;
+    }
+    const std::size_t end = std::min(next_compute, i + max_run);
     DevPtr* const ptrs = slot_ptr.data();  // sized for every slot of this step (run())
     std::size_t k = i;
     while (k < end) {
@@ -320,7 +329,19 @@ struct CaseRun {
       if (!ids_needed && !(first_run && settings.timeline)) {
         // Most runs: only the event count, and the usage ring until the first OOM.
         std::uint64_t event = m.events;
-        if (sample) {
+        if (sample && usage_ring.size() == kUsageWindow) {  // the ring is full: it wraps
+          UsageSample* const ring = usage_ring.data();
+          std::size_t next = usage_next;
+          for (std::size_t q = first; q < k; ++q) {
+            if (skipped[q - i]) continue;
+            const std::uint64_t e = event++;
+            const CallResult& p = results[q - i];
+            if (ops[q].kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
+            ring[next] = {e, step, p.after.allocated_bytes, p.after.reserved_bytes};
+            next = (next + 1) & (kUsageWindow - 1);
+          }
+          usage_next = next;
+        } else if (sample) {
           for (std::size_t q = first; q < k; ++q) {
             if (skipped[q - i]) continue;
             const std::uint64_t e = event++;
@@ -366,6 +387,7 @@ struct CaseRun {
   // series covers the whole run). A ring, not a growing series: the cost per event stays one
   // store into memory that is already warm.
   static constexpr std::size_t kUsageWindow = std::size_t(1) << 17;
+  static_assert((kUsageWindow & (kUsageWindow - 1)) == 0, "the ring's index wraps by a mask");
   std::vector<UsageSample> usage_ring{};
   std::size_t usage_next = 0;  // where the next sample goes
   void record_usage(std::uint64_t event, std::uint64_t step, const MemoryInUse& u) {
@@ -437,6 +459,7 @@ struct CaseRun {
       bool skipping = false, step_ok = true;
       const Op* ops = made.ops.data();
       const std::size_t n_ops = made.ops.size();
+      scanned_ops = nullptr;  // a step's ops may lie where another step's lay
       for (std::size_t i = 0; i < n_ops && !stop;) {
         if (ops[i].kind != Op::Kind::Compute) {
           i = run_allocator_ops(ops, n_ops, i, step, skipping, step_ok, stop);
