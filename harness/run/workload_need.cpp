@@ -11,41 +11,46 @@ Bytes torch_rounded_size(Bytes requested) { return caching::round_to_min_block(r
 
 void NeedTracker::add_step(const std::vector<Op>& ops) {
   const std::uint64_t step = step_++;
-  Bytes step_peak = saturated(requested_);  // what is live when the step starts counts for it
+  // The sums and the event count in locals for the loop (the vectors' growth is a call).
+  Wide requested = requested_, rounded = rounded_;
+  std::uint64_t event = event_;
+  Bytes step_peak = saturated(requested);  // what is live when the step starts counts for it
   for (const Op& op : ops) {
     if (op.kind == Op::Kind::Compute) continue;
     const std::uint32_t s = op.slot;
-    if (s >= live_.size()) {
-      live_.resize(std::max<std::size_t>(std::size_t(s) + 1, 2 * live_.size()), 0);
-      bytes_.resize(live_.size(), 0);
-    }
+    if (s >= live_.size()) live_.resize(std::max<std::size_t>(std::size_t(s) + 1, 2 * live_.size()), Live{});
+    Live& l = live_[s];
     if (op.kind == Op::Kind::Alloc) {
-      if (live_[s]) {  // an id allocated again replaces its buffer
-        requested_ -= bytes_[s];
-        rounded_ -= torch_rounded_size(bytes_[s]);
+      if (l.rounded) {  // an id allocated again replaces its buffer
+        requested -= l.bytes;
+        rounded -= l.rounded;
       }
-      live_[s] = 1;
-      bytes_[s] = op.bytes;
-      requested_ += op.bytes;
-      rounded_ += torch_rounded_size(op.bytes);
-      if (saturated(requested_) > need_.peak_requested_bytes) {
-        need_.peak_requested_bytes = saturated(requested_);
+      l.bytes = op.bytes;
+      l.rounded = torch_rounded_size(op.bytes);
+      requested += l.bytes;
+      rounded += l.rounded;
+      const Bytes req = saturated(requested);
+      if (req > need_.peak_requested_bytes) {
+        need_.peak_requested_bytes = req;
         need_.peak_requested_step = step;
-        need_.peak_requested_event = event_;
+        need_.peak_requested_event = event;
       }
-      if (saturated(rounded_) > need_.peak_rounded_bytes) {
-        need_.peak_rounded_bytes = saturated(rounded_);
+      if (saturated(rounded) > need_.peak_rounded_bytes) {
+        need_.peak_rounded_bytes = saturated(rounded);
         need_.peak_rounded_step = step;
-        need_.peak_rounded_event = event_;
+        need_.peak_rounded_event = event;
       }
-      step_peak = std::max(step_peak, saturated(requested_));
-    } else if (live_[s]) {  // slot 0 never is
-      live_[s] = 0;
-      requested_ -= bytes_[s];
-      rounded_ -= torch_rounded_size(bytes_[s]);
+      step_peak = std::max(step_peak, req);
+    } else if (l.rounded) {  // slot 0 never is live
+      requested -= l.bytes;
+      rounded -= l.rounded;
+      l.rounded = 0;
     }
-    ++event_;
+    ++event;
   }
+  requested_ = requested;
+  rounded_ = rounded;
+  event_ = event;
   need_.step_peak_requested_bytes.push_back(step_peak);
 }
 

@@ -33,9 +33,13 @@ class NeedTracker {
   static Bytes saturated(Wide v) { return v > UINT64_MAX ? UINT64_MAX : static_cast<Bytes>(v); }
 
   WorkloadNeed need_;
-  // By slot: the requested bytes of the live buffer there, and whether one is (slot 0: never).
-  std::vector<Bytes> bytes_;
-  std::vector<std::uint8_t> live_;
+  // By slot: the live buffer there, its requested bytes and their rounding (at least 512 bytes;
+  // 0: no buffer there; slot 0 never has one).
+  struct Live {
+    Bytes bytes = 0;
+    Bytes rounded = 0;
+  };
+  std::vector<Live> live_;
   Wide requested_ = 0, rounded_ = 0;
   std::uint64_t event_ = 0, step_ = 0;
 };
