@@ -142,7 +142,7 @@ class BlockSet {
   }
 
   // First block not less than key (nullptr: none).
-  Block* lower_bound(const BlockKey& key) const {
+  [[gnu::always_inline]] Block* lower_bound(const BlockKey& key) const {
     if (!size_) return nullptr;
     const Key k = make_key(key.stream, key.size, key.ptr);
     if (head_->k[0] >= k) return head_->blk[0];  // often so: a best-fit search starts at address 0
@@ -301,7 +301,7 @@ class BlockSet {
 
   // Puts k at pos of a leaf that is not full: slots pos .. pos+7 move up one (slots 8..15
   // receive kNoKey, so they keep it).
-  static void put(Leaf* l, int pos, Key k, Block* b) {
+  [[gnu::always_inline]] static void put(Leaf* l, int pos, Key k, Block* b) {
     move8(&l->k[pos + 1], &l->k[pos]);
     move8(&l->blk[pos + 1], &l->blk[pos]);
     store_key(&l->k[pos], k);

@@ -525,7 +525,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     return (use_small & small_rule) | ((1 - use_small) & large_rule);
   }
 
-  bool get_free_block(AllocParams& p) {
+  [[gnu::always_inline]] bool get_free_block(AllocParams& p) {
     Pool& pool = *p.pool;
     if (gc_active_) ++pool.get_free_blocks_call_count;
     Block* it = pool.blocks.lower_bound(BlockKey{p.stream, p.size, 0});
@@ -559,7 +559,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     return true;
   }
 
-  Block* alloc_found_block(AllocParams& p, Bytes orig_size, bool split_remainder) {
+  [[gnu::always_inline]] Block* alloc_found_block(AllocParams& p, Bytes orig_size, bool split_remainder) {
     Pool& pool = *p.pool;
     int st = pool.stat;
     Block* block = p.block;
@@ -626,9 +626,13 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     stats_.requested_bytes.decrease(st, static_cast<std::int64_t>(requested));
   }
 
-  // Merges src (a neighbour of dst) into dst; returns the bytes subsumed (0: not merged).
-  Bytes try_merge_blocks(Block* dst, Block* src, Pool& pool) {
+  // Merges src (a neighbour of dst) into dst; returns the bytes subsumed (0: not merged). The
+  // test inline (a free's neighbours are mostly allocated), the merge apart.
+  [[gnu::always_inline]] Bytes try_merge_blocks(Block* dst, Block* src, Pool& pool) {
     if (!src || src->allocated || dst->mapped != src->mapped) return 0;
+    return merge_blocks(dst, src, pool);
+  }
+  [[gnu::noinline]] Bytes merge_blocks(Block* dst, Block* src, Pool& pool) {
     if (dst->prev == src) {  // [src dst]
       dst->ptr = src->ptr;
       dst->prev = src->prev;

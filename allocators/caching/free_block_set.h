@@ -141,7 +141,7 @@ class FreeBlockSet {
   }
 
   // First block not less than key (nullptr: none).
-  Block* lower_bound(const BlockKey& key) const {
+  [[gnu::always_inline]] Block* lower_bound(const BlockKey& key) const {
     Stream* s = direct(key.stream);
     if (!s) return lower_bound_in_other_stream(key);
     return lower_bound_in(*s, key);
@@ -167,7 +167,7 @@ class FreeBlockSet {
   }
 
  private:
-  Block* lower_bound_in(Stream& s, const BlockKey& key) const {
+  [[gnu::always_inline]] Block* lower_bound_in(Stream& s, const BlockKey& key) const {
     const int i = bin_of(key.size);
     if (Block* b = s.bin(i).lower_bound(key)) return b;
     if (int j = s.next_bin(i + 1); j >= 0) return s.bin(j).first();
