@@ -256,8 +256,9 @@ struct CaseRun {
     const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
     if (ops != scanned_ops || i > next_compute) {  // the next compute op, found once per stretch
       scanned_ops = ops;
-      next_compute = i;
-      while (next_compute < n_ops && ops[next_compute].kind != Op::Kind::Compute) ++next_compute;
+      std::size_t c = i;
+      while (c < n_ops && ops[c].kind != Op::Kind::Compute) ++c;
+      next_compute = c;
     }
     const std::size_t end = std::min(next_compute, i + max_run);
     DevPtr* const ptrs = slot_ptr.data();  // sized for every slot of this step (run())
