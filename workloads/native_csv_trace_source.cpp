@@ -36,17 +36,11 @@ class NativeCsvSource final : public TraceSource {
         const char* const start = buf.data();
         const char* p = start;
         const char* const end = p + buf.size();
-        // The lines taken are consumed together when the run ends (lines_.skip_lines). Ops are
-        // parsed in place into `out`, grown by the room left (new ops are default ones) and cut
-        // back to the ops taken.
+        // The lines taken are consumed together when the run ends (lines_.skip_lines).
         std::uint64_t line = lines_.line_number();
         const char* last = nullptr;  // the start of the last line taken
-        const std::size_t base = out.size();
-        out.resize(base + (max_ops - n));
-        Op* const ops = out.data() + base;
-        std::size_t taken = 0;
-        while (n + taken < max_ops) {
-          Op& op = ops[taken];
+        while (n < max_ops) {
+          Op op;
           const char* next = end - p >= kFastLookahead ? parse_fast(p, op) : nullptr;
           if (!next) next = parse_plain(p, end, op);
           if (!next) break;
@@ -56,10 +50,9 @@ class NativeCsvSource final : public TraceSource {
           op.source_line = ++line;
           last = p;
           p = next + 1;
-          ++taken;
+          out.push_back(op);
+          ++n;
         }
-        out.resize(base + taken);  // a partly parsed op after the last taken goes
-        n += taken;
         if (last)
           lines_.skip_lines(static_cast<std::size_t>(p - start), line - lines_.line_number(),
                             static_cast<std::size_t>(last - start));
