@@ -6,6 +6,10 @@
 #include <stdexcept>
 #include <utility>
 
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "allocators/caching/caching_allocator.h"
@@ -338,7 +342,7 @@ struct CaseRun {
             const std::uint64_t e = event++;
             const CallResult& p = results[q - i];
             if (ops[q].kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
-            ring[next] = {e, step, p.after.allocated_bytes, p.after.reserved_bytes};
+            store_sample(ring[next], {e, step, p.after.allocated_bytes, p.after.reserved_bytes});
             next = (next + 1) & (kUsageWindow - 1);
           }
           usage_next = next;
@@ -399,8 +403,26 @@ struct CaseRun {
     usage_ring[usage_next] = {event, step, u.allocated_bytes, u.reserved_bytes};
     if (++usage_next == kUsageWindow) usage_next = 0;
   }
+  // A sample into the full ring. The ring (4 MiB) is written at every event and read only at
+  // the first OOM: the stores bypass the cache (no read of each line before it is written, no
+  // eviction of the allocator's data); keep_usage_up_to_oom fences before reading.
+  static void store_sample(UsageSample& at, const UsageSample& s) {
+#if defined(__SSE2__) && defined(__x86_64__)
+    static_assert(sizeof(UsageSample) == 32 && sizeof(long long) == 8);
+    auto* w = reinterpret_cast<long long*>(&at);
+    _mm_stream_si64(w, static_cast<long long>(s.event));
+    _mm_stream_si64(w + 1, static_cast<long long>(s.step));
+    _mm_stream_si64(w + 2, static_cast<long long>(s.allocated_bytes));
+    _mm_stream_si64(w + 3, static_cast<long long>(s.reserved_bytes));
+#else
+    at = s;
+#endif
+  }
   // The window in event order, ending with the OOM's own row.
   void keep_usage_up_to_oom(const UsageSample& at_oom) {
+#if defined(__SSE2__) && defined(__x86_64__)
+    _mm_sfence();  // the streamed samples are in memory before they are read
+#endif
     if (usage_ring.size() == kUsageWindow)
       std::rotate(usage_ring.begin(), usage_ring.begin() + std::ptrdiff_t(usage_next), usage_ring.end());
     result.oom_usage = std::move(usage_ring);
