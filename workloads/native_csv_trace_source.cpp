@@ -40,17 +40,18 @@ class NativeCsvSource final : public TraceSource {
         std::uint64_t line = lines_.line_number();
         const char* last = nullptr;  // the start of the last line taken
         while (n < max_ops) {
-          Op op;
+          Op& op = out.emplace_back();  // parsed in place; taken back where the line is not taken
           const char* next = end - p >= kFastLookahead ? parse_fast(p, op) : nullptr;
           if (!next) next = parse_plain(p, end, op);
-          if (!next) break;
           // A failed check changed nothing: the general path parses the line again and reports it.
-          op.slot = op.kind == Op::Kind::Alloc ? live_.insert(op.id) : live_.erase(op.id);
-          if (!op.slot) break;
+          if (next) op.slot = op.kind == Op::Kind::Alloc ? live_.insert(op.id) : live_.erase(op.id);
+          if (!next || !op.slot) {
+            out.pop_back();
+            break;
+          }
           op.source_line = ++line;
           last = p;
           p = next + 1;
-          out.push_back(op);
           ++n;
         }
         if (last)
