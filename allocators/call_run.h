@@ -22,8 +22,8 @@ namespace gmb {
 struct CallView {
   const unsigned char* base = nullptr;  // the first call's record
   std::size_t stride = 0;               // bytes from one record to the next
-  // Offsets in a record: kind (std::uint8_t: kAllocate or kDeallocate), bytes (Bytes), stream
-  // (StreamId), slot (std::uint32_t).
+  // Offsets in a record: kind (std::uint8_t: kAllocate, kDeallocate, or above: not a call),
+  // bytes (Bytes), stream (StreamId), slot (std::uint32_t).
   std::size_t kind_at = 0, bytes_at = 0, stream_at = 0, slot_at = 0;
   static constexpr std::uint8_t kAllocate = 0, kDeallocate = 1;
 
@@ -46,8 +46,9 @@ class CallRunner {
   // Makes calls [0, n) in order, results[i] for call i, and stops early after the first call
   // whose bytes in use pass `mark` (reserved above mark.reserved_bytes, or equal to it with
   // allocated above mark.allocated_bytes: where the caller must look at the allocator before the
-  // next call), or at an allocate that fails (slot_ptr unchanged, `failed` set). Returns the
-  // number of calls made (the failed one not counted).
+  // next call), at an allocate that fails (slot_ptr unchanged, `failed` set), or at a record
+  // whose kind is neither (not a call: the harness's compute ops). Returns the number of calls
+  // made (the failed one not counted).
   virtual std::size_t run_calls(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
                                 MemoryInUse mark, bool& failed) = 0;
 };

@@ -180,5 +180,20 @@ TEST(CallRun, StopsAfterTheCallThatPassesTheMark) {
   EXPECT_NE(s.slot_ptr[3], 0u);
 }
 
+TEST(CallRun, StopsAtARecordThatIsNotACall) {
+  Side s("", 80 * GiB);
+  CallRunner* runner = call_runner(*s.alloc);
+  ASSERT_NE(runner, nullptr);
+  constexpr std::uint8_t kOther = CallView::kDeallocate + 1;  // the harness's compute op
+  const std::vector<Call> calls = {{CallView::kAllocate, 4096, 0, 1}, {kOther, 0, 0, 0}, {CallView::kAllocate, 4096, 0, 2}};
+  CallResult results[3];
+  bool failed = true;
+  EXPECT_EQ(runner->run_calls(view_of(calls, 0), 3, s.slot_ptr.data(), results, MemoryInUse{~Bytes{0}, ~Bytes{0}}, failed),
+            1u);
+  EXPECT_FALSE(failed);
+  EXPECT_NE(s.slot_ptr[1], 0u);
+  EXPECT_EQ(s.slot_ptr[2], 0u) << "the call after the other record is not made";
+}
+
 }  // namespace
 }  // namespace gmb

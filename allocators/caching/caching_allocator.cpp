@@ -338,9 +338,11 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     failed = false;
     const unsigned char* rec = calls.base;
     for (std::size_t i = 0; i < n; ++i, rec += calls.stride) {
+      const auto kind = CallView::field<std::uint8_t>(rec, calls.kind_at);
+      if (kind > CallView::kDeallocate) return i;  // another kind of record ends the calls
       const auto slot = CallView::field<std::uint32_t>(rec, calls.slot_at);
       CallResult& r = results[i];
-      if (CallView::field<std::uint8_t>(rec, calls.kind_at) == CallView::kAllocate) {
+      if (kind == CallView::kAllocate) {
         const auto bytes = CallView::field<Bytes>(rec, calls.bytes_at);
         DevPtr ptr = 0;  // PyTorch hands out nullptr for 0 bytes
         if (bytes != 0) {

@@ -244,12 +244,8 @@ struct CaseRun {
   CallRunner* call_runner_ = nullptr;
   CallView op_view{};
   static_assert(sizeof(Op::Kind) == 1 && std::uint8_t(Op::Kind::Alloc) == CallView::kAllocate &&
-                std::uint8_t(Op::Kind::Free) == CallView::kDeallocate);
-
-  // run_allocator_ops: the step's ops it looked through (null: none yet this step), and the first
-  // compute op at or after the last start there (n_ops: none).
-  const Op* scanned_ops = nullptr;
-  std::size_t next_compute = 0;
+                std::uint8_t(Op::Kind::Free) == CallView::kDeallocate &&
+                std::uint8_t(Op::Kind::Compute) > CallView::kDeallocate);
 
   bool sampling_usage() const { return first_run && settings.oom_block_map && !m.first_oom; }
 
@@ -257,26 +253,22 @@ struct CaseRun {
   // timeline is kept: it reads the full statistics after every call). Returns the next op.
   std::size_t run_allocator_ops(const Op* ops, std::size_t n_ops, std::size_t i, std::uint64_t step, bool& skipping,
                                 bool& step_ok, bool& stop) {
-    const std::size_t max_run = settings.timeline ? 1 : kMaxRun;
-    if (ops != scanned_ops || i > next_compute) {  // the next compute op, found once per stretch
-      scanned_ops = ops;
-      std::size_t c = i;
-      while (c < n_ops && ops[c].kind != Op::Kind::Compute) ++c;
-      next_compute = c;
-    }
-    const std::size_t end = std::min(next_compute, i + max_run);
+    // The run ends at the first compute op, found as the ops are run (not by a pass of its own).
+    const std::size_t end = std::min(n_ops, i + (settings.timeline ? 1 : kMaxRun));
     DevPtr* const ptrs = slot_ptr.data();  // sized for every slot of this step (run())
+    // Read once, not per op: the loops below store through pointers the compiler cannot tell apart.
+    const bool timeline = first_run && settings.timeline, ids = ids_needed;
     std::size_t k = i;
-    while (k < end) {
+    for (;;) {  // once, and again after each OOM inside the run
       const std::size_t first = k;
       const bool sample = sampling_usage();
       bool failed = false;
       const TickClock::Ticks t = TickClock::now();
       if (call_runner_) {
-        // Many calls in one (the allocator may keep its blocks by slot: then every call goes
-        // through it). A call stops it where track() must read the allocator (the peak moved);
-        // the first call of the run is made alone (no peak yet).
-        while (k < end) {
+        // Many calls in one, up to a compute op (the allocator may keep its blocks by slot: then
+        // every call goes through it). A call stops it where track() must read the allocator
+        // (the peak moved); the first call of the run is made alone (no peak yet).
+        while (k < end && ops[k].kind != Op::Kind::Compute) {
           if (skipping && ops[k].kind == Op::Kind::Alloc) {
             skipped[k - i] = true;
             ++k;
@@ -285,7 +277,7 @@ struct CaseRun {
           std::size_t stretch = end;
           if (skipping) {  // the frees up to the next alloc
             stretch = k + 1;
-            while (stretch < end && ops[stretch].kind != Op::Kind::Alloc) ++stretch;
+            while (stretch < end && ops[stretch].kind == Op::Kind::Free) ++stretch;
           }
           if (!peak_seen) stretch = k + 1;
           const std::size_t done = call_runner_->run_calls(
@@ -303,10 +295,10 @@ struct CaseRun {
           step_peak_reserved = step_r;
           if (done) track(results[k + done - 1 - i].after);
           k += done;
-          if (failed) break;
+          if (failed) break;  // else it stopped at the mark, a compute op (the loop's test) or the end
         }
       } else {
-        for (; k < end; ++k) {
+        for (; k < end && ops[k].kind != Op::Kind::Compute; ++k) {
           const Op& o = ops[k];
           CallResult& p = results[k - i];
           skipped[k - i] = false;
@@ -331,7 +323,7 @@ struct CaseRun {
         }
       }
       alloc_ticks += TickClock::now() - t;
-      if (!ids_needed && !(first_run && settings.timeline)) {
+      if (!ids && !timeline) {
         // Most runs: only the event count, and the usage ring until the first OOM.
         std::uint64_t event = m.events;
         if (sample && usage_ring.size() == kUsageWindow) {  // the ring is full: it wraps
@@ -358,33 +350,37 @@ struct CaseRun {
           for (std::size_t q = first; q < k; ++q) event += !skipped[q - i];
         }
         m.events = event;
-      } else for (std::size_t q = first; q < k; ++q) {
-        if (skipped[q - i]) continue;
-        const CallResult& p = results[q - i];
-        const Op& op = ops[q];
-        const std::uint64_t event = m.events++;
-        const bool alloc = op.kind == Op::Kind::Alloc;
-        if (ids_needed) {
-          if (alloc)
-            live_by_id.put(op.id, p.ptr);
-          else
-            live_by_id.take(op.id);
+      } else {
+        std::uint64_t events = m.events;
+        for (std::size_t q = first; q < k; ++q) {
+          if (skipped[q - i]) continue;
+          const CallResult& p = results[q - i];
+          const Op& op = ops[q];
+          const std::uint64_t event = events++;
+          const bool alloc = op.kind == Op::Kind::Alloc;
+          if (ids) {
+            if (alloc)
+              live_by_id.put(op.id, p.ptr);
+            else
+              live_by_id.take(op.id);
+          }
+          if (!alloc && !p.ptr) continue;  // its allocation failed: nothing freed
+          if (timeline) record_timeline(event, alloc ? 'a' : 'f', op, false);
+          if (sample) record_usage(event, step, p.after);
         }
-        if (!alloc && !p.ptr) continue;  // its allocation failed: nothing freed
-        record_timeline(event, alloc ? 'a' : 'f', op, false);
-        if (sample) record_usage(event, step, p.after);
+        m.events = events;
       }
-      if (!failed) break;
+      if (!failed) return k;  // the compute op that ends the run, or its end
       record_oom(ops[k], step, m.events++);
       step_ok = false;
       ++k;
       if (settings.on_oom == OnOom::SkipStep) skipping = true;
       if (settings.on_oom == OnOom::Stop) {
         stop = true;  // the frees not made leave their buffers live (released when the run ends)
-        break;
+        return k;
       }
+      if (k == end || ops[k].kind == Op::Kind::Compute) return k;
     }
-    return end;
   }
 
   // Allocated and reserved bytes after each of the last kUsageWindow events, kept in a ring
@@ -482,7 +478,6 @@ struct CaseRun {
       bool skipping = false, step_ok = true;
       const Op* ops = made.ops.data();
       const std::size_t n_ops = made.ops.size();
-      scanned_ops = nullptr;  // a step's ops may lie where another step's lay
       for (std::size_t i = 0; i < n_ops && !stop;) {
         if (ops[i].kind != Op::Kind::Compute) {
           i = run_allocator_ops(ops, n_ops, i, step, skipping, step_ok, stop);
