@@ -1,0 +1,56 @@
+// RecordedPlacementDevice: segments go where the recording put them, but never on top of a
+// segment that is still live here (the recorded run had freed it; this run has not).
+#include <gtest/gtest.h>
+
+#include "devices/recorded_placement_device.h"
+
+using namespace gmb;
+
+namespace {
+std::unique_ptr<Device> sim() {
+  SimDeviceOptions o;
+  o.capacity_bytes = 8 * GiB;
+  return make_sim_device(o);
+}
+constexpr DevPtr kA = 0x7f0000000000ULL, kB = 0x7f0000400000ULL;
+}  // namespace
+
+TEST(RecordedPlacement, SegmentsTakeTheRecordedAddressesWhileTheSizesAgree) {
+  RecordedPlacementDevice d(sim(), {{2 * MiB, kA}, {4 * MiB, kB}, {2 * MiB, kA}});
+  EXPECT_EQ(*d.malloc(2 * MiB), kA);
+  EXPECT_EQ(*d.malloc(4 * MiB), kB);
+  d.free(kA);
+  EXPECT_EQ(*d.malloc(2 * MiB), kA);  // the recording reused A after its free: so does this run
+  EXPECT_FALSE(d.diverged());
+  EXPECT_EQ(d.placed(), 3u);
+}
+
+TEST(RecordedPlacement, ARecordedAddressStillLiveHereIsNotHandedOutTwice) {
+  // The recorded run freed A before its third cudaMalloc; this run still holds A then.
+  RecordedPlacementDevice d(sim(), {{2 * MiB, kA}, {4 * MiB, kB}, {2 * MiB, kA}, {2 * MiB, kB}});
+  const DevPtr a = *d.malloc(2 * MiB);
+  const DevPtr b = *d.malloc(4 * MiB);
+  const DevPtr c = *d.malloc(2 * MiB);
+  EXPECT_EQ(a, kA);
+  EXPECT_EQ(b, kB);
+  EXPECT_NE(c, kA);
+  EXPECT_TRUE(d.diverged());  // and from here on, addresses of its own, none recorded
+  EXPECT_GE(c, DevPtr(1) << 52);
+  const DevPtr e = *d.malloc(2 * MiB);
+  EXPECT_NE(e, kB);
+  // Each segment is freed as itself: freeing c leaves a, b and e live.
+  d.free(c);
+  EXPECT_EQ(d.used_bytes(), 8 * MiB);
+  d.free(a);
+  d.free(b);
+  d.free(e);
+  EXPECT_EQ(d.used_bytes(), 0u);
+}
+
+TEST(RecordedPlacement, ARecordedRangeOverlappingALiveSegmentIsRefusedToo) {
+  // A recorded 4 MiB segment at A + 2 MiB would overlap the live 4 MiB segment at A.
+  RecordedPlacementDevice d(sim(), {{4 * MiB, kA}, {4 * MiB, kA + 2 * MiB}});
+  EXPECT_EQ(*d.malloc(4 * MiB), kA);
+  EXPECT_NE(*d.malloc(4 * MiB), kA + 2 * MiB);
+  EXPECT_TRUE(d.diverged());
+}
