@@ -78,18 +78,20 @@ void BM_NativeCsvRead(benchmark::State& state) {
 }
 BENCHMARK(BM_NativeCsvRead)->Unit(benchmark::kMillisecond);
 
+// One replay of the trace at `path` through `caching` on sim, end to end: its event count.
+std::uint64_t replay_through_caching(const std::string& path) {
+  CaseSpec spec{"caching", {}, [&] { return make_trace_workload(path); }};
+  DeviceSpec dev;
+  dev.choice = DeviceChoice::Sim;
+  RunSettings settings;
+  settings.on_oom = OnOom::Continue;
+  return run_case(spec, dev, settings).runs.at(0).events;
+}
+
 void BM_TraceReplayCaching(benchmark::State& state) {
   const std::string& path = trace_file();
   std::uint64_t events = 0;
-  for (auto _ : state) {
-    CaseSpec spec{"caching", {}, [&] { return make_trace_workload(path); }};
-    DeviceSpec dev;
-    dev.choice = DeviceChoice::Sim;
-    RunSettings settings;
-    settings.on_oom = OnOom::Continue;
-    CaseResult r = run_case(spec, dev, settings);
-    events += r.runs.at(0).events;
-  }
+  for (auto _ : state) events += replay_through_caching(path);
   state.SetItemsProcessed(std::int64_t(events));
 }
 BENCHMARK(BM_TraceReplayCaching)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -98,15 +100,7 @@ BENCHMARK(BM_TraceReplayCaching)->Unit(benchmark::kMillisecond)->MeasureProcessC
 void BM_TraceReplayCaching10M(benchmark::State& state) {
   static const std::string path = make_trace_file(10 * kEvents, "gmb_bench_trace_10m.csv");
   std::uint64_t events = 0;
-  for (auto _ : state) {
-    CaseSpec spec{"caching", {}, [&] { return make_trace_workload(path); }};
-    DeviceSpec dev;
-    dev.choice = DeviceChoice::Sim;
-    RunSettings settings;
-    settings.on_oom = OnOom::Continue;
-    CaseResult r = run_case(spec, dev, settings);
-    events += r.runs.at(0).events;
-  }
+  for (auto _ : state) events += replay_through_caching(path);
   state.SetItemsProcessed(std::int64_t(events));
 }
 BENCHMARK(BM_TraceReplayCaching10M)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);

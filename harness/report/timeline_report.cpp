@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/decimal_writer.h"
 #include "common/units.h"
 #include "harness/io/atomic_write.h"
 #include "harness/report/svg.h"
@@ -36,12 +37,7 @@ std::string usage_csv(const CaseResult& c) {
   const std::size_t start = out.size();
   out.resize(start + 84 * c.oom_usage.size());
   char* p = out.data() + start;
-  auto put = [&p](std::uint64_t v, char after) {
-    const fmt::format_int text(v);
-    std::memcpy(p, text.data(), text.size());
-    p += text.size();
-    *p++ = after;
-  };
+  auto put = [&p](std::uint64_t v, char after) { put_decimal(p, v, after); };
   for (const auto& u : c.oom_usage) {
     put(u.event, ',');
     put(u.step, ',');

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/decimal_writer.h"
 #include "harness/io/bounded_read.h"
 
 namespace gmb {
@@ -421,12 +422,7 @@ std::string case_file_text(const CaseFileHeader& h, const CaseResult& result) {
   const std::size_t start = out.size();
   out.resize(start + 86 * result.oom_usage.size());
   char* p = out.data() + start;
-  auto put = [&p](std::uint64_t v, char after) {
-    const fmt::format_int digits(v);
-    std::memcpy(p, digits.data(), digits.size());
-    p += digits.size();
-    *p++ = after;
-  };
+  auto put = [&p](std::uint64_t v, char after) { put_decimal(p, v, after); };
   for (const UsageSample& u : result.oom_usage) {
     if (&u != &result.oom_usage.front()) *p++ = ',';
     *p++ = '[';
