@@ -138,7 +138,9 @@ class CallLog {
   ~CallLog() {
     for (cudaEvent_t e : pending_) cudaEventDestroy(e);
     for (cudaEvent_t e : spare_) cudaEventDestroy(e);
-    if (file_ && (std::ferror(file_) | std::fclose(file_)))
+    if (!file_) return;
+    const bool write_failed = std::ferror(file_) != 0;  // asked before fclose frees the FILE
+    if (std::fclose(file_) != 0 || write_failed)
       std::fprintf(stderr, "gpumembench: GMB_CUDA_CALL_LOG: writing %s failed\n", name_.c_str());
   }
   bool on() const { return file_ != nullptr; }

@@ -348,7 +348,9 @@ class SimCallLog {
   SimCallLog(const SimCallLog&) = delete;
   SimCallLog& operator=(const SimCallLog&) = delete;
   ~SimCallLog() {
-    if (file_ && (std::ferror(file_) | std::fclose(file_)))
+    if (!file_) return;
+    const bool write_failed = std::ferror(file_) != 0;  // asked before fclose frees the FILE
+    if (std::fclose(file_) != 0 || write_failed)
       std::fprintf(stderr, "gpumembench: GMB_CUDA_CALL_LOG: writing %s failed\n", name_.c_str());
   }
   bool on() const { return file_ != nullptr; }
@@ -936,7 +938,9 @@ class SimDevice final : public Device {
         return;
       }
   }
-  std::size_t launches_in_round_ = 0;  // launches since the last that waited for the GPU (< kLaunchQueueDepth)
+  // Launches in the current round (at most kLaunchQueueDepth). A synchronize or a cudaFree that
+  // waits for the GPU does not start a new round: the queue is a ring, used on from where it was.
+  std::size_t launches_in_round_ = 0;
   // GMB_CUDA_POOL_CALL_DELAY_US, as on the CUDA device: host time added to every pool call.
   double pool_call_delay_seconds_ = pool_call_delay_from_environment();
   DevPtr managed_next_ = kManagedBase;
