@@ -3,7 +3,6 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -15,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "devices/cuda_path.h"
+#include "devices/call_log_file.h"
 #include "devices/device.h"
 
 namespace gmb {
@@ -112,8 +112,8 @@ DeviceInfo query_device() {
   return info;
 }
 
-// A diagnostic, not a result: with GMB_CUDA_CALL_LOG=PATH each process writes PATH.<pid>, one
-// row per cudaMalloc / cudaFree / cudaMallocFromPoolAsync / cudaFreeAsync: call, bytes (a free's
+// A diagnostic, not a result: with GMB_CUDA_CALL_LOG=PATH each device writes a CallLogFile
+// (devices/call_log_file.h: PATH.<pid>, or PATH.<pid>.<n> for a process's n-th), one row per cudaMalloc / cudaFree / cudaMallocFromPoolAsync / cudaFreeAsync: call, bytes (a free's
 // are its malloc's), ok, wait_us, call_us, ptr (the pointer returned or freed), pool_reserved (the
 // pool's ReservedMemCurrent after a pool call, else 0), t_us (when the call began, from the log's
 // start), frees_done (how many of the logged cudaFreeAsync calls the GPU had reached when the call
@@ -125,12 +125,7 @@ DeviceInfo query_device() {
 class CallLog {
  public:
   CallLog() {
-    const char* path = std::getenv("GMB_CUDA_CALL_LOG");
-    if (!path || !*path) return;
-    name_ = fmt::format("{}.{}", path, static_cast<long>(getpid()));
-    file_ = std::fopen(name_.c_str(), "w");
-    if (!file_) throw DeviceError(fmt::format("GMB_CUDA_CALL_LOG: cannot write {}", name_));
-    std::fputs("call,bytes,ok,wait_us,call_us,ptr,pool_reserved,t_us,frees_done\n", file_);
+    if (!file_.on()) return;
     const char* sync = std::getenv("GMB_CUDA_CALL_LOG_SYNC");
     sync_ = sync && *sync && *sync != '0';
     opened_ = std::chrono::steady_clock::now();
@@ -138,12 +133,8 @@ class CallLog {
   ~CallLog() {
     for (cudaEvent_t e : pending_) cudaEventDestroy(e);
     for (cudaEvent_t e : spare_) cudaEventDestroy(e);
-    if (!file_) return;
-    const bool write_failed = std::ferror(file_) != 0;  // asked before fclose frees the FILE
-    if (std::fclose(file_) != 0 || write_failed)
-      std::fprintf(stderr, "gpumembench: GMB_CUDA_CALL_LOG: writing %s failed\n", name_.c_str());
   }
-  bool on() const { return file_ != nullptr; }
+  bool on() const { return file_.on(); }
   // Call before the CUDA call: the wait (microseconds) when synchronizing first; starts the clock.
   double begin(bool may_sync = true) {
     double wait = 0;
@@ -175,31 +166,20 @@ class CallLog {
   }
   // A free's bytes are those of the malloc that returned `ptr`.
   void end(const char* call, Bytes bytes, bool ok, double wait, DevPtr ptr, cudaMemPool_t pool = nullptr) {
-    if (bytes == 0) {
-      auto it = sizes_.find(ptr);
-      if (it != sizes_.end()) bytes = it->second, sizes_.erase(it);
-    } else if (ok) {
-      sizes_[ptr] = bytes;
-    }
     const double us = micros_since(start_);
     std::uint64_t reserved = 0;  // the pool's ReservedMemCurrent after a pool call
     if (pool) cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
-    std::fprintf(file_, "%s,%llu,%d,%.1f,%.1f,%#llx,%llu,%.1f,%llu\n", call, static_cast<unsigned long long>(bytes),
-                 ok ? 1 : 0, wait, us, static_cast<unsigned long long>(ok ? ptr : 0),
-                 static_cast<unsigned long long>(reserved),
-                 std::chrono::duration<double, std::micro>(start_ - opened_).count(),
-                 static_cast<unsigned long long>(frees_done_));
+    file_.row(call, bytes, ok, wait, us, ptr, reserved,
+              std::chrono::duration<double, std::micro>(start_ - opened_).count(), frees_done_);
   }
 
  private:
   static double micros_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   }
-  std::FILE* file_ = nullptr;
-  std::string name_;
+  CallLogFile file_;
   bool sync_ = false;
   std::chrono::steady_clock::time_point opened_, start_;
-  std::map<DevPtr, Bytes> sizes_;
   std::deque<cudaEvent_t> pending_;  // events after logged frees the GPU has not reached, in order
   std::vector<cudaEvent_t> spare_;
   std::uint64_t frees_done_ = 0;
@@ -211,19 +191,15 @@ class CallLog {
 // (docs/STEP_TIME.md); this shows how much its peak and its OOMs move with the host's speed.
 class PoolCallDelay {
  public:
-  PoolCallDelay() {
-    const char* v = std::getenv("GMB_CUDA_POOL_CALL_DELAY_US");
-    if (v && *v) us_ = std::strtod(v, nullptr);
-  }
   void operator()() const {
-    if (us_ <= 0) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us_);
+    if (seconds_ <= 0) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds_);
     while (std::chrono::steady_clock::now() < until) {
     }
   }
 
  private:
-  double us_ = 0;
+  double seconds_ = pool_call_delay_seconds_from_environment();
 };
 
 class CudaDevice final : public Device {

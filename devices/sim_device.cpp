@@ -19,19 +19,15 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <iterator>
 #include <map>
 #include <array>
-#include <atomic>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
-#include <unistd.h>
 
+#include "devices/call_log_file.h"
 #include "devices/device.h"
 #include "common/live_map.h"
 #include "devices/sim_malloc_model.h"
@@ -326,55 +322,6 @@ struct PoolModel {
   }
 };
 
-// GMB_CUDA_CALL_LOG=PATH on the simulated device: PATH.<pid>, with the CUDA device's columns
-// (devices/cuda_device.cpp) in modeled time, so that a sim run and a GPU run of one config can
-// be compared call by call: t_us is the modeled host clock when the call began, call_us its
-// modeled cost (waits included), wait_us 0, frees_done the cudaFreeAsyncs the modeled GPU had
-// reached by then; a `launch` row follows each compute op. A diagnostic, not a result.
-class SimCallLog {
- public:
-  SimCallLog() {
-    const char* path = std::getenv("GMB_CUDA_CALL_LOG");
-    if (!path || !*path) return;
-    // One simulated device per case, several in a process: the second and later get .<n> too.
-    static std::atomic<int> devices{0};
-    const int n = devices++;
-    name_ = n == 0 ? fmt::format("{}.{}", path, static_cast<long>(getpid()))
-                   : fmt::format("{}.{}.{}", path, static_cast<long>(getpid()), n);
-    file_ = std::fopen(name_.c_str(), "w");
-    if (!file_) throw DeviceError(fmt::format("GMB_CUDA_CALL_LOG: cannot write {}", name_));
-    std::fputs("call,bytes,ok,wait_us,call_us,ptr,pool_reserved,t_us,frees_done\n", file_);
-  }
-  SimCallLog(const SimCallLog&) = delete;
-  SimCallLog& operator=(const SimCallLog&) = delete;
-  ~SimCallLog() {
-    if (!file_) return;
-    const bool write_failed = std::ferror(file_) != 0;  // asked before fclose frees the FILE
-    if (std::fclose(file_) != 0 || write_failed)
-      std::fprintf(stderr, "gpumembench: GMB_CUDA_CALL_LOG: writing %s failed\n", name_.c_str());
-  }
-  bool on() const { return file_ != nullptr; }
-  // A free's bytes (0) are those of the malloc that returned `ptr`.
-  void row(const char* call, Bytes bytes, bool ok, double t0_s, double t1_s, DevPtr ptr, Bytes pool_reserved,
-           std::uint64_t frees_done) {
-    if (bytes == 0 && ptr != 0) {
-      auto it = sizes_.find(ptr);
-      if (it != sizes_.end()) bytes = it->second, sizes_.erase(it);
-    } else if (ok && ptr != 0) {
-      sizes_[ptr] = bytes;
-    }
-    std::fprintf(file_, "%s,%llu,%d,0.0,%.1f,%#llx,%llu,%.1f,%llu\n", call, static_cast<unsigned long long>(bytes),
-                 ok ? 1 : 0, (t1_s - t0_s) * 1e6, static_cast<unsigned long long>(ok ? ptr : 0),
-                 static_cast<unsigned long long>(pool_reserved), t0_s * 1e6,
-                 static_cast<unsigned long long>(frees_done));
-  }
-
- private:
-  std::FILE* file_ = nullptr;
-  std::string name_;
-  std::unordered_map<DevPtr, Bytes> sizes_;
-};
-
 class SimDevice final : public Device {
  public:
   explicit SimDevice(const SimDeviceOptions& o) : info_(checked_info(o)), malloc_model_(info_.page_bytes) {}
@@ -410,9 +357,7 @@ class SimDevice final : public Device {
     if (!log_.on()) return free_async(h, ptr, stream);
     const LogStart at = log_start();
     free_async(h, ptr, stream);
-    // The modeled GPU reaches this free once it has run the work queued before it.
-    const DeviceCounters& c = counters();
-    free_reached_at_.push_back(std::max(c.modeled_gpu_end_seconds, c.modeled_host_seconds));
+    free_reached_at_.push_back(gpu_reaches_now());
     log_row("free_async", 0, true, at, ptr, pool_at(h).usage.reserved_current);
   }
 
@@ -656,8 +601,7 @@ class SimDevice final : public Device {
     PoolBlock block;
     if (!pool.live.take(off, block)) return;
     pool.usage.used_current -= block.requested;
-    const DeviceCounters& c = counters();
-    const PoolRange freed{block.size, stream, ++pool.frees, std::max(c.modeled_gpu_end_seconds, c.modeled_host_seconds)};
+    const PoolRange freed{block.size, stream, ++pool.frees, gpu_reaches_now()};
     if (!pool.cross_stream_reuse()) pool.pending.set(off, freed);
     add_recent(pool, off, freed);
     return_gap(pool, off, off + block.size, freed.freed);
@@ -718,10 +662,10 @@ class SimDevice final : public Device {
     return sim_device_info(o);
   }
 
-  static double pool_call_delay_from_environment() {
-    const char* v = std::getenv("GMB_CUDA_POOL_CALL_DELAY_US");
-    const double us = v && *v ? std::strtod(v, nullptr) : 0.0;
-    return us > 0 ? us * 1e-6 : 0.0;
+  // When the modeled GPU reaches a call made now: once it has run the work queued before it.
+  double gpu_reaches_now() const {
+    const DeviceCounters& c = counters();
+    return std::max(c.modeled_gpu_end_seconds, c.modeled_host_seconds);
   }
 
   // --- the call log ---
@@ -738,7 +682,8 @@ class SimDevice final : public Device {
     return {now, frees_reached_};
   }
   void log_row(const char* call, Bytes bytes, bool ok, LogStart at, DevPtr ptr, Bytes pool_reserved) {
-    log_.row(call, bytes, ok, at.host_seconds, counters().modeled_host_seconds, ptr, pool_reserved, at.frees_reached);
+    log_.row(call, bytes, ok, 0.0, (counters().modeled_host_seconds - at.host_seconds) * 1e6, ptr, pool_reserved,
+             at.host_seconds * 1e6, at.frees_reached);
   }
 
   // --- device memory taken from and given back to the driver ---
@@ -942,10 +887,12 @@ class SimDevice final : public Device {
   // waits for the GPU does not start a new round: the queue is a ring, used on from where it was.
   std::size_t launches_in_round_ = 0;
   // GMB_CUDA_POOL_CALL_DELAY_US, as on the CUDA device: host time added to every pool call.
-  double pool_call_delay_seconds_ = pool_call_delay_from_environment();
+  double pool_call_delay_seconds_ = pool_call_delay_seconds_from_environment();
   DevPtr managed_next_ = kManagedBase;
   std::vector<PoolModel> pools_;
-  SimCallLog log_;
+  // GMB_CUDA_CALL_LOG in modeled time: t_us the host clock when a call began, call_us its modeled
+  // cost (waits included), wait_us 0, frees_done the cudaFreeAsyncs the modeled GPU had reached.
+  CallLogFile log_;
   std::deque<double> free_reached_at_;  // with the log on: when the modeled GPU reaches each free not yet counted
   std::uint64_t frees_reached_ = 0;
 };

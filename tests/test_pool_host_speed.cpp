@@ -111,3 +111,19 @@ TEST(PoolHostSpeed, TheSimsHostRunsAsFarAheadOfItsGpuAsTheH200sDid) {
     EXPECT_NEAR(s / g, 1.0, 0.2) << "percentile " << q << ": H200 " << g << ", sim " << s;
   }
 }
+
+// The delay is a diagnostic, but a bad value must not look like a run at full speed: exit 2,
+// the variable and the accepted range named, the bytes escaped, nothing written.
+TEST(PoolHostSpeed, ABadDelayIsAUsageErrorAndNothingIsWritten) {
+  for (const std::string bad : {"abc", "-1", "1e309", "nan", "5us", "2000000", "\"$(printf '\\001x')\""}) {
+    const auto dir = temp_dir("pool_bad_delay");
+    auto r = run_gpumembench_with_prefix("GMB_CUDA_POOL_CALL_DELAY_US=" + bad + " ",
+                                         "--device sim -q --config " + source_path("configs/hole_pattern.yaml") +
+                                             " --allocator cuda_mempool --output " + (dir / "out").string());
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("GMB_CUDA_POOL_CALL_DELAY_US: '"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("is not a number of microseconds from 0 to 1000000"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find('\001'), std::string::npos) << "raw control byte echoed for " << bad;
+    EXPECT_FALSE(std::filesystem::exists(dir / "out")) << bad;
+  }
+}

@@ -18,6 +18,7 @@
 #include "about/build_info.h"
 #include "allocators/registry.h"
 #include "common/units.h"
+#include "devices/call_log_file.h"
 #include "devices/cuda_path.h"
 #include "harness/cli/config_option.h"
 #include "harness/cli/frontier_cli.h"
@@ -708,6 +709,12 @@ int run_cli(int argc, char** argv) {
   }
   const std::string cmd = command_line(argc, argv);
   try {
+    // The devices' diagnostic variables: a bad value is a usage error before anything runs.
+    try {
+      pool_call_delay_seconds_from_environment();
+    } catch (const DeviceError& e) {
+      throw UsageError(e.what());
+    }
     if (help->parsed()) {  // after other flags: gpumembench --quiet help
       std::cout << app.help() << "\nUsage:\n" << kSynopsis;
       return 0;
