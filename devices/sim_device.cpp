@@ -71,7 +71,20 @@ constexpr CostPoint kMallocCost[] = {{2 * kMiB, 55e-6}, {64 * kMiB, 60e-6}, {256
 constexpr CostPoint kFreeCost[] = {{2 * kMiB, 45e-6}, {64 * kMiB, 60e-6}, {256 * kMiB, 96e-6}, {1024 * kMiB, 688e-6}};
 double malloc_cost(Bytes b) { return cost_at(kMallocCost, b); }
 double free_cost(Bytes b) { return cost_at(kFreeCost, b); }
-constexpr double kAsyncMallocCost = 0.65e-6, kAsyncFreeCost = 0.81e-6;
+// cudaMallocFromPoolAsync and cudaFreeAsync inside a run (modeled): 1.6 and 2.2 us. The H200's
+// call log of dynamic_seq through cuda_mempool (results/h200/probe/pool/timeline/, 120 steps)
+// has 1.77 us a malloc that does not grow the pool and 2.44 us a free (its free includes the
+// log's cudaEventRecord); scaled to 1.9 us an event, the median over 20 unlogged H200 runs of
+// the four transformer configs through both cuda_mempool rows (alloc_seconds / events, 1.4 to
+// 2.7 us, the growth below taken out). The driver probe's isolated calls took 0.65 and 0.81 us.
+constexpr double kAsyncMallocCost = 1.6e-6, kAsyncFreeCost = 2.2e-6;
+// A cudaMallocFromPoolAsync that maps new memory into the pool costs the host 55 us more for
+// each 32 MiB granule (least squares over the 317 growing calls of that log: 2.0 us + 55.0 us a
+// granule; 46.9 us median for one granule, 2.1 ms for 32). In a run's first step the pool grows
+// by ~20 GiB, ~35 ms of host time in which the GPU catches up, which changes which frees it
+// has reached (PoolModel): fixed_seq_eager's untrimmed pool at 24 GiB peaks at 21.91 GiB with
+// it, 21.19 GiB without (the H200: 22.88-23.31 GiB).
+constexpr double kPoolGrowCostPerGranule = 55e-6;
 // The VMM calls one at a time (modeled): medians of 50 calls each on the H200 at 2 MiB and
 // 20 MiB (scripts/probe/vmm_probe.cu, results/h200/probe/vmm_probe.json), linear in the size
 // between the two and beyond (below 2 MiB: the 2 MiB cost). cuMemAddressReserve/Free measured
@@ -106,7 +119,7 @@ constexpr double kPackedFreeCost = 2.5e-6;
 constexpr double kInRunCallFactor = 1.8;
 //  - cudaMemPoolTrimTo: 265 us to release 256 MiB (8 granules of 32 MiB): 33 us per granule.
 constexpr double kPoolTrimCostPerGranule = 33e-6;
-//  - Launches go in rounds of 1024: the launch after a full round waits until the GPU has run
+//  - Launches go in rounds of 1280: the launch after a full round waits until the GPU has run
 //    every launch before it. It bounds how far ahead of the GPU a loop without waits runs, how
 //    long its next wait (a cudaFree, a synchronize) lasts, and which frees a cudaMemPool sees
 //    completed (PoolModel). Fitted to the H200's timeline of dynamic_seq through cuda_mempool
@@ -114,11 +127,14 @@ constexpr double kPoolTrimCostPerGranule = 33e-6;
 //    launch mostly end with the GPU caught up completely (309 of 391 waits of 0.3 ms or more),
 //    and the frees the GPU had not reached at a pool request were 0 / 0 / 14 / 363 / 774 / 1098
 //    (10th / 25th / 50th / 75th / 90th / 99th percentile; that run's log costs the host about
-//    2.6 us a pool call); the sim with this rule and that cost gives 0 / 1 / 48 / 324 / 669 / 1040.
-//    With one slot freed at a time (the rule before) it gave 1091 .. 1402: the host always a
-//    full queue ahead. The depth, 1024, is not measured; the H200's host waits more often (2.6
-//    times a step against the sim's 0.9), for reasons not found.
-constexpr std::size_t kLaunchQueueDepth = 1024;
+//    2.6 us a pool call); the sim with this rule, the pool calls' in-run costs above and that
+//    cost gives 0 / 0 / 54 / 402 / 728 / 1054 (rounds of 1024: 0 / 0 / 22 / 293 / 619 / 1026;
+//    with the driver probe's 0.65 / 0.81 us a pool call, rounds of 1024 gave 0 / 1 / 48 / 324 /
+//    669 / 1040). With one slot freed at a time it gave 1091 .. 1402: the host always a full
+//    queue ahead. The depth is fitted, not measured. The H200's long waits come at the first
+//    cuBLAS call of a GEMM shape (results/h200/probe/step/: 2-5 ms for about 5 of a new
+//    length's 27 shapes), which the sim does not model (docs/STEP_TIME.md).
+constexpr std::size_t kLaunchQueueDepth = 1280;
 //  - Device memory given back to the driver (cudaFree of a segment, cuMemRelease, a pool's
 //    trim) is handed out again only about 7 ms after it was freed: a cudaMalloc that needs it
 //    (the device has too little other free memory) waits until then. On the H200 at a 24 GiB
@@ -579,6 +595,7 @@ class SimDevice final : public Device {
       Bytes grow = (missing.size() - moved) * kPoolGranule;
       if (used_ + grow > info_.capacity_bytes) return std::nullopt;
       take_physical(grow);
+      add_modeled_call_seconds(kPoolGrowCostPerGranule * double(grow / kPoolGranule));
       for (std::size_t i = 0; i < moved; ++i) pool.backed.erase(idle[i]);
       for (std::uint64_t g : missing) pool.backed.insert(g);
       pool.usage.reserved_current = pool.backed.size() * kPoolGranule;

@@ -22,7 +22,10 @@
 #    and 10 us of host work before each pool call (GMB_CUDA_POOL_CALL_DELAY_US): how the pool's
 #    peak and OOMs at the cap move with how far the host runs ahead of the GPU.
 #    (PARTS=delay_eager) the same for dynamic_seq_eager.yaml at 0 (twice) and 5 us.
-# PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay, delay_eager.
+# 6. (PARTS=band) the four transformer configs at their 24 GiB cap through both cuda_mempool rows,
+#    unlogged, three runs each (BAND_RUNS): the H200's own run-to-run band, against which the
+#    sim's pool at a cap is judged.
+# PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay, delay_eager, band.
 # Brings back $OUT/cap_probe.tar.gz (unpacks to cap_probe/); rewritten after every step.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -90,6 +93,20 @@ if part delay || part delay_eager; then
       guarded env GMB_CUDA_POOL_CALL_DELAY_US="${d%b}" build-gpu/gpumembench --config "configs/$config.yaml" \
           --device cuda --allocator cuda_mempool --quiet --format md,json --output "$WORK/$name/out" \
           > "$WORK/$name/run.log" 2>&1
+      log "exit $?"
+      grep -E '^\| cuda_mempool' "$WORK/$name/out/results.md" 2>/dev/null | head -2 | cut -c1-220 | tee -a "$LOG"
+      pack
+    done
+  done
+fi
+if part band; then
+  for r in $(seq 1 "${BAND_RUNS:-3}"); do
+    for config in fixed_seq_eager dynamic_seq dynamic_seq_eager fixed_seq; do
+      name="band_${config}_r$r"
+      mkdir -p "$WORK/$name"
+      log "$config cuda_mempool, run $r"
+      guarded build-gpu/gpumembench --config "configs/$config.yaml" --device cuda --allocator cuda_mempool \
+          --quiet --format md,json --output "$WORK/$name/out" > "$WORK/$name/run.log" 2>&1
       log "exit $?"
       grep -E '^\| cuda_mempool' "$WORK/$name/out/results.md" 2>/dev/null | head -2 | cut -c1-220 | tee -a "$LOG"
       pack

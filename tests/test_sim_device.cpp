@@ -157,18 +157,18 @@ TEST(SimDeviceTimeline, ACudaMallocOfMemoryFreedMomentsAgoWaitsUntilTheDriverHan
   EXPECT_LT(later->counters().modeled_host_seconds - before, 1e-3);
 }
 
-// Launches go in rounds of 1024; the launch after a full round waits until the GPU has run every
+// Launches go in rounds of 1280; the launch after a full round waits until the GPU has run every
 // launch before it (as the H200's host mostly did: results/h200/probe/pool/timeline/).
-TEST(SimDeviceTimeline, TheLaunchAfterARoundOf1024WaitsUntilTheGpuHasCaughtUp) {
+TEST(SimDeviceTimeline, TheLaunchAfterARoundOf1280WaitsUntilTheGpuHasCaughtUp) {
   auto d = sim();
-  for (int i = 0; i < 1024; ++i) d->model_kernel(1e-3, 1e-6);  // 1 ms kernels, launched in 1 us
-  EXPECT_NEAR(d->counters().modeled_host_seconds, 1.024e-3, 1e-6);  // no wait within a round
-  EXPECT_NEAR(d->counters().modeled_gpu_end_seconds, 1.024, 1e-3);
-  d->model_kernel(1e-3, 1e-6);  // the 1025th: waits for all 1024 kernels, not for one slot
-  EXPECT_NEAR(d->counters().modeled_host_seconds, 1.024 + 1e-6, 1e-3);
-  for (int i = 1025; i < 2000; ++i) d->model_kernel(1e-3, 1e-6);
+  for (int i = 0; i < 1280; ++i) d->model_kernel(1e-3, 1e-6);  // 1 ms kernels, launched in 1 us
+  EXPECT_NEAR(d->counters().modeled_host_seconds, 1.280e-3, 1e-6);  // no wait within a round
+  EXPECT_NEAR(d->counters().modeled_gpu_end_seconds, 1.280, 1e-3);
+  d->model_kernel(1e-3, 1e-6);  // the 1281st: waits for all 1280 kernels, not for one slot
+  EXPECT_NEAR(d->counters().modeled_host_seconds, 1.280 + 1e-6, 1e-3);
+  for (int i = 1281; i < 2000; ++i) d->model_kernel(1e-3, 1e-6);
   EXPECT_NEAR(d->counters().modeled_gpu_end_seconds, 2.0, 0.01);
-  EXPECT_NEAR(d->counters().modeled_host_seconds, 1.024 + 976e-6, 1e-3);  // a new round, no wait yet
+  EXPECT_NEAR(d->counters().modeled_host_seconds, 1.280 + 720e-6, 1e-3);  // a new round, no wait yet
   EXPECT_NEAR(d->counters().modeled_elapsed_seconds(), 2.0, 0.01);
 }
 
