@@ -25,7 +25,12 @@
 # 6. (PARTS=band) the four transformer configs at their 24 GiB cap through both cuda_mempool rows,
 #    unlogged, three runs each (BAND_RUNS): the H200's own run-to-run band, against which the
 #    sim's pool at a cap is judged.
-# PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay, delay_eager, band.
+# 7. (PARTS=early) the first steps of fixed_seq (3) and fixed_seq_eager (4) through cuda_mempool,
+#    where each run's pool reaches its peak, with every pool call and launch logged; and
+#    tests/data/torch_snapshots/snap_two_streams replayed through cuda_mempool, logged: where the
+#    sim's pool parts from the H200's on the fixed-length configs and on two streams.
+# PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay, delay_eager,
+# band, early.
 # Brings back $OUT/cap_probe.tar.gz (unpacks to cap_probe/); rewritten after every step.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -98,6 +103,21 @@ if part delay || part delay_eager; then
       pack
     done
   done
+fi
+if part early; then
+  LOGS_APART=1
+  calls early_fixed 0 cuda_mempool fixed_seq 3
+  calls early_fixed_eager 0 cuda_mempool fixed_seq_eager 4
+  name=early_two_streams
+  mkdir -p "$WORK/$name"
+  log "snap_two_streams through cuda_mempool, logged"
+  guarded env GMB_CUDA_CALL_LOG="$WORK/$name/calls.csv" build-gpu/gpumembench replay \
+      --trace tests/data/torch_snapshots/snap_two_streams.pickle.gz --allocator cuda_mempool --device cuda \
+      --quiet --format md,json --output "$WORK/$name/out" > "$WORK/$name/run.log" 2>&1
+  log "exit $?"
+  gzip -f "$WORK/$name"/calls.csv.* 2>/dev/null
+  for f in "$WORK/$name"/calls.csv.*.gz; do [ -f "$f" ] && mv "$f" "$OUT/${name}_$(basename "$f")"; done
+  pack
 fi
 if part band; then
   for r in $(seq 1 "${BAND_RUNS:-3}"); do
