@@ -197,10 +197,13 @@ constexpr CostPoint kFirstTouchGpuCost[] = {{64 * 1024.0, 64.9e-6}, {2 * kMiB, 1
 //    reserves 128 MiB, 1 GiB reserves 1 GiB, and consecutive requests share granules
 //    (1 B + 1 MiB + 2 MiB + 20 MiB + 100 MiB + 1 GiB reserve 1152 MiB together).
 //  - The granules a request touches that have no memory are backed first by moving idle
-//    granules (backed, holding no live allocation) and only then by new memory. Given the
-//    H200's placements, this gives its ReservedMemCurrent after every op of all 18 recorded
-//    mixes, synchronized or not. That is how 100+200+300 MiB, free 200, 250 MiB reserves
-//    704 MiB on the H200 and not 864: five idle granules of the freed 200 MiB are reused.
+//    granules (backed, holding no live allocation, and no free the GPU has not yet reached)
+//    and only then by new memory. Given the H200's placements, this gives its
+//    ReservedMemCurrent after every op of all 18 recorded mixes, synchronized or not. That is
+//    how 100+200+300 MiB, free 200, 250 MiB reserves 704 MiB on the H200 and not 864: five idle
+//    granules of the freed 200 MiB are reused. With kernels running, a granule whose free the
+//    GPU has not reached is not moved: on fixed_seq (results/h200/probe/pool/early/) this takes
+//    the sim's peak from 22.31 GiB to the H200's 22.78 GiB (the same in its four runs).
 //  - ReservedMemCurrent = backed granules x 32 MiB; UsedMemCurrent = the bytes requested.
 //  - Above the release threshold, idle granules go back to the device at the next
 //    synchronization (threshold 0: reserved drops to 0 at the stream sync after the free,
@@ -590,7 +593,7 @@ class SimDevice final : public Device {
     for (std::uint64_t g = g0; g <= g1; ++g)
       if (!pool.backed.count(g)) missing.push_back(g);
     if (!missing.empty()) {
-      std::vector<std::uint64_t> idle = idle_granules(pool, true, g0, g1);  // highest first
+      std::vector<std::uint64_t> idle = idle_granules(pool, true, g0, g1, counters().modeled_host_seconds);
       std::size_t moved = std::min(idle.size(), missing.size());
       Bytes grow = (missing.size() - moved) * kPoolGranule;
       if (used_ + grow > info_.capacity_bytes) return std::nullopt;
@@ -749,10 +752,17 @@ class SimDevice final : public Device {
     return pools_[h];
   }
 
-  // Granules that are backed but hold no live (or not yet reusable) allocation, highest
-  // first, leaving out those of [skip0, skip1] when skip is set.
+  // The backed granules that hold no live block and no pending range, highest first; with
+  // `skip`, not those of [skip0, skip1]; with `unreached_after` (the modeled time now), not those
+  // holding a recent free the GPU has not reached by then either (a merged run of recent frees
+  // counts as reached when its newest free is): kernels queued before that free may still use
+  // its memory, so the pool does not move it elsewhere. On the H200
+  // (results/h200/probe/pool/early/): after a 180.6 MiB block was freed and half of it taken
+  // again, the next request at the pool's end mapped 6 new granules where moving the two idle
+  // ones of the freed half would have mapped 4 (its free one call back, not yet reached).
   static std::vector<std::uint64_t> idle_granules(const PoolModel& pool, bool skip = false,
-                                                  std::uint64_t skip0 = 0, std::uint64_t skip1 = 0) {
+                                                  std::uint64_t skip0 = 0, std::uint64_t skip1 = 0,
+                                                  double unreached_after = -1) {
     GranuleSet busy;
     auto mark = [&](Bytes off, Bytes size) {
       if (off >= kPoolSpan) return;  // never: blocks and ranges lie inside the span (tells the compiler so)
@@ -760,6 +770,9 @@ class SimDevice final : public Device {
     };
     pool.live.for_each([&](Bytes off, const PoolBlock& b) { mark(off, b.size); });
     for (const auto& [off, p] : pool.pending) mark(off, p.size);
+    if (unreached_after >= 0)
+      for (const auto& [off, r] : pool.recent)
+        if (r.reached > unreached_after) mark(off, r.size);
     std::vector<std::uint64_t> idle;
     pool.backed.for_each_descending([&](std::uint64_t g) {
       if (!busy.count(g) && !(skip && g >= skip0 && g <= skip1)) idle.push_back(g);
