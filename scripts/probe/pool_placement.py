@@ -14,7 +14,9 @@ sim's rule) and, for call logs that have `frees_done`, `tiered_gpu` (`tiered_old
 none of the recent frees holds a request only those the GPU had reached leave the tier: an
 event after each cudaFreeAsync, queried when the request was made). Synchronized files (`_sync_`) complete every free at once. A pool call log of
 GMB_CUDA_CALL_LOG (header `call,bytes,ok,...,ptr,...`: a run with kernels) is read as the same
-ops, offsets from its lowest pointer; --ops N judges only its first N calls. With --misses,
+ops, offsets from its lowest pointer; --ops N judges only its first N calls. When the rows carry
+a `stream` column (scripts/probe/join_streams.py), each stream has its own recent frees, and the
+tiered rules search the request's own stream's first, then the other streams'. With --misses,
 prints every allocation `tiered_oldest` gets wrong: the request, the guess, the H200's offset and
 the free range that holds it."""
 import csv
@@ -43,9 +45,10 @@ def rows(path):
             slots += 1
             slot_of[ptr] = str(slots)
             ops.append({"op": str(len(ops)), "kind": "alloc", "slot": str(slots), "bytes": r["bytes"], "offset": ptr,
-                        "frees_done": r.get("frees_done")})
+                        "frees_done": r.get("frees_done"), "stream": r.get("stream") or "0"})
         else:
-            ops.append({"op": str(len(ops)), "kind": "free", "slot": slot_of.pop(ptr), "bytes": "0", "offset": "-1"})
+            ops.append({"op": str(len(ops)), "kind": "free", "slot": slot_of.pop(ptr), "bytes": "0", "offset": "-1",
+                        "stream": r.get("stream") or "0"})
         if OPS and len(ops) >= OPS:
             break
     base = min(o["offset"] for o in ops if o["kind"] == "alloc")
@@ -94,35 +97,42 @@ def holder(ranges, offset):
 def score(path, rule, misses=False):
     sync = "_sync_" in path
     oldest = rule in ("tiered_oldest", "tiered_gpu")
-    live, free, recent, hits, total = {}, [[0, END, -1]], [], 0, 0
+    # recent: stream -> its recent frees (merged only with each other); one stream unless the
+    # rows carry a `stream` column (a call log joined with the run's streams).
+    live, free, recent, hits, total = {}, [[0, END, -1]], {}, 0, 0
     free_number = {}  # op of a free -> how many frees came before it (what frees_done counts)
     for r in rows(path):
         op = int(r["op"])
+        stream = r.get("stream") or "0"
         if r["kind"] == "free":
             free_number[op] = len(free_number)
             s, e = live.pop(r["slot"])
-            add(recent, s, e, op)
+            add(recent.setdefault(stream, []), s, e, op)
             if sync or rule == "best":
-                for a, b, t in recent:
+                for a, b, t in recent.pop(stream):
                     add(free, a, b, t)
-                recent = []
             continue
         size = (max(int(r["bytes"]), 1) + 511) // 512 * 512
-        before = [list(x) for x in recent]
-        guess = best_fit(recent, size, oldest)
+        everyone = [list(x) for ranges in recent.values() for x in ranges]
+        before = everyone
+        # The request's own stream first, then the other streams' recent frees.
+        guess = best_fit(recent.get(stream, []), size, oldest)
+        if guess is None:
+            guess = best_fit([x for st, ranges in recent.items() if st != stream for x in ranges], size, oldest)
         tier = "recent"
         if guess is None:
             tier = "all"
             done = r.get("frees_done")
-            if rule == "tiered_gpu" and done not in (None, ""):  # the frees the GPU had not reached stay
-                stay = [x for x in recent if free_number[x[2]] >= int(done)]
-                leave = [x for x in recent if free_number[x[2]] < int(done)]
-            else:
-                stay, leave = [], recent
-            for a, b, t in leave:
-                add(free, a, b, t)
-            recent = stay
-            guess = best_fit(free + recent, size, oldest)
+            for st in list(recent):
+                if rule == "tiered_gpu" and done not in (None, ""):  # the frees the GPU had not reached stay
+                    stay = [x for x in recent[st] if free_number[x[2]] >= int(done)]
+                    leave = [x for x in recent[st] if free_number[x[2]] < int(done)]
+                else:
+                    stay, leave = [], recent[st]
+                for a, b, t in leave:
+                    add(free, a, b, t)
+                recent[st] = stay
+            guess = best_fit(free + [x for ranges in recent.values() for x in ranges], size, oldest)
         actual = int(r["offset"])
         total += 1
         hits += guess == actual
@@ -133,7 +143,8 @@ def score(path, rule, misses=False):
             print(f"{path} op {op}: {size} B, guess {guess} ({tier} tier), H200 {actual}: in a {kind} range "
                   f"[{held[0]}, +{held[1] - held[0]}) freed at op {held[2]}")
         live[r["slot"]] = (actual, actual + size)
-        take(recent, actual, actual + size)
+        for ranges in recent.values():
+            take(ranges, actual, actual + size)
         take(free, actual, actual + size)
     return hits, total
 
