@@ -89,12 +89,7 @@ TEST(PoolAtCap, FixedSeqReservedMatchesTheH200AfterEveryPoolRequest) {
       "--device sim -q --config " + source_path("configs/fixed_seq.yaml") +
           " --allocator cuda_mempool --steps 3 --format json --output " + (dir / "out").string());
   ASSERT_EQ(r.status, 0) << r.out;
-  std::vector<std::string> logs;  // calls.csv.<pid> (no pool calls), .<pid>.1 (untrimmed), .<pid>.2
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().filename().string().rfind("calls.csv.", 0) == 0) logs.push_back(e.path().string());
-  std::sort(logs.begin(), logs.end(), [](const std::string& a, const std::string& b) {
-    return a.size() != b.size() ? a.size() < b.size() : a < b;
-  });
+  const std::vector<std::string> logs = call_logs_in(dir);  // the untrimmed pool's is the first with pool calls
   std::vector<std::uint64_t> sim;
   for (const auto& l : logs)
     if (!(sim = reserved_after_each_malloc(read_text(l))).empty()) break;
