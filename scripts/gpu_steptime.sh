@@ -7,9 +7,10 @@
 #   OUT=/some/dir bash scripts/gpu_steptime.sh        # default OUT: ./gpu_out
 #   DEADLINE_S=300 STEPS=12 LOOP_STEPS=6              # the defaults
 #   SECTIONS=loop                                     # only the loop section (default: all but loop)
+#   CONFIGS="configs/a.yaml configs/b.yaml"           # the models (default dynamic_seq and fixed_seq)
 #
 # Brings back $OUT/steptime_gpu.tar.gz: steptime_gpu/{run.log,environment.txt,build.log,
-# step_probe.json,step_probe.log,ops_0.csv.gz (dynamic_seq),ops_1.csv.gz (fixed_seq), with the loop
+# step_probe.json,step_probe.log,ops_0.csv.gz (the first config),ops_1.csv.gz (the second), with the loop
 # section ops_loop_{0,1}_{0,1}.csv.gz (config, managed)}.
 # devices/step_time_model.h fits its constants from these (docs/STEP_TIME.md).
 set -u
@@ -23,9 +24,12 @@ gpu_job steptime_gpu 300
 
 gpu_build -DGMB_BUILD_TESTS=OFF -DGMB_BUILD_BENCH=OFF -- gmb_step_probe
 
-log "step_probe ($SECTIONS; dynamic_seq and fixed_seq, $STEPS steps, loop $LOOP_STEPS steps)"
-(cd "$WORK" && guarded "$OLDPWD/build-gpu/gmb_step_probe" --config "$OLDPWD/configs/dynamic_seq.yaml" \
-   --config "$OLDPWD/configs/fixed_seq.yaml" --steps "$STEPS" --loop-steps "$LOOP_STEPS" --sections "$SECTIONS" --ops "$WORK/ops" \
+CONFIGS="${CONFIGS:-configs/dynamic_seq.yaml configs/fixed_seq.yaml}"
+config_args=()
+for c in $CONFIGS; do config_args+=(--config "$PWD/$c"); done
+log "step_probe ($SECTIONS; $CONFIGS, $STEPS steps, loop $LOOP_STEPS steps)"
+(cd "$WORK" && guarded "$OLDPWD/build-gpu/gmb_step_probe" "${config_args[@]}" \
+   --steps "$STEPS" --loop-steps "$LOOP_STEPS" --sections "$SECTIONS" --ops "$WORK/ops" \
    > "$WORK/step_probe.json" 2> "$WORK/step_probe.log") || { log "step_probe: exit $?"; status=1; }
 tail -5 "$WORK/step_probe.log" | tee -a "$LOG"
 gzip -f "$WORK"/ops_*.csv 2>/dev/null
