@@ -11,22 +11,73 @@ Bytes torch_rounded_size(Bytes requested) { return caching::round_to_min_block(r
 
 void NeedTracker::add_step(const std::vector<Op>& ops) {
   const std::uint64_t step = step_++;
-  // The sums and the event count in locals for the loop (the vectors' growth is a call).
+  // The sums and the event count in locals for the loops (the vectors' growth is a call).
   Wide requested = requested_, rounded = rounded_;
   std::uint64_t event = event_;
   Bytes step_peak = saturated(requested);  // what is live when the step starts counts for it
-  for (const Op& op : ops) {
-    if (op.kind == Op::Kind::Compute) continue;
-    const std::uint32_t s = op.slot;
-    if (s >= live_.size()) live_.resize(std::max<std::size_t>(std::size_t(s) + 1, 2 * live_.size()), Live{});
-    Live& l = live_[s];
-    if (op.kind == Op::Kind::Alloc) {
-      if (l.rounded) {  // an id allocated again replaces its buffer
-        requested -= l.bytes;
-        rounded -= l.rounded;
+  const Op* op = ops.data();
+  const Op* const end = op + ops.size();
+  // While the sums fit in 64 bits (always, but for traces that ask for exabytes): 64-bit sums,
+  // the peaks in locals (stores into live_ could alias need_'s fields). The rounded sum is never
+  // below the requested one (a buffer's rounding is not below its bytes), so it alone is checked
+  // for overflow; at an op that would overflow it the loop below takes over, from that op.
+  if (rounded <= UINT64_MAX) {
+    std::uint64_t req = static_cast<std::uint64_t>(requested), rnd = static_cast<std::uint64_t>(rounded);
+    Bytes peak_req = need_.peak_requested_bytes, peak_rnd = need_.peak_rounded_bytes;
+    Live* live = live_.data();
+    std::size_t live_size = live_.size();
+    for (; op != end; ++op) {
+      if (op->kind == Op::Kind::Compute) continue;
+      const std::uint32_t s = op->slot;
+      if (s >= live_size) {
+        grow_live(s);
+        live = live_.data();
+        live_size = live_.size();
       }
-      l.bytes = op.bytes;
-      l.rounded = torch_rounded_size(op.bytes);
+      Live& l = live[s];
+      if (op->kind == Op::Kind::Alloc) {
+        const Bytes bytes = op->bytes, r = torch_rounded_size(bytes);
+        // An id allocated again replaces its buffer (l.bytes and l.rounded are 0 where none is live).
+        std::uint64_t new_rnd;
+        if (__builtin_add_overflow(rnd - l.rounded, r, &new_rnd)) break;  // to the 128-bit loop
+        req = req - l.bytes + bytes;
+        rnd = new_rnd;
+        l.bytes = bytes;
+        l.rounded = r;
+        if (__builtin_expect(req > peak_req, 0)) {
+          peak_req = req;
+          need_.peak_requested_step = step;
+          need_.peak_requested_event = event;
+        }
+        if (__builtin_expect(rnd > peak_rnd, 0)) {
+          peak_rnd = rnd;
+          need_.peak_rounded_step = step;
+          need_.peak_rounded_event = event;
+        }
+        step_peak = std::max(step_peak, req);
+      } else {  // a free; of nothing (slot 0, or not live) where l is zero
+        req -= l.bytes;
+        rnd -= l.rounded;
+        l.bytes = 0;
+        l.rounded = 0;
+      }
+      ++event;
+    }
+    requested = req;
+    rounded = rnd;
+    need_.peak_requested_bytes = peak_req;
+    need_.peak_rounded_bytes = peak_rnd;
+  }
+  for (; op != end; ++op) {
+    if (op->kind == Op::Kind::Compute) continue;
+    const std::uint32_t s = op->slot;
+    if (s >= live_.size()) grow_live(s);
+    Live& l = live_[s];
+    if (op->kind == Op::Kind::Alloc) {
+      requested -= l.bytes;  // an id allocated again replaces its buffer (0 where none is live)
+      rounded -= l.rounded;
+      l.bytes = op->bytes;
+      l.rounded = torch_rounded_size(op->bytes);
       requested += l.bytes;
       rounded += l.rounded;
       const Bytes req = saturated(requested);
@@ -41,9 +92,10 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
         need_.peak_rounded_event = event;
       }
       step_peak = std::max(step_peak, req);
-    } else if (l.rounded) {  // slot 0 never is live
+    } else {
       requested -= l.bytes;
       rounded -= l.rounded;
+      l.bytes = 0;
       l.rounded = 0;
     }
     ++event;
@@ -52,6 +104,10 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
   rounded_ = rounded;
   event_ = event;
   need_.step_peak_requested_bytes.push_back(step_peak);
+}
+
+void NeedTracker::grow_live(std::uint32_t slot) {
+  live_.resize(std::max<std::size_t>(std::size_t(slot) + 1, 2 * live_.size()), Live{});
 }
 
 WorkloadNeed NeedTracker::finish() {

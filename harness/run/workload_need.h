@@ -34,12 +34,13 @@ class NeedTracker {
 
   WorkloadNeed need_;
   // By slot: the live buffer there, its requested bytes and their rounding (at least 512 bytes;
-  // 0: no buffer there; slot 0 never has one).
+  // both 0: no buffer there; slot 0 never has one, so a free of an id that is not live takes 0).
   struct Live {
     Bytes bytes = 0;
     Bytes rounded = 0;
   };
   std::vector<Live> live_;
+  [[gnu::noinline]] void grow_live(std::uint32_t slot);  // live_ covers slot
   Wide requested_ = 0, rounded_ = 0;
   std::uint64_t event_ = 0, step_ = 0;
 };
