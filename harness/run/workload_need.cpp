@@ -22,51 +22,12 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
   // below the requested one (a buffer's rounding is not below its bytes), so it alone is checked
   // for overflow; at an op that would overflow it the loop below takes over, from that op.
   if (rounded <= UINT64_MAX) {
-    std::uint64_t req = static_cast<std::uint64_t>(requested), rnd = static_cast<std::uint64_t>(rounded);
-    Bytes peak_req = need_.peak_requested_bytes, peak_rnd = need_.peak_rounded_bytes;
-    Live* live = live_.data();
-    std::size_t live_size = live_.size();
-    for (; op != end; ++op) {
-      if (op->kind == Op::Kind::Compute) continue;
-      const std::uint32_t s = op->slot;
-      if (s >= live_size) {
-        grow_live(s);
-        live = live_.data();
-        live_size = live_.size();
-      }
-      Live& l = live[s];
-      if (op->kind == Op::Kind::Alloc) {
-        const Bytes bytes = op->bytes, r = torch_rounded_size(bytes);
-        // An id allocated again replaces its buffer (l.bytes and l.rounded are 0 where none is live).
-        std::uint64_t new_rnd;
-        if (__builtin_add_overflow(rnd - l.rounded, r, &new_rnd)) break;  // to the 128-bit loop
-        req = req - l.bytes + bytes;
-        rnd = new_rnd;
-        l.bytes = bytes;
-        l.rounded = r;
-        if (__builtin_expect(req > peak_req, 0)) {
-          peak_req = req;
-          need_.peak_requested_step = step;
-          need_.peak_requested_event = event;
-        }
-        if (__builtin_expect(rnd > peak_rnd, 0)) {
-          peak_rnd = rnd;
-          need_.peak_rounded_step = step;
-          need_.peak_rounded_event = event;
-        }
-        step_peak = std::max(step_peak, req);
-      } else {  // a free; of nothing (slot 0, or not live) where l is zero
-        req -= l.bytes;
-        rnd -= l.rounded;
-        l.bytes = 0;
-        l.rounded = 0;
-      }
-      ++event;
-    }
-    requested = req;
-    rounded = rnd;
-    need_.peak_requested_bytes = peak_req;
-    need_.peak_rounded_bytes = peak_rnd;
+    Sums64 sums{static_cast<std::uint64_t>(requested), static_cast<std::uint64_t>(rounded), step_peak, event};
+    op = add_ops_64(op, end, step, sums);
+    requested = sums.requested;
+    rounded = sums.rounded;
+    step_peak = sums.step_peak;
+    event = sums.event;
   }
   for (; op != end; ++op) {
     if (op->kind == Op::Kind::Compute) continue;
@@ -104,6 +65,56 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
   rounded_ = rounded;
   event_ = event;
   need_.step_peak_requested_bytes.push_back(step_peak);
+}
+
+// The loop of add_step while the sums fit in 64 bits, in a function of its own: fewer values
+// live across it than in add_step, so they stay in registers.
+const Op* NeedTracker::add_ops_64(const Op* op, const Op* const end, const std::uint64_t step, Sums64& sums) {
+  std::uint64_t req = sums.requested, rnd = sums.rounded, step_peak = sums.step_peak, event = sums.event;
+  Bytes peak_req = need_.peak_requested_bytes, peak_rnd = need_.peak_rounded_bytes;
+  Live* live = live_.data();
+  std::size_t live_size = live_.size();
+  for (; op != end; ++op) {
+    if (op->kind == Op::Kind::Compute) continue;
+    const std::uint32_t s = op->slot;
+    if (__builtin_expect(s >= live_size, 0)) {
+      grow_live(s);
+      live = live_.data();
+      live_size = live_.size();
+    }
+    Live& l = live[s];
+    if (op->kind == Op::Kind::Alloc) {
+      const Bytes bytes = op->bytes, r = torch_rounded_size(bytes);
+      // An id allocated again replaces its buffer (l.bytes and l.rounded are 0 where none is live).
+      std::uint64_t new_rnd;
+      if (__builtin_add_overflow(rnd - l.rounded, r, &new_rnd)) break;  // to add_step's 128-bit loop
+      req = req - l.bytes + bytes;
+      rnd = new_rnd;
+      l.bytes = bytes;
+      l.rounded = r;
+      if (__builtin_expect(req > peak_req, 0)) {
+        peak_req = req;
+        need_.peak_requested_step = step;
+        need_.peak_requested_event = event;
+      }
+      if (__builtin_expect(rnd > peak_rnd, 0)) {
+        peak_rnd = rnd;
+        need_.peak_rounded_step = step;
+        need_.peak_rounded_event = event;
+      }
+      step_peak = std::max(step_peak, req);
+    } else {  // a free; of nothing (slot 0, or not live) where l is zero
+      req -= l.bytes;
+      rnd -= l.rounded;
+      l.bytes = 0;
+      l.rounded = 0;
+    }
+    ++event;
+  }
+  need_.peak_requested_bytes = peak_req;
+  need_.peak_rounded_bytes = peak_rnd;
+  sums = {req, rnd, step_peak, event};
+  return op;
 }
 
 void NeedTracker::grow_live(std::uint32_t slot) {

@@ -41,6 +41,13 @@ class NeedTracker {
   };
   std::vector<Live> live_;
   [[gnu::noinline]] void grow_live(std::uint32_t slot);  // live_ covers slot
+  // add_step's ops while the sums fit in 64 bits (the peaks in locals: stores into live_ could
+  // alias need_'s fields); returns the first op not taken, the one whose rounded sum would pass
+  // 2^64 - 1, or end.
+  struct Sums64 {
+    std::uint64_t requested, rounded, step_peak, event;
+  };
+  [[gnu::noinline]] const Op* add_ops_64(const Op* op, const Op* end, std::uint64_t step, Sums64& sums);
   Wide requested_ = 0, rounded_ = 0;
   std::uint64_t event_ = 0, step_ = 0;
 };
