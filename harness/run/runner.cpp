@@ -333,13 +333,18 @@ struct CaseRun {
         if (sample && usage_ring.size() == kUsageWindow) {  // the ring is full: it wraps
           UsageSample* const ring = usage_ring.data();
           std::size_t next = usage_next;
+          UsageSample aside;  // never read
           for (std::size_t q = first; q < k; ++q) {
             const std::uint64_t e = event++;
             const CallResult& p = results[q - i];
             step_peaks(p);
-            if (ops[q].kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
-            store_sample(ring[next], {e, step, p.after.allocated_bytes, p.after.reserved_bytes});
-            next = (next + 1) & (kUsageWindow - 1);
+            // A free whose allocation failed frees nothing and has no sample: it is written
+            // aside instead, without a branch (a test of the kind, allocs and frees in turn,
+            // would be mispredicted at every other event).
+            const bool none = (ops[q].kind == Op::Kind::Free) & (p.ptr == 0);
+            UsageSample* const at = none ? &aside : &ring[next];
+            store_sample(*at, {e, step, p.after.allocated_bytes, p.after.reserved_bytes});
+            next = (next + !none) & (kUsageWindow - 1);
           }
           usage_next = next;
         } else if (sample) {

@@ -1,6 +1,7 @@
 #include "harness/run/workload_need.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "allocators/caching/alloc_conf.h"
 #include "harness/run/buffer_slots.h"
@@ -8,6 +9,23 @@
 namespace gmb {
 
 Bytes torch_rounded_size(Bytes requested) { return caching::round_to_min_block(requested); }
+
+namespace {
+
+// torch_rounded_size with selects instead of branches: a free's bytes (0) take the "below the
+// minimum" branch, an alloc's mostly not, so that branch would follow the ops' kinds.
+Bytes rounded_without_branch(Bytes requested) {
+  constexpr Bytes kMin = caching::kMinBlockSize;
+  // Masks from comparisons (all ones or zero): GCC turns a ?: of these into a branch.
+  const Bytes below = Bytes{0} - Bytes{requested < kMin};
+  const Bytes at_least = (requested & ~below) | (kMin & below);
+  const Bytes above = Bytes{0} - Bytes{at_least > UINT64_MAX - kMin};  // saturates at 2^64 - 1
+  const Bytes r = ((at_least + kMin - 1) & ~(kMin - 1)) | above;
+  assert(r == torch_rounded_size(requested));
+  return r;
+}
+
+}  // namespace
 
 void NeedTracker::add_step(const std::vector<Op>& ops) {
   const std::uint64_t step = step_++;
@@ -83,32 +101,30 @@ const Op* NeedTracker::add_ops_64(const Op* op, const Op* const end, const std::
       live_size = live_.size();
     }
     Live& l = live[s];
-    if (op->kind == Op::Kind::Alloc) {
-      const Bytes bytes = op->bytes, r = torch_rounded_size(bytes);
-      // An id allocated again replaces its buffer (l.bytes and l.rounded are 0 where none is live).
-      std::uint64_t new_rnd;
-      if (__builtin_add_overflow(rnd - l.rounded, r, &new_rnd)) break;  // to add_step's 128-bit loop
-      req = req - l.bytes + bytes;
-      rnd = new_rnd;
-      l.bytes = bytes;
-      l.rounded = r;
-      if (__builtin_expect(req > peak_req, 0)) {
-        peak_req = req;
-        need_.peak_requested_step = step;
-        need_.peak_requested_event = event;
-      }
-      if (__builtin_expect(rnd > peak_rnd, 0)) {
-        peak_rnd = rnd;
-        need_.peak_rounded_step = step;
-        need_.peak_rounded_event = event;
-      }
-      step_peak = std::max(step_peak, req);
-    } else {  // a free; of nothing (slot 0, or not live) where l is zero
-      req -= l.bytes;
-      rnd -= l.rounded;
-      l.bytes = 0;
-      l.rounded = 0;
+    // An alloc and a free without a branch between them (allocs and frees come in turn, so a
+    // branch on the kind is mispredicted at every other op): the slot's buffer is replaced by
+    // the alloc's, or by nothing. An id allocated again replaces its buffer; a free of an id
+    // that is not live (slot 0, or freed) finds l zero. Where a free makes the sums smaller,
+    // the peak tests below cannot pass (the peaks are at least the sums before it).
+    const Bytes alloc = op->kind == Op::Kind::Alloc ? ~Bytes{0} : 0;
+    const Bytes bytes = op->bytes & alloc, r = rounded_without_branch(op->bytes) & alloc;
+    std::uint64_t new_rnd;
+    if (__builtin_add_overflow(rnd - l.rounded, r, &new_rnd)) break;  // to add_step's 128-bit loop
+    req = req - l.bytes + bytes;
+    rnd = new_rnd;
+    l.bytes = bytes;
+    l.rounded = r;
+    if (__builtin_expect(req > peak_req, 0)) {
+      peak_req = req;
+      need_.peak_requested_step = step;
+      need_.peak_requested_event = event;
     }
+    if (__builtin_expect(rnd > peak_rnd, 0)) {
+      peak_rnd = rnd;
+      need_.peak_rounded_step = step;
+      need_.peak_rounded_event = event;
+    }
+    step_peak = std::max(step_peak, req);
     ++event;
   }
   need_.peak_requested_bytes = peak_req;
