@@ -23,8 +23,9 @@
 //
 // Block must have the fields `StreamId stream; Bytes size; DevPtr ptr; void* tleaf;`. tleaf is
 // the leaf holding the block, or the set itself for the block held in `one_` (nullptr while in
-// no set); a block's key must not change while it is in a set. Keys are packed into one 128-bit number (stream << 112 | size << 64 | address),
-// so streams must lie in [0, 65535] and sizes below 2^48 (256 TiB); the allocator checks this.
+// no set); a block's key must not change while it is in a set. Keys are packed into one 128-bit
+// number (stream << 112 | size << 64 | address), so streams must lie in [0, 65535] and sizes
+// below 2^48 (256 TiB); the allocator checks this.
 #pragma once
 
 #include <cstddef>
