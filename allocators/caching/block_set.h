@@ -17,11 +17,15 @@
 // Deletion is lazy (nodes are removed when empty, never rebalanced), which keeps the code
 // short; the depth only grows on splits. Many small sets can share one node pool
 // (BlockSet(Nodes&)), as the size bins do.
+// Most size bins hold no block or one (a block put into an empty bin is mostly taken out again
+// before a second arrives): a block inserted into an empty set is held by the set itself
+// (`one_`), no leaf touched, and moves into the tree when a second block comes.
 //
 // Block must have the fields `StreamId stream; Bytes size; DevPtr ptr; void* tleaf;`. tleaf is
-// the leaf holding the block (nullptr while in no set); a block's key must not change while it
-// is in a set. Keys are packed into one 128-bit number (stream << 112 | size << 64 | address),
-// so streams must lie in [0, 65535] and sizes below 2^48 (256 TiB); the allocator checks this.
+// the leaf holding the block, or the set itself for the block held in `one_` (nullptr while in
+// no set); a block's key must not change while it is in a set. Keys are packed into one 128-bit
+// number (stream << 112 | size << 64 | address), so streams must lie in [0, 65535] and sizes
+// below 2^48 (256 TiB); the allocator checks this.
 #pragma once
 
 #include <cstddef>
@@ -125,16 +129,18 @@ class BlockSet {
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
 
-  Block* first() const { return size_ ? head_->blk[0] : nullptr; }
-  Block* last() const { return size_ ? tail_->blk[tail_->n - 1] : nullptr; }
+  Block* first() const { return one_ ? one_ : size_ ? head_->blk[0] : nullptr; }
+  Block* last() const { return one_ ? one_ : size_ ? tail_->blk[tail_->n - 1] : nullptr; }
 
   Block* next(const Block* b) const {
+    if (b == one_) return nullptr;
     const Leaf* l = static_cast<const Leaf*>(b->tleaf);
     const int i = index_in(l, b);
     if (i + 1 < l->n) return l->blk[i + 1];
     return l->next ? l->next->blk[0] : nullptr;
   }
   Block* prev(const Block* b) const {
+    if (b == one_) return nullptr;
     const Leaf* l = static_cast<const Leaf*>(b->tleaf);
     const int i = index_in(l, b);
     if (i > 0) return l->blk[i - 1];
@@ -145,6 +151,7 @@ class BlockSet {
   [[gnu::always_inline]] Block* lower_bound(const BlockKey& key) const {
     if (!size_) return nullptr;
     const Key k = make_key(key.stream, key.size, key.ptr);
+    if (one_) return key_of(one_) >= k ? one_ : nullptr;
     if (head_->k[0] >= k) return head_->blk[0];  // often so: a best-fit search starts at address 0
     const Leaf* l = descend(k);
     const int i = count_less(l->k, k);
@@ -153,15 +160,13 @@ class BlockSet {
   }
 
   [[gnu::always_inline]] void insert(Block* b) {
-    const Key k = make_key(b->stream, b->size, b->ptr);
-    if (size_++ == 0) {  // into the empty root leaf: nothing to search or move
-      if (!root_) {
-        root_ = head_ = tail_ = new_leaf();
-        height_ = 1;
-      }
-      put_first(static_cast<Leaf*>(root_), k, b);
+    if (size_++ == 0) {  // into an empty set: held by the set, no leaf touched
+      one_ = b;
+      b->tleaf = this;
       return;
     }
+    if (one_) spill_one();
+    const Key k = make_key(b->stream, b->size, b->ptr);
     Leaf* l = descend(k);
     const int pos = count_less(l->k, k);
     if (l->n < kLeafCap)
@@ -171,6 +176,12 @@ class BlockSet {
   }
 
   [[gnu::always_inline]] void erase(Block* b) {
+    if (b == one_) {
+      one_ = nullptr;
+      b->tleaf = nullptr;
+      size_ = 0;
+      return;
+    }
     Leaf* l = static_cast<Leaf*>(b->tleaf);
     if (l->n == 1) {  // the leaf's only key
       store_key(&l->k[0], kNoKey);
@@ -188,6 +199,17 @@ class BlockSet {
   }
 
  private:
+  // A second block comes: the one held by the set goes into the tree, whose root is then an
+  // empty leaf (or not made yet).
+  __attribute__((noinline)) void spill_one() {
+    if (!root_) {
+      root_ = head_ = tail_ = new_leaf();
+      height_ = 1;
+    }
+    put_first(static_cast<Leaf*>(root_), key_of(one_), one_);
+    one_ = nullptr;
+  }
+
   // Splits the full leaf l (the upper half moves to a new leaf on its right) and puts k at pos.
   __attribute__((noinline)) void split_and_put(Leaf* l, int pos, Key k, Block* b) {
     Leaf* r = new_leaf();
@@ -229,6 +251,7 @@ class BlockSet {
     remove_child(p, l);
   }
 
+  static Key key_of(const Block* b) { return make_key(b->stream, b->size, b->ptr); }
   static Key make_key(StreamId stream, Bytes size, DevPtr ptr) {
     constexpr Bytes kMaxSize = (Bytes{1} << 48) - 1;  // a larger lookup key finds nothing
     Key hi = static_cast<std::uint64_t>(static_cast<std::uint16_t>(stream)) << 48;
@@ -414,6 +437,7 @@ class BlockSet {
   Leaf* head_ = nullptr;
   Leaf* tail_ = nullptr;
   std::size_t size_ = 0;
+  Block* one_ = nullptr;  // the only block, when it came into an empty set (then no leaf holds any)
 };
 
 }  // namespace gmb::caching

@@ -337,6 +337,10 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
                         MemoryInUse mark, bool& failed) override {
     failed = false;
     const unsigned char* rec = calls.base;
+    // by_slot_ in locals: the stores into blocks below could alias the vector's own pointers.
+    // Only the resize here moves it.
+    Block** by_slot = by_slot_.data();
+    std::size_t by_slot_size = by_slot_.size();
     for (std::size_t i = 0; i < n; ++i, rec += calls.stride) {
       const auto kind = CallView::field<std::uint8_t>(rec, calls.kind_at);
       if (kind > CallView::kDeallocate) return i;  // another kind of record ends the calls
@@ -353,10 +357,14 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
             failed = true;
             return i;
           }
-          if (slot >= by_slot_.size()) by_slot_.resize(std::max<std::size_t>(slot + 1, 2 * by_slot_.size()), nullptr);
+          if (__builtin_expect(slot >= by_slot_size, 0)) {
+            by_slot_.resize(std::max<std::size_t>(slot + 1, 2 * by_slot_size), nullptr);
+            by_slot = by_slot_.data();
+            by_slot_size = by_slot_.size();
+          }
           // A slot allocated again (its buffer never freed): the earlier block stays live, by address.
-          if (by_slot_[slot]) live_.insert(by_slot_[slot]);
-          by_slot_[slot] = b;
+          if (by_slot[slot]) live_.insert(by_slot[slot]);
+          by_slot[slot] = b;
           ptr = b->ptr;
         }
         r.ptr = slot_ptr[slot] = ptr;
@@ -364,9 +372,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
         r.ptr = slot_ptr[slot];
         slot_ptr[slot] = 0;
         if (r.ptr) {
-          Block* b = slot < by_slot_.size() ? by_slot_[slot] : nullptr;
+          Block* b = slot < by_slot_size ? by_slot[slot] : nullptr;
           if (b && b->ptr == r.ptr) {
-            by_slot_[slot] = nullptr;
+            by_slot[slot] = nullptr;
           } else {
             b = take_live(r.ptr);
           }

@@ -74,8 +74,9 @@ class FreeBlockSet {
       const std::uint64_t w = words[i >> 6] &= ~(std::uint64_t{empty} << (i & 63));
       summary &= ~(std::uint64_t{w == 0} << (i >> 6));
     }
-    // First non-empty bin >= i (-1: none).
-    int next_bin(int i) const {
+    // First non-empty bin >= i (-1: none). Inlined: most best-fit searches find their bin
+    // empty and come here (GCC left it a call).
+    [[gnu::always_inline]] int next_bin(int i) const {
       if (i >= kBins) return -1;
       int w = i >> 6;
       const std::uint64_t m = words[w] & (~std::uint64_t{0} << (i & 63));

@@ -1,6 +1,7 @@
 #include "harness/run/runner.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <fstream>
 #include <stdexcept>
@@ -236,7 +237,7 @@ struct CaseRun {
   // and the usage samples are written after the clock stops.
   // Each call's result (CallResult: the pointer, and the bytes in use after it) is kept for the
   // bookkeeping after the clock stops; skipped[j]: an alloc skipped after an OOM (on_oom:
-  // skip_step), no event. Index j is op i + j of the run.
+  // skip_step), no event (read only while the step skips allocs). Index j is op i + j of the run.
   static constexpr std::size_t kMaxRun = 64;
   CallResult results[kMaxRun]{};
   bool skipped[kMaxRun]{};
@@ -284,15 +285,10 @@ struct CaseRun {
               CallView{reinterpret_cast<const unsigned char*>(ops + k), op_view.stride, op_view.kind_at,
                        op_view.bytes_at, op_view.stream_at, op_view.slot_at},
               stretch - k, ptrs, &results[k - i], {allocated_at_peak_reserved, peak_reserved}, failed);
-          // Before the last call none passed the mark: their track() would only raise the step's peaks.
-          Bytes step_a = step_peak_allocated, step_r = step_peak_reserved;
-          for (std::size_t q = k; q < k + done; ++q) {
-            skipped[q - i] = false;
-            step_a = std::max(step_a, results[q - i].after.allocated_bytes);
-            step_r = std::max(step_r, results[q - i].after.reserved_bytes);
-          }
-          step_peak_allocated = step_a;
-          step_peak_reserved = step_r;
+          // Before the last call none passed the mark: their track() would only raise the step's
+          // peaks, which the loops after the clock do for every call.
+          if (skipping)
+            for (std::size_t q = k; q < k + done; ++q) skipped[q - i] = false;
           if (done) track(results[k + done - 1 - i].after);
           k += done;
           if (failed) break;  // else it stopped at the mark, a compute op (the loop's test) or the end
@@ -323,31 +319,56 @@ struct CaseRun {
         }
       }
       alloc_ticks += TickClock::now() - t;
-      if (!ids && !timeline) {
-        // Most runs: only the event count, and the usage ring until the first OOM.
+      // The step's peaks over every call made (a call that was made has its result; skipped
+      // allocs have none): in the loops below, which read the results anyway.
+      Bytes step_a = step_peak_allocated, step_r = step_peak_reserved;
+      auto step_peaks = [&](const CallResult& p) {
+        step_a = std::max(step_a, p.after.allocated_bytes);
+        step_r = std::max(step_r, p.after.reserved_bytes);
+      };
+      // skipped[] is written only while skipping (the flag does not change inside this pass).
+      if (!ids && !timeline && !skipping) {
+        // Most runs: the event count, the step's peaks, and the usage ring until the first OOM.
         std::uint64_t event = m.events;
         if (sample && usage_ring.size() == kUsageWindow) {  // the ring is full: it wraps
           UsageSample* const ring = usage_ring.data();
           std::size_t next = usage_next;
+          UsageSample aside;  // never read
           for (std::size_t q = first; q < k; ++q) {
-            if (skipped[q - i]) continue;
             const std::uint64_t e = event++;
             const CallResult& p = results[q - i];
-            if (ops[q].kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
-            store_sample(ring[next], {e, step, p.after.allocated_bytes, p.after.reserved_bytes});
-            next = (next + 1) & (kUsageWindow - 1);
+            step_peaks(p);
+            // A free whose allocation failed frees nothing and has no sample: it is written
+            // aside instead, without a branch (a test of the kind, allocs and frees in turn,
+            // would be mispredicted at every other event).
+            const bool none = (ops[q].kind == Op::Kind::Free) & (p.ptr == 0);
+            UsageSample* const at = none ? &aside : &ring[next];
+            store_sample(*at, {e, step, p.after.allocated_bytes, p.after.reserved_bytes});
+            next = (next + !none) & (kUsageWindow - 1);
           }
           usage_next = next;
         } else if (sample) {
           for (std::size_t q = first; q < k; ++q) {
-            if (skipped[q - i]) continue;
             const std::uint64_t e = event++;
             const CallResult& p = results[q - i];
+            step_peaks(p);
             if (ops[q].kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
             record_usage(e, step, p.after);
           }
         } else {
-          for (std::size_t q = first; q < k; ++q) event += !skipped[q - i];
+          for (std::size_t q = first; q < k; ++q) step_peaks(results[q - i]);
+          event += k - first;
+        }
+        m.events = event;
+      } else if (!ids && !timeline) {
+        // Allocs skipped after an OOM (on_oom: skip_step) are no events; after the first OOM no
+        // usage is sampled.
+        assert(!sample);
+        std::uint64_t event = m.events;
+        for (std::size_t q = first; q < k; ++q) {
+          if (skipped[q - i]) continue;
+          step_peaks(results[q - i]);
+          ++event;
         }
         m.events = event;
       } else {
@@ -358,6 +379,7 @@ struct CaseRun {
           const Op& op = ops[q];
           const std::uint64_t event = events++;
           const bool alloc = op.kind == Op::Kind::Alloc;
+          step_peaks(p);
           if (ids) {
             if (alloc)
               live_by_id.put(op.id, p.ptr);
@@ -370,6 +392,8 @@ struct CaseRun {
         }
         m.events = events;
       }
+      step_peak_allocated = step_a;
+      step_peak_reserved = step_r;
       if (!failed) return k;  // the compute op that ends the run, or its end
       record_oom(ops[k], step, m.events++);
       step_ok = false;

@@ -1,6 +1,7 @@
 #include "harness/run/workload_need.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "allocators/caching/alloc_conf.h"
 #include "harness/run/buffer_slots.h"
@@ -9,24 +10,53 @@ namespace gmb {
 
 Bytes torch_rounded_size(Bytes requested) { return caching::round_to_min_block(requested); }
 
+namespace {
+
+// torch_rounded_size with selects instead of branches: a free's bytes (0) take the "below the
+// minimum" branch, an alloc's mostly not, so that branch would follow the ops' kinds.
+Bytes rounded_without_branch(Bytes requested) {
+  constexpr Bytes kMin = caching::kMinBlockSize;
+  // Masks from comparisons (all ones or zero): GCC turns a ?: of these into a branch.
+  const Bytes below = Bytes{0} - Bytes{requested < kMin};
+  const Bytes at_least = (requested & ~below) | (kMin & below);
+  const Bytes above = Bytes{0} - Bytes{at_least > UINT64_MAX - kMin};  // saturates at 2^64 - 1
+  const Bytes r = ((at_least + kMin - 1) & ~(kMin - 1)) | above;
+  assert(r == torch_rounded_size(requested));
+  return r;
+}
+
+}  // namespace
+
 void NeedTracker::add_step(const std::vector<Op>& ops) {
   const std::uint64_t step = step_++;
-  // The sums and the event count in locals for the loop (the vectors' growth is a call).
+  // The sums and the event count in locals for the loops (the vectors' growth is a call).
   Wide requested = requested_, rounded = rounded_;
   std::uint64_t event = event_;
   Bytes step_peak = saturated(requested);  // what is live when the step starts counts for it
-  for (const Op& op : ops) {
-    if (op.kind == Op::Kind::Compute) continue;
-    const std::uint32_t s = op.slot;
-    if (s >= live_.size()) live_.resize(std::max<std::size_t>(std::size_t(s) + 1, 2 * live_.size()), Live{});
+  const Op* op = ops.data();
+  const Op* const end = op + ops.size();
+  // While the sums fit in 64 bits (always, but for traces that ask for exabytes): 64-bit sums,
+  // the peaks in locals (stores into live_ could alias need_'s fields). The rounded sum is never
+  // below the requested one (a buffer's rounding is not below its bytes), so it alone is checked
+  // for overflow; at an op that would overflow it the loop below takes over, from that op.
+  if (rounded <= UINT64_MAX) {
+    Sums64 sums{static_cast<std::uint64_t>(requested), static_cast<std::uint64_t>(rounded), step_peak, event};
+    op = add_ops_64(op, end, step, sums);
+    requested = sums.requested;
+    rounded = sums.rounded;
+    step_peak = sums.step_peak;
+    event = sums.event;
+  }
+  for (; op != end; ++op) {
+    if (op->kind == Op::Kind::Compute) continue;
+    const std::uint32_t s = op->slot;
+    if (s >= live_.size()) grow_live(s);
     Live& l = live_[s];
-    if (op.kind == Op::Kind::Alloc) {
-      if (l.rounded) {  // an id allocated again replaces its buffer
-        requested -= l.bytes;
-        rounded -= l.rounded;
-      }
-      l.bytes = op.bytes;
-      l.rounded = torch_rounded_size(op.bytes);
+    if (op->kind == Op::Kind::Alloc) {
+      requested -= l.bytes;  // an id allocated again replaces its buffer (0 where none is live)
+      rounded -= l.rounded;
+      l.bytes = op->bytes;
+      l.rounded = torch_rounded_size(op->bytes);
       requested += l.bytes;
       rounded += l.rounded;
       const Bytes req = saturated(requested);
@@ -41,9 +71,10 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
         need_.peak_rounded_event = event;
       }
       step_peak = std::max(step_peak, req);
-    } else if (l.rounded) {  // slot 0 never is live
+    } else {
       requested -= l.bytes;
       rounded -= l.rounded;
+      l.bytes = 0;
       l.rounded = 0;
     }
     ++event;
@@ -52,6 +83,58 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
   rounded_ = rounded;
   event_ = event;
   need_.step_peak_requested_bytes.push_back(step_peak);
+}
+
+// The loop of add_step while the sums fit in 64 bits, in a function of its own: fewer values
+// live across it than in add_step, so they stay in registers.
+const Op* NeedTracker::add_ops_64(const Op* op, const Op* const end, const std::uint64_t step, Sums64& sums) {
+  std::uint64_t req = sums.requested, rnd = sums.rounded, step_peak = sums.step_peak, event = sums.event;
+  Bytes peak_req = need_.peak_requested_bytes, peak_rnd = need_.peak_rounded_bytes;
+  Live* live = live_.data();
+  std::size_t live_size = live_.size();
+  for (; op != end; ++op) {
+    if (op->kind == Op::Kind::Compute) continue;
+    const std::uint32_t s = op->slot;
+    if (__builtin_expect(s >= live_size, 0)) {
+      grow_live(s);
+      live = live_.data();
+      live_size = live_.size();
+    }
+    Live& l = live[s];
+    // An alloc and a free without a branch between them (allocs and frees come in turn, so a
+    // branch on the kind is mispredicted at every other op): the slot's buffer is replaced by
+    // the alloc's, or by nothing. An id allocated again replaces its buffer; a free of an id
+    // that is not live (slot 0, or freed) finds l zero. Where a free makes the sums smaller,
+    // the peak tests below cannot pass (the peaks are at least the sums before it).
+    const Bytes alloc = op->kind == Op::Kind::Alloc ? ~Bytes{0} : 0;
+    const Bytes bytes = op->bytes & alloc, r = rounded_without_branch(op->bytes) & alloc;
+    std::uint64_t new_rnd;
+    if (__builtin_add_overflow(rnd - l.rounded, r, &new_rnd)) break;  // to add_step's 128-bit loop
+    req = req - l.bytes + bytes;
+    rnd = new_rnd;
+    l.bytes = bytes;
+    l.rounded = r;
+    if (__builtin_expect(req > peak_req, 0)) {
+      peak_req = req;
+      need_.peak_requested_step = step;
+      need_.peak_requested_event = event;
+    }
+    if (__builtin_expect(rnd > peak_rnd, 0)) {
+      peak_rnd = rnd;
+      need_.peak_rounded_step = step;
+      need_.peak_rounded_event = event;
+    }
+    step_peak = std::max(step_peak, req);
+    ++event;
+  }
+  need_.peak_requested_bytes = peak_req;
+  need_.peak_rounded_bytes = peak_rnd;
+  sums = {req, rnd, step_peak, event};
+  return op;
+}
+
+void NeedTracker::grow_live(std::uint32_t slot) {
+  live_.resize(std::max<std::size_t>(std::size_t(slot) + 1, 2 * live_.size()), Live{});
 }
 
 WorkloadNeed NeedTracker::finish() {

@@ -34,12 +34,20 @@ class NeedTracker {
 
   WorkloadNeed need_;
   // By slot: the live buffer there, its requested bytes and their rounding (at least 512 bytes;
-  // 0: no buffer there; slot 0 never has one).
+  // both 0: no buffer there; slot 0 never has one, so a free of an id that is not live takes 0).
   struct Live {
     Bytes bytes = 0;
     Bytes rounded = 0;
   };
   std::vector<Live> live_;
+  [[gnu::noinline]] void grow_live(std::uint32_t slot);  // live_ covers slot
+  // add_step's ops while the sums fit in 64 bits (the peaks in locals: stores into live_ could
+  // alias need_'s fields); returns the first op not taken, the one whose rounded sum would pass
+  // 2^64 - 1, or end.
+  struct Sums64 {
+    std::uint64_t requested, rounded, step_peak, event;
+  };
+  [[gnu::noinline]] const Op* add_ops_64(const Op* op, const Op* end, std::uint64_t step, Sums64& sums);
   Wide requested_ = 0, rounded_ = 0;
   std::uint64_t event_ = 0, step_ = 0;
 };
