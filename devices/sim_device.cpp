@@ -576,8 +576,24 @@ class SimDevice final : public Device {
       // placed among the recent frees
     } else if (!blocked) {  // the gaps between live blocks
       tail = !pool.gaps.empty() && pool.gaps.back().end == kPoolSpan ? pool.gaps.back().start : kPoolSpan;
-      for (auto it = pool.gaps.begin(); it != pool.gaps.end() && it->start != tail; ++it)
-        consider(it->start, it->end, it->freed);
+      // The recent frees still in the tier (those the GPU has not reached) are ranges of their
+      // own here, not merged with the free memory beside them (a gap holds them whole: both
+      // lists are in address order); the pool's end starts above the last of them.
+      auto r = pool.recent.begin();
+      for (auto it = pool.gaps.begin(); it != pool.gaps.end(); ++it) {
+        const bool is_tail = it->start == tail;
+        Bytes at = it->start;
+        for (; r != pool.recent.end() && r->first < it->end; ++r) {
+          if (r->first > at) consider(at, r->first, it->freed);
+          consider(r->first, r->first + r->second.size, r->second.freed);
+          at = r->first + r->second.size;
+        }
+        if (is_tail) {
+          tail = at;
+          break;
+        }
+        if (at < it->end) consider(at, it->end, it->freed);
+      }
     } else {  // the gaps between live blocks and those ranges (each as old as the gap it is in)
       std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
       occupied.reserve(pool.live.size() + pool.pending.size());
