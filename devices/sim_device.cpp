@@ -82,8 +82,7 @@ constexpr double kAsyncMallocCost = 1.6e-6, kAsyncFreeCost = 2.2e-6;
 // each 32 MiB granule (least squares over the 317 growing calls of that log: 2.0 us + 55.0 us a
 // granule; 46.9 us median for one granule, 2.1 ms for 32). In a run's first step the pool grows
 // by ~20 GiB, ~35 ms of host time in which the GPU catches up, which changes which frees it
-// has reached (PoolModel): fixed_seq_eager's untrimmed pool at 24 GiB peaks at 21.91 GiB with
-// it, 21.19 GiB without (the H200: 22.88-23.31 GiB).
+// has reached (PoolModel) and so the pool's layout at a cap (results/h200/probe/pool/band/).
 constexpr double kPoolGrowCostPerGranule = 55e-6;
 // The VMM calls one at a time (modeled): medians of 50 calls each on the H200 at 2 MiB and
 // 20 MiB (scripts/probe/vmm_probe.cu, results/h200/probe/vmm_probe.json), linear in the size
@@ -128,7 +127,7 @@ constexpr double kPoolTrimCostPerGranule = 33e-6;
 //    and the frees the GPU had not reached at a pool request were 0 / 0 / 14 / 363 / 774 / 1098
 //    (10th / 25th / 50th / 75th / 90th / 99th percentile; that run's log costs the host about
 //    2.6 us a pool call); the sim with this rule, the pool calls' in-run costs above and that
-//    cost gives 0 / 0 / 54 / 402 / 728 / 1054 (rounds of 1024: 0 / 0 / 22 / 293 / 619 / 1026;
+//    cost gives 0 / 0 / 54 / 402 / 728 / 1054 (rounds of 1024: 0 / 0 / 22 / 292 / 615 / 1026;
 //    with the driver probe's 0.65 / 0.81 us a pool call, rounds of 1024 gave 0 / 1 / 48 / 324 /
 //    669 / 1040). With one slot freed at a time it gave 1091 .. 1402: the host always a full
 //    queue ahead. The depth is fitted, not measured. The H200's long waits come at the first

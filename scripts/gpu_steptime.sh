@@ -26,7 +26,7 @@ gpu_build -DGMB_BUILD_TESTS=OFF -DGMB_BUILD_BENCH=OFF -- gmb_step_probe
 
 CONFIGS="${CONFIGS:-configs/dynamic_seq.yaml configs/fixed_seq.yaml}"
 config_args=()
-for c in $CONFIGS; do config_args+=(--config "$PWD/$c"); done
+for c in $CONFIGS; do case "$c" in /*) config_args+=(--config "$c") ;; *) config_args+=(--config "$PWD/$c") ;; esac; done
 log "step_probe ($SECTIONS; $CONFIGS, $STEPS steps, loop $LOOP_STEPS steps)"
 (cd "$WORK" && guarded "$OLDPWD/build-gpu/gmb_step_probe" "${config_args[@]}" \
    --steps "$STEPS" --loop-steps "$LOOP_STEPS" --sections "$SECTIONS" --ops "$WORK/ops" \

@@ -24,6 +24,10 @@ def main(log_path, rmm_path, out_path):
     with open(rmm_path) as f:
         rmm = list(csv.DictReader(f))
     pool = [r for r in rows if r["call"] in ("malloc_async", "free_async")]
+    if len(rmm) > len(pool):
+        sys.exit(f"{rmm_path}: {len(rmm)} rows, more than the {len(pool)} pool calls of {log_path}")
+    if any(r["call"] != "free_async" for r in pool[len(rmm):]):
+        sys.exit(f"{log_path}: a malloc_async after the last row of {rmm_path}: not the same run")
     for i, (r, m) in enumerate(zip(pool, rmm)):
         action = "allocate" if r["call"] == "malloc_async" else "free"
         if action != m["Action"] or int(r["bytes"]) != int(m["Size"]):

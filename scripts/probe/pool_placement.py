@@ -16,7 +16,8 @@ event after each cudaFreeAsync, queried when the request was made). Synchronized
 GMB_CUDA_CALL_LOG (header `call,bytes,ok,...,ptr,...`: a run with kernels) is read as the same
 ops, offsets from its lowest pointer; --ops N judges only its first N calls. When the rows carry
 a `stream` column (scripts/probe/join_streams.py), each stream has its own recent frees, and the
-tiered rules search the request's own stream's first, then the other streams'. With --misses,
+tiered rules search the request's own stream's first, then the other streams' (with --one-tier,
+all of them in one search). With --misses,
 prints every allocation `tiered_oldest` gets wrong: the request, the guess, the H200's offset and
 the free range that holds it."""
 import csv
@@ -28,6 +29,7 @@ RULES = ("best", "tiered", "tiered_oldest", "tiered_gpu")
 
 
 OPS = 0  # --ops: how many calls of a call log to judge (0: all)
+ONE_TIER = False  # --one-tier: one search over every stream's recent frees
 
 
 def rows(path):
@@ -115,10 +117,14 @@ def score(path, rule, misses=False):
         size = (max(int(r["bytes"]), 1) + 511) // 512 * 512
         everyone = [list(x) for ranges in recent.values() for x in ranges]
         before = everyone
-        # The request's own stream first, then the other streams' recent frees.
-        guess = best_fit(recent.get(stream, []), size, oldest)
-        if guess is None:
-            guess = best_fit([x for st, ranges in recent.items() if st != stream for x in ranges], size, oldest)
+        # The request's own stream first, then the other streams' recent frees (--one-tier: all
+        # streams' in one search, the sim's rule before session 9).
+        if ONE_TIER:
+            guess = best_fit(everyone, size, oldest)
+        else:
+            guess = best_fit(recent.get(stream, []), size, oldest)
+            if guess is None:
+                guess = best_fit([x for st, ranges in recent.items() if st != stream for x in ranges], size, oldest)
         tier = "recent"
         if guess is None:
             tier = "all"
@@ -156,7 +162,8 @@ if __name__ == "__main__":
         OPS = int(args[i + 1])
         del args[i:i + 2]
     misses = "--misses" in args
-    args = [a for a in args if a != "--misses"]
+    ONE_TIER = "--one-tier" in args
+    args = [a for a in args if a not in ("--misses", "--one-tier")]
     if misses:
         for path in args:
             score(path, "tiered_oldest", misses=True)
