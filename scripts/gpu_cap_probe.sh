@@ -29,8 +29,11 @@
 #    where each run's pool reaches its peak, with every pool call and launch logged; and
 #    tests/data/torch_snapshots/snap_two_streams replayed through cuda_mempool, logged: where the
 #    sim's pool parts from the H200's on the fixed-length configs and on two streams.
+# 8. (PARTS=trim) fixed_seq_eager through cuda_mempool[trim_every_steps=100], 102 steps, every pool
+#    call logged (the H200's trimmed pool OOMs at step 101 in 5 of 6 runs, the sim's not), and
+#    the same unlogged.
 # PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay, delay_eager,
-# band, early.
+# band, early, trim.
 # Brings back $OUT/cap_probe.tar.gz (unpacks to cap_probe/); rewritten after every step.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -117,6 +120,19 @@ if part early; then
   log "exit $?"
   gzip -f "$WORK/$name"/calls.csv.* 2>/dev/null
   for f in "$WORK/$name"/calls.csv.*.gz; do [ -f "$f" ] && mv "$f" "$OUT/${name}_$(basename "$f")"; done
+  pack
+fi
+if part trim; then
+  LOGS_APART=1
+  calls trim_fixed_eager 0 'cuda_mempool[trim_every_steps=100]' fixed_seq_eager 102
+  name=trim_fixed_eager_unlogged
+  mkdir -p "$WORK/$name"
+  log "fixed_seq_eager cuda_mempool[trim_every_steps=100], unlogged"
+  guarded build-gpu/gpumembench --config configs/fixed_seq_eager.yaml --device cuda \
+      --allocator 'cuda_mempool[trim_every_steps=100]' --steps 102 --quiet --format md,json \
+      --output "$WORK/$name/out" > "$WORK/$name/run.log" 2>&1
+  log "exit $?"
+  grep -E '^\| cuda_mempool' "$WORK/$name/out/results.md" 2>/dev/null | head -1 | cut -c1-220 | tee -a "$LOG"
   pack
 fi
 if part band; then
