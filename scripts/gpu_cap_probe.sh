@@ -31,9 +31,11 @@
 #    sim's pool parts from the H200's on the fixed-length configs and on two streams.
 # 8. (PARTS=trim) fixed_seq_eager through cuda_mempool[trim_every_steps=100], 102 steps, every pool
 #    call logged (the H200's trimmed pool OOMs at step 101 in 5 of 6 runs, the sim's not), and
-#    the same unlogged.
+#    the same unlogged. (PARTS=trim_order) unlogged: the trimmed row alone for 300 steps, and
+#    both rows in one process (the untrimmed first, as `--allocator cuda_mempool` runs them) for
+#    102 steps, twice: does the trimmed row's OOM depend on the case before it in the process?
 # PARTS (default "probe calls") picks the parts: probe, calls, pool, timeline, delay, delay_eager,
-# band, early, trim.
+# band, early, trim, trim_order.
 # Brings back $OUT/cap_probe.tar.gz (unpacks to cap_probe/); rewritten after every step.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -134,6 +136,20 @@ if part trim; then
   log "exit $?"
   grep -E '^\| cuda_mempool' "$WORK/$name/out/results.md" 2>/dev/null | head -1 | cut -c1-220 | tee -a "$LOG"
   pack
+fi
+if part trim_order; then
+  run_unlogged() {  # name, allocator, steps
+    mkdir -p "$WORK/$1"
+    log "fixed_seq_eager $2, $3 steps, unlogged"
+    guarded build-gpu/gpumembench --config configs/fixed_seq_eager.yaml --device cuda --allocator "$2" \
+        --steps "$3" --quiet --format md,json --output "$WORK/$1/out" > "$WORK/$1/run.log" 2>&1
+    log "exit $?"
+    grep -E '^\| cuda_mempool' "$WORK/$1/out/results.md" 2>/dev/null | head -2 | cut -c1-220 | tee -a "$LOG"
+    pack
+  }
+  run_unlogged trim_alone_300 'cuda_mempool[trim_every_steps=100]' 300
+  run_unlogged both_rows_102_a cuda_mempool 102
+  run_unlogged both_rows_102_b cuda_mempool 102
 fi
 if part band; then
   for r in $(seq 1 "${BAND_RUNS:-3}"); do
