@@ -159,8 +159,8 @@ TEST(PoolAtCap, DynamicSeqPeaksInsideTheH200sBand) {
 
 // fixed_seq_eager: untrimmed 22.84-23.31 GiB over seven H200 runs (session 8's sim: 21.19 GiB,
 // this session's before the frees not yet reached were kept apart: 22.47). Its trimmed row
-// peaks at 23.41-23.72 GiB on the H200 but OOMs at step 101 in 5 of 6 runs, which the sim does
-// not: only its untrimmed row is held to the band here, the trimmed one to the peak range.
+// peaks at 23.41-23.88 GiB on the H200 and OOMs after a trim in some runs (step 101 in 5 of 11:
+// results/h200/probe/pool/trim/), not in others; the sim's does not, and is held to the peaks.
 TEST(PoolAtCap, FixedSeqEagerPeaksInsideTheH200sBand) {
-  expect_peaks_inside("fixed_seq_eager", {{22.84, 23.31}, {23.41, 23.72}});
+  expect_peaks_inside("fixed_seq_eager", {{22.84, 23.31}, {23.41, 23.88}});
 }
