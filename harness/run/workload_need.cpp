@@ -13,14 +13,18 @@ Bytes torch_rounded_size(Bytes requested) { return caching::round_to_min_block(r
 namespace {
 
 // torch_rounded_size with selects instead of branches: a free's bytes (0) take the "below the
-// minimum" branch, an alloc's mostly not, so that branch would follow the ops' kinds.
+// minimum" branch, an alloc's mostly not, so that branch would follow the ops' kinds. Eight
+// instructions, not seventeen (this runs for every event of a trace): 0 counts as 1 (both round
+// to the minimum, as everything below it does); then size + kMin carries exactly when size >=
+// 2^64 - kMin, torch's saturation at 2^64 - 1, and otherwise (size + kMin - 1) rounded down to a
+// multiple of kMin is size rounded up.
 Bytes rounded_without_branch(Bytes requested) {
   constexpr Bytes kMin = caching::kMinBlockSize;
-  // Masks from comparisons (all ones or zero): GCC turns a ?: of these into a branch.
-  const Bytes below = Bytes{0} - Bytes{requested < kMin};
-  const Bytes at_least = (requested & ~below) | (kMin & below);
-  const Bytes above = Bytes{0} - Bytes{at_least > UINT64_MAX - kMin};  // saturates at 2^64 - 1
-  const Bytes r = ((at_least + kMin - 1) & ~(kMin - 1)) | above;
+  static_assert((kMin & (kMin - 1)) == 0, "rounding by a mask");
+  const Bytes at_least_one = requested + Bytes{requested == 0};
+  Bytes plus;
+  const bool carry = __builtin_add_overflow(at_least_one, kMin, &plus);
+  const Bytes r = ((plus - 1) & ~(kMin - 1)) | (Bytes{0} - Bytes{carry});
   assert(r == torch_rounded_size(requested));
   return r;
 }
