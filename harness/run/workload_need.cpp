@@ -31,8 +31,11 @@ Bytes rounded_without_branch(Bytes requested) {
 
 }  // namespace
 
-void NeedTracker::add_step(const std::vector<Op>& ops) {
+void NeedTracker::add_step(const std::vector<Op>& ops, std::uint32_t slots_end) {
   const std::uint64_t step = step_++;
+  // live_ covers every slot of the step: the loops below need no test per op.
+  // (Slot 0 at least: a free of an id that is not live reads it.)
+  if (std::max<std::uint32_t>(slots_end, 1) > live_.size()) grow_live(std::max<std::uint32_t>(slots_end, 1) - 1);
   // The sums and the event count in locals for the loops (the vectors' growth is a call).
   Wide requested = requested_, rounded = rounded_;
   std::uint64_t event = event_;
@@ -53,9 +56,8 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
   }
   for (; op != end; ++op) {
     if (op->kind == Op::Kind::Compute) continue;
-    const std::uint32_t s = op->slot;
-    if (s >= live_.size()) grow_live(s);
-    Live& l = live_[s];
+    assert(op->slot < live_.size());
+    Live& l = live_[op->slot];
     if (op->kind == Op::Kind::Alloc) {
       requested -= l.bytes;  // an id allocated again replaces its buffer (0 where none is live)
       rounded -= l.rounded;
@@ -94,17 +96,11 @@ void NeedTracker::add_step(const std::vector<Op>& ops) {
 const Op* NeedTracker::add_ops_64(const Op* op, const Op* const end, const std::uint64_t step, Sums64& sums) {
   std::uint64_t req = sums.requested, rnd = sums.rounded, step_peak = sums.step_peak, event = sums.event;
   Bytes peak_req = need_.peak_requested_bytes, peak_rnd = need_.peak_rounded_bytes;
-  Live* live = live_.data();
-  std::size_t live_size = live_.size();
+  Live* const live = live_.data();
   for (; op != end; ++op) {
     if (op->kind == Op::Kind::Compute) continue;
-    const std::uint32_t s = op->slot;
-    if (__builtin_expect(s >= live_size, 0)) {
-      grow_live(s);
-      live = live_.data();
-      live_size = live_.size();
-    }
-    Live& l = live[s];
+    assert(op->slot < live_.size());  // add_step grew live_ for the step
+    Live& l = live[op->slot];
     // An alloc and a free without a branch between them (allocs and frees come in turn, so a
     // branch on the kind is mispredicted at every other op): the slot's buffer is replaced by
     // the alloc's, or by nothing. An id allocated again replaces its buffer; a free of an id
@@ -165,8 +161,12 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
     StepInfo info;
     workload.step_ops(step, ops, info);
     if (info.end) break;
-    if (!workload.gives_slots()) slots.assign(ops);
-    tracker.add_step(ops);
+    std::uint32_t slots_end = workload.slots_end();
+    if (!workload.gives_slots()) {
+      slots.assign(ops);
+      slots_end = slots.end();
+    }
+    tracker.add_step(ops, slots_end);
   }
   workload.finish();
   return tracker.finish();
