@@ -336,15 +336,34 @@ struct CaseRun {
           if (!usage_continues(event, step)) open_usage_run(usage_count, event, step);
           std::uint64_t count = usage_count;
           const std::size_t n = k - first;
-          for (std::size_t j = 0;;) {  // call j: op first + j
-            j = sample_calls(ops + first, &results[first - i], j, n, usage_mem.get(), count, step_a, step_r);
-            if (j == n) break;
-            // Call j has no sample: the samples after it start a run of their own.
-            open_usage_run(count, event + j + 1, step);
-            ++j;
+          const Op* const run_ops = ops + first;
+          const CallResult* const run_results = &results[first - i];
+          Bytes* const ring = usage_mem.get();
+          if (n >= kRunApart) {
+            for (std::size_t j = 0;;) {  // call j: op first + j
+              j = sample_calls_apart(run_ops, run_results, j, n, ring, count, step_a, step_r);
+              if (j == n) break;
+              // Call j has no sample: the samples after it start a run of their own.
+              open_usage_run(count, event + j + 1, step);
+              ++j;
+            }
+          } else {
+            for (std::size_t j = 0; j < n; ++j) {  // the same, inline: a call costs more than these few
+              const CallResult& p = run_results[j];
+              step_peaks(p);
+              if (__builtin_expect(no_sample(run_ops[j], p), 0)) {
+                open_usage_run(count, event + j + 1, step);
+                continue;
+              }
+              store_usage(ring + 2 * (count & (kUsageWindow - 1)), p.after);
+              ++count;
+            }
           }
           usage_count = count;
           event += k - first;
+          // Every call of the pass has its sample or started a run after it (no sample).
+          usage_next_event = event;
+          usage_next_step = step;
         } else {
           for (std::size_t q = first; q < k; ++q) step_peaks(results[q - i]);
           event += k - first;
@@ -418,11 +437,20 @@ struct CaseRun {
   std::vector<UsageRun> usage_runs{};
   std::uint64_t usage_run_count = 0;
   UsageRun& usage_run(std::uint64_t r) { return usage_runs[r & (kRunWindow - 1)]; }
+  // The event and step the next sample has if it continues the last run, set after each
+  // sample or pass of samples (cheaper than working them out from the last run at each pass:
+  // between compute ops a pass may hold one or two calls).
+  std::uint64_t usage_next_event = 0, usage_next_step = 0;
   // Whether a sample of (event, step) would be the next one of the last run.
   bool usage_continues(std::uint64_t event, std::uint64_t step) {
-    if (!usage_run_count) return false;
-    const UsageRun& last = usage_run(usage_run_count - 1);
-    return last.step == step && last.first_event + (usage_count - last.first_sample) == event;
+    const bool continues = usage_run_count != 0 && event == usage_next_event && step == usage_next_step;
+#ifndef NDEBUG
+    if (usage_run_count) {
+      const UsageRun& last = usage_run(usage_run_count - 1);
+      assert(continues == (last.step == step && last.first_event + (usage_count - last.first_sample) == event));
+    }
+#endif
+    return continues;
   }
   // A run whose first sample, sample number `count`, will be of (event, step).
   [[gnu::noinline]] void open_usage_run(std::uint64_t count, std::uint64_t event, std::uint64_t step) {
@@ -440,6 +468,8 @@ struct CaseRun {
     if (!usage_continues(event, step)) open_usage_run(usage_count, event, step);
     store_usage(usage_mem.get() + 2 * (usage_count & (kUsageWindow - 1)), u);
     ++usage_count;
+    usage_next_event = event + 1;
+    usage_next_step = step;
   }
   // The ring (2 MiB) is written at every event and read only at the first OOM: the stores
   // bypass the cache (no read of each line before it is written, no eviction of the
@@ -455,26 +485,33 @@ struct CaseRun {
     at[1] = u.reserved_bytes;
 #endif
   }
-  // The usage ring's loop: calls [q, end) of a run (ops and results indexed alike), their
-  // bytes in use into the ring at sample number `count` on, and the step's peaks over them,
-  // until a call with no sample (a free whose allocation failed: it frees nothing), whose index
-  // it returns after taking its peaks (end: none). A function of its own, not inlined into the
-  // runner's large loop: its values stay in registers. The test for a call with no sample is
-  // one comparison, not a branch on the kind (allocs and frees come in turn: a branch on the
-  // kind would be mispredicted at every other event): kind ^ kFree is 0 for a free only (the
-  // run holds allocs and frees only).
-  [[gnu::noinline]] static std::size_t sample_calls(const Op* ops, const CallResult* res, std::size_t q,
-                                                    const std::size_t end, Bytes* const ring, std::uint64_t& count,
-                                                    Bytes& step_a, Bytes& step_r) {
+  // A call without a sample: a free whose allocation failed (it frees nothing). One comparison,
+  // not a branch on the kind (allocs and frees come in turn: a branch on the kind would be
+  // mispredicted at every other event): kind ^ kFree is 0 for a free only (a run of calls
+  // holds allocs and frees only).
+  static bool no_sample(const Op& op, const CallResult& p) {
     static_assert(std::uint8_t(Op::Kind::Free) == 1);
+    assert(op.kind != Op::Kind::Compute);
+    return ((std::uint64_t(op.kind) ^ 1) | p.ptr) == 0;
+  }
+  // The usage ring's loop for a run of kRunApart calls or more: calls [q, end) of the run (ops
+  // and results indexed alike), their bytes in use into the ring at sample number `count` on,
+  // and the step's peaks over them, until a call with no sample, whose index it returns after
+  // taking its peaks (end: none). A function of its own, not inlined into the runner's large
+  // loop, where its values stay in registers (23 instructions an event, 30 inlined); a shorter
+  // run, as between the compute ops of a transformer step, is sampled inline, where it costs
+  // less than the call.
+  static constexpr std::size_t kRunApart = 8;
+  [[gnu::noinline]] static std::size_t sample_calls_apart(const Op* ops, const CallResult* res, std::size_t q,
+                                                          const std::size_t end, Bytes* const ring,
+                                                          std::uint64_t& count, Bytes& step_a, Bytes& step_r) {
     std::uint64_t c = count;
     Bytes a = step_a, r = step_r;
     for (; q < end; ++q) {
       const CallResult& p = res[q];
       a = std::max(a, p.after.allocated_bytes);
       r = std::max(r, p.after.reserved_bytes);
-      assert(ops[q].kind != Op::Kind::Compute);
-      if (__builtin_expect(((std::uint64_t(ops[q].kind) ^ 1) | p.ptr) == 0, 0)) break;
+      if (__builtin_expect(no_sample(ops[q], p), 0)) break;
       store_usage(ring + 2 * (c & (kUsageWindow - 1)), p.after);
       ++c;
     }
