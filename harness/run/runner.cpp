@@ -498,7 +498,7 @@ struct CaseRun {
   // and results indexed alike), their bytes in use into the ring at sample number `count` on,
   // and the step's peaks over them, until a call with no sample, whose index it returns after
   // taking its peaks (end: none). A function of its own, not inlined into the runner's large
-  // loop, where its values stay in registers (23 instructions an event, 30 inlined); a shorter
+  // loop, where its values stay in registers (inlined, they were kept on the stack); a shorter
   // run, as between the compute ops of a transformer step, is sampled inline, where it costs
   // less than the call.
   static constexpr std::size_t kRunApart = 8;
