@@ -2,6 +2,8 @@
 // map files, capacity sweeps and the OOM frontier, as a user meets them.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -664,6 +666,112 @@ TEST(OomUsageWindow, LongRunsKeepTheLastEventsBeforeTheOomInOrder) {
       EXPECT_EQ(s.allocated_bytes, s.event % 2 == 0 ? MiB : 0u) << "event " << s.event;
       EXPECT_EQ(s.reserved_bytes, 2 * MiB) << "event " << s.event;
     }
+  }
+}
+
+namespace {
+
+// Steps of 36 events in three runs of calls (compute ops between them): a short one (5 calls,
+// sampled inline), a long one (21 calls) and another long one (10 calls), each with frees of
+// an id that is not live (events without a usage sample: they free nothing), at the start,
+// the middle and the end of a run; then one request larger than the device.
+class GapsThenTooLarge final : public gmb::Workload {
+ public:
+  static constexpr std::uint64_t kEvents = 36;  // a step's allocs and frees
+  static constexpr gmb::BufferId kNotLive = 999999999;
+  // Positions in a step of the frees of kNotLive.
+  static bool no_sample(std::uint64_t position) {
+    return position == 3 || position == 25 || position == 27 || position == 35;
+  }
+  explicit GapsThenTooLarge(std::uint64_t steps) : steps_(steps) {}
+  std::string kind() const override { return "gaps"; }
+  std::string label() const override { return "gaps"; }
+  std::uint64_t num_steps() const override { return steps_ + 1; }
+  void step_ops(std::uint64_t step, std::vector<gmb::Op>& out, gmb::StepInfo&) override {
+    using K = gmb::Op::Kind;
+    const gmb::BufferId b = step * 100 + 1;
+    if (step == steps_) {
+      out.push_back({K::Alloc, b, 64 * gmb::GiB, 0});
+      return;
+    }
+    out.push_back({K::Alloc, b, MiB, 0});  // 0
+    out.push_back({K::Alloc, b + 1, MiB, 0});
+    out.push_back({K::Free, b, 0, 0});
+    out.push_back({K::Free, kNotLive, 0, 0});  // 3
+    out.push_back({K::Free, b + 1, 0, 0});
+    out.push_back({K::Compute, 0, 0, 0});
+    for (gmb::BufferId j = 0; j < 10; ++j) {  // 5 .. 24
+      out.push_back({K::Alloc, b + 10 + j, (j + 1) * 512 * gmb::KiB, 0});
+      out.push_back({K::Free, b + 10 + j, 0, 0});
+    }
+    out.push_back({K::Free, kNotLive, 0, 0});  // 25
+    out.push_back({K::Compute, 0, 0, 0});
+    out.push_back({K::Alloc, b + 30, 3 * MiB, 0});  // 26
+    out.push_back({K::Free, kNotLive, 0, 0});       // 27
+    out.push_back({K::Alloc, b + 31, MiB, 0});
+    out.push_back({K::Alloc, b + 32, 2 * MiB, 0});
+    out.push_back({K::Free, b + 30, 0, 0});
+    out.push_back({K::Free, b + 31, 0, 0});
+    out.push_back({K::Free, b + 32, 0, 0});
+    out.push_back({K::Alloc, b + 33, 7 * MiB, 0});
+    out.push_back({K::Free, b + 33, 0, 0});  // 34
+    out.push_back({K::Free, kNotLive, 0, 0});  // 35
+    out.push_back({K::Compute, 0, 0, 0});
+  }
+
+ private:
+  std::uint64_t steps_;
+};
+
+}  // namespace
+
+// The usage up to the first OOM says, for each event that freed or allocated something, the
+// event, its step and the bytes in use after it, as the per-event timeline does: with events
+// without a sample among them, runs of calls short and long, and a ring that wrapped (144,000
+// samples, a window of 131,072); with and without a timeline (two ways of keeping it).
+TEST(OomUsageWindow, EachRowHasItsEventStepAndBytesAcrossGapsAndStepsAfterTheRingWrapped) {
+  static constexpr std::uint64_t kSteps = 4500, kE = GapsThenTooLarge::kEvents;
+  gmb::CaseSpec spec{"caching", {}, [] { return std::make_unique<GapsThenTooLarge>(kSteps); }};
+  const gmb::DeviceSpec dev{gmb::DeviceChoice::Sim, 8 * gmb::GiB};
+  const gmb::CaseResult plain = gmb::run_case(spec, dev, gmb::RunSettings{});
+  gmb::RunSettings with_timeline;
+  with_timeline.timeline = true;
+  const gmb::CaseResult timed = gmb::run_case(spec, dev, with_timeline);
+  for (const gmb::CaseResult* r : {&plain, &timed}) {
+    ASSERT_EQ(r->runs.size(), 1u);
+    ASSERT_TRUE(r->runs[0].first_oom);
+    EXPECT_EQ(r->runs[0].first_oom->event, kSteps * kE);
+  }
+  std::map<std::uint64_t, const gmb::TimelineRow*> by_event;
+  for (const gmb::TimelineRow& t : timed.timeline) by_event[t.event] = &t;
+  const auto& u = plain.oom_usage;
+  const std::uint64_t samples = kSteps * (kE - 4);
+  ASSERT_EQ(u.size(), std::min<std::uint64_t>(samples, plain.oom_usage_window_events) + 1);
+  ASSERT_GT(samples, plain.oom_usage_window_events) << "the ring wraps";
+  EXPECT_EQ(u.back().event, kSteps * kE);
+  EXPECT_EQ(u.back().step, kSteps);
+  for (std::size_t i = 0; i + 1 < u.size(); ++i) {
+    const gmb::UsageSample& s = u[i];
+    SCOPED_TRACE(fmt::format("row {} event {}", i, s.event));
+    EXPECT_EQ(s.step, s.event / kE);
+    EXPECT_FALSE(GapsThenTooLarge::no_sample(s.event % kE));
+    const auto t = by_event.find(s.event);
+    ASSERT_NE(t, by_event.end());
+    EXPECT_EQ(s.allocated_bytes, t->second->allocated_bytes);
+    EXPECT_EQ(s.reserved_bytes, t->second->reserved_bytes);
+    if (i > 0) {  // the events between two rows are exactly those without a sample
+      for (std::uint64_t e = u[i - 1].event + 1; e < s.event; ++e) {
+        EXPECT_TRUE(GapsThenTooLarge::no_sample(e % kE)) << e;
+      }
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  ASSERT_EQ(timed.oom_usage.size(), u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) {
+    ASSERT_EQ(timed.oom_usage[i].event, u[i].event) << i;
+    ASSERT_EQ(timed.oom_usage[i].step, u[i].step) << i;
+    ASSERT_EQ(timed.oom_usage[i].allocated_bytes, u[i].allocated_bytes) << i;
+    ASSERT_EQ(timed.oom_usage[i].reserved_bytes, u[i].reserved_bytes) << i;
   }
 }
 

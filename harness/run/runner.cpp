@@ -330,31 +330,40 @@ struct CaseRun {
       if (!ids && !timeline && !skipping) {
         // Most runs: the event count, the step's peaks, and the usage ring until the first OOM.
         std::uint64_t event = m.events;
-        if (sample && usage_ring.size() == kUsageWindow) {  // the ring is full: it wraps
-          UsageSample* const ring = usage_ring.data();
-          std::size_t next = usage_next;
-          UsageSample aside;  // never read
-          for (std::size_t q = first; q < k; ++q) {
-            const std::uint64_t e = event++;
-            const CallResult& p = results[q - i];
-            step_peaks(p);
-            // A free whose allocation failed frees nothing and has no sample: it is written
-            // aside instead, without a branch (a test of the kind, allocs and frees in turn,
-            // would be mispredicted at every other event).
-            const bool none = (ops[q].kind == Op::Kind::Free) & (p.ptr == 0);
-            UsageSample* const at = none ? &aside : &ring[next];
-            store_sample(*at, {e, step, p.after.allocated_bytes, p.after.reserved_bytes});
-            next = (next + !none) & (kUsageWindow - 1);
+        if (sample) {
+          // Per event only the bytes in use go into the ring; the event and the step come from
+          // the run of samples they start (usage_runs), written once per run, not per event.
+          if (!usage_continues(event, step)) open_usage_run(usage_count, event, step);
+          std::uint64_t count = usage_count;
+          const std::size_t n = k - first;
+          const Op* const run_ops = ops + first;
+          const CallResult* const run_results = &results[first - i];
+          Bytes* const ring = usage_mem.get();
+          if (n >= kRunApart) {
+            for (std::size_t j = 0;;) {  // call j: op first + j
+              j = sample_calls_apart(run_ops, run_results, j, n, ring, count, step_a, step_r);
+              if (j == n) break;
+              // Call j has no sample: the samples after it start a run of their own.
+              open_usage_run(count, event + j + 1, step);
+              ++j;
+            }
+          } else {
+            for (std::size_t j = 0; j < n; ++j) {  // the same, inline: a call costs more than these few
+              const CallResult& p = run_results[j];
+              step_peaks(p);
+              if (__builtin_expect(no_sample(run_ops[j], p), 0)) {
+                open_usage_run(count, event + j + 1, step);
+                continue;
+              }
+              store_usage(ring + 2 * (count & (kUsageWindow - 1)), p.after);
+              ++count;
+            }
           }
-          usage_next = next;
-        } else if (sample) {
-          for (std::size_t q = first; q < k; ++q) {
-            const std::uint64_t e = event++;
-            const CallResult& p = results[q - i];
-            step_peaks(p);
-            if (ops[q].kind == Op::Kind::Free && !p.ptr) continue;  // its allocation failed: nothing freed
-            record_usage(e, step, p.after);
-          }
+          usage_count = count;
+          event += k - first;
+          // Every call of the pass has its sample or started a run after it (no sample).
+          usage_next_event = event;
+          usage_next_step = step;
         } else {
           for (std::size_t q = first; q < k; ++q) step_peaks(results[q - i]);
           event += k - first;
@@ -409,46 +418,133 @@ struct CaseRun {
 
   // Allocated and reserved bytes after each of the last kUsageWindow events, kept in a ring
   // until the first OOM, when it becomes the picture of how the OOM came about (the step
-  // series covers the whole run). A ring, not a growing series: the cost per event stays one
-  // store into memory that is already warm.
+  // series covers the whole run). A ring, not a growing series: the cost per event stays the
+  // same. Per event the ring holds only the two byte counts (16 bytes, two stores); a sample's
+  // event and step are those of the run of consecutive events it belongs to (usage_runs: a new
+  // run at a step's first sample, and after an event with no sample), written once per run.
   static constexpr std::size_t kUsageWindow = std::size_t(1) << 17;
   static_assert((kUsageWindow & (kUsageWindow - 1)) == 0, "the ring's index wraps by a mask");
-  std::vector<UsageSample> usage_ring{};
-  std::size_t usage_next = 0;  // where the next sample goes
-  void record_usage(std::uint64_t event, std::uint64_t step, const MemoryInUse& u) {
-    if (usage_ring.size() < kUsageWindow) {
-      usage_ring.push_back({event, step, u.allocated_bytes, u.reserved_bytes});
+  // Sample g (g-th since the run began) at [2 (g mod kUsageWindow)]: allocated, then reserved.
+  // Not initialised: only written samples are read.
+  std::unique_ptr<Bytes[]> usage_mem{};
+  std::uint64_t usage_count = 0;  // samples written
+  struct UsageRun {
+    std::uint64_t first_sample, first_event, step;  // sample first_sample + j is event first_event + j
+  };
+  // The runs, a ring too. Every run but the last has a sample (an empty last run is replaced by
+  // the next), so the kUsageWindow samples of the window lie in at most kUsageWindow + 1 runs.
+  static constexpr std::size_t kRunWindow = 2 * kUsageWindow;
+  std::vector<UsageRun> usage_runs{};
+  std::uint64_t usage_run_count = 0;
+  UsageRun& usage_run(std::uint64_t r) { return usage_runs[r & (kRunWindow - 1)]; }
+  // The event and step the next sample has if it continues the last run, set after each
+  // sample or pass of samples (cheaper than working them out from the last run at each pass:
+  // between compute ops a pass may hold one or two calls).
+  std::uint64_t usage_next_event = 0, usage_next_step = 0;
+  // Whether a sample of (event, step) would be the next one of the last run.
+  bool usage_continues(std::uint64_t event, std::uint64_t step) {
+    const bool continues = usage_run_count != 0 && event == usage_next_event && step == usage_next_step;
+#ifndef NDEBUG
+    if (usage_run_count) {
+      const UsageRun& last = usage_run(usage_run_count - 1);
+      assert(continues == (last.step == step && last.first_event + (usage_count - last.first_sample) == event));
+    }
+#endif
+    return continues;
+  }
+  // A run whose first sample, sample number `count`, will be of (event, step).
+  [[gnu::noinline]] void open_usage_run(std::uint64_t count, std::uint64_t event, std::uint64_t step) {
+    if (usage_run_count && usage_run(usage_run_count - 1).first_sample == count) {
+      usage_run(usage_run_count - 1) = {count, event, step};  // the last run had no sample
       return;
     }
-    usage_ring[usage_next] = {event, step, u.allocated_bytes, u.reserved_bytes};
-    if (++usage_next == kUsageWindow) usage_next = 0;
+    if (usage_runs.size() < kRunWindow)
+      usage_runs.push_back({count, event, step});
+    else
+      usage_run(usage_run_count) = {count, event, step};
+    ++usage_run_count;
   }
-  // A sample into the full ring. The ring (4 MiB) is written at every event and read only at
-  // the first OOM: the stores bypass the cache (no read of each line before it is written, no
-  // eviction of the allocator's data); keep_usage_up_to_oom fences before reading.
-  static void store_sample(UsageSample& at, const UsageSample& s) {
+  void record_usage(std::uint64_t event, std::uint64_t step, const MemoryInUse& u) {
+    if (!usage_continues(event, step)) open_usage_run(usage_count, event, step);
+    store_usage(usage_mem.get() + 2 * (usage_count & (kUsageWindow - 1)), u);
+    ++usage_count;
+    usage_next_event = event + 1;
+    usage_next_step = step;
+  }
+  // The ring (2 MiB) is written at every event and read only at the first OOM: the stores
+  // bypass the cache (no read of each line before it is written, no eviction of the
+  // allocator's data); keep_usage_up_to_oom fences before reading.
+  static void store_usage(Bytes* at, const MemoryInUse& u) {
 #if defined(__SSE2__) && defined(__x86_64__)
-    static_assert(sizeof(UsageSample) == 32 && sizeof(long long) == 8);
-    auto* w = reinterpret_cast<long long*>(&at);
-    _mm_stream_si64(w, static_cast<long long>(s.event));
-    _mm_stream_si64(w + 1, static_cast<long long>(s.step));
-    _mm_stream_si64(w + 2, static_cast<long long>(s.allocated_bytes));
-    _mm_stream_si64(w + 3, static_cast<long long>(s.reserved_bytes));
+    static_assert(sizeof(Bytes) == sizeof(long long));
+    auto* w = reinterpret_cast<long long*>(at);
+    _mm_stream_si64(w, static_cast<long long>(u.allocated_bytes));
+    _mm_stream_si64(w + 1, static_cast<long long>(u.reserved_bytes));
 #else
-    at = s;
+    at[0] = u.allocated_bytes;
+    at[1] = u.reserved_bytes;
 #endif
+  }
+  // A call without a sample: a free whose allocation failed (it frees nothing). One comparison,
+  // not a branch on the kind (allocs and frees come in turn: a branch on the kind would be
+  // mispredicted at every other event): kind ^ kFree is 0 for a free only (a run of calls
+  // holds allocs and frees only).
+  static bool no_sample(const Op& op, const CallResult& p) {
+    static_assert(std::uint8_t(Op::Kind::Free) == 1);
+    assert(op.kind != Op::Kind::Compute);
+    return ((std::uint64_t(op.kind) ^ 1) | p.ptr) == 0;
+  }
+  // The usage ring's loop for a run of kRunApart calls or more: calls [q, end) of the run (ops
+  // and results indexed alike), their bytes in use into the ring at sample number `count` on,
+  // and the step's peaks over them, until a call with no sample, whose index it returns after
+  // taking its peaks (end: none). A function of its own, not inlined into the runner's large
+  // loop, where its values stay in registers (inlined, they were kept on the stack); a shorter
+  // run, as between the compute ops of a transformer step, is sampled inline, where it costs
+  // less than the call.
+  static constexpr std::size_t kRunApart = 8;
+  [[gnu::noinline]] static std::size_t sample_calls_apart(const Op* ops, const CallResult* res, std::size_t q,
+                                                          const std::size_t end, Bytes* const ring,
+                                                          std::uint64_t& count, Bytes& step_a, Bytes& step_r) {
+    std::uint64_t c = count;
+    Bytes a = step_a, r = step_r;
+    for (; q < end; ++q) {
+      const CallResult& p = res[q];
+      a = std::max(a, p.after.allocated_bytes);
+      r = std::max(r, p.after.reserved_bytes);
+      if (__builtin_expect(no_sample(ops[q], p), 0)) break;
+      store_usage(ring + 2 * (c & (kUsageWindow - 1)), p.after);
+      ++c;
+    }
+    count = c;
+    step_a = a;
+    step_r = r;
+    return q;
   }
   // The window in event order, ending with the OOM's own row.
   void keep_usage_up_to_oom(const UsageSample& at_oom) {
 #if defined(__SSE2__) && defined(__x86_64__)
     _mm_sfence();  // the streamed samples are in memory before they are read
 #endif
-    if (usage_ring.size() == kUsageWindow)
-      std::rotate(usage_ring.begin(), usage_ring.begin() + std::ptrdiff_t(usage_next), usage_ring.end());
-    result.oom_usage = std::move(usage_ring);
-    result.oom_usage.push_back(at_oom);
+    const std::uint64_t n = std::min<std::uint64_t>(usage_count, kUsageWindow);
+    std::vector<UsageSample> window;
+    window.reserve(n + 1);
+    if (n) {
+      std::uint64_t g = usage_count - n;  // the window's first sample
+      std::uint64_t r = usage_run_count - 1;  // the run that holds it: the last that starts at or before it
+      while (usage_run(r).first_sample > g) --r;
+      assert(usage_run_count - r <= kRunWindow && usage_run(r).first_sample <= g);
+      for (; g < usage_count; ++g) {
+        while (r + 1 < usage_run_count && usage_run(r + 1).first_sample <= g) ++r;
+        const UsageRun& run = usage_run(r);
+        const Bytes* at = usage_mem.get() + 2 * (g & (kUsageWindow - 1));
+        window.push_back({run.first_event + (g - run.first_sample), run.step, at[0], at[1]});
+      }
+    }
+    window.push_back(at_oom);
+    result.oom_usage = std::move(window);
     result.oom_usage_window_events = kUsageWindow;
-    usage_ring.clear();
+    usage_mem.reset();
+    usage_runs = {};
   }
 
   void run(const ProgressFn& progress, std::uint64_t repeat_index) {
@@ -473,7 +569,10 @@ struct CaseRun {
     op_view.bytes_at = offsetof(Op, bytes);
     op_view.stream_at = offsetof(Op, stream);
     op_view.slot_at = offsetof(Op, slot);
-    if (first_run && settings.oom_block_map) usage_ring.reserve(kUsageWindow);
+    if (first_run && settings.oom_block_map) {
+      usage_mem.reset(new Bytes[2 * kUsageWindow]);  // not initialised (above)
+      usage_runs.reserve(1024);
+    }
     // A workload of unknown length (a trace stream) runs until a step says it is the end.
     const std::uint64_t steps =
         settings.max_steps ? std::min(settings.max_steps, workload.num_steps()) : workload.num_steps();

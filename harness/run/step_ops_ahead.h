@@ -79,7 +79,7 @@ class StepOpsAhead {
       slots_.assign(s.ops);
       s.slots_end = slots_.end();
     }
-    if (need_ && !s.info.end) need_->add_step(s.ops);
+    if (need_ && !s.info.end) need_->add_step(s.ops, s.slots_end);
   }
   void ask(std::uint64_t step) { asked_ = step, has_ask_ = true; }  // mu_ held
 

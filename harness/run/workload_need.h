@@ -20,10 +20,11 @@ Bytes torch_rounded_size(Bytes requested);
 
 // The need accumulated step by step: add_step() with the ops of steps 0, 1, ... in order (the
 // end step of a workload of unknown length is not a step), their slots given by one BufferSlots
-// (buffer_slots.h), then finish() once. Frees of ids that are not live (slot 0) are ignored.
+// (buffer_slots.h) or the workload, every slot so far below slots_end, then finish() once.
+// Frees of ids that are not live (slot 0) are ignored.
 class NeedTracker {
  public:
-  void add_step(const std::vector<Op>& ops);
+  void add_step(const std::vector<Op>& ops, std::uint32_t slots_end);
   WorkloadNeed finish();
 
  private:
