@@ -2,6 +2,8 @@
 // comparators, under random inserts, erases, lookups and iteration.
 #include <gtest/gtest.h>
 
+#include "block_set_order_check.h"
+
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -41,21 +43,7 @@ void run(std::uint32_t seed, int n_ops, int key_range) {
   std::set<B*, Cmp> ref;
   std::vector<std::unique_ptr<B>> pool;
   std::vector<B*> in;
-  auto check_order = [&] {
-    ASSERT_EQ(set.size(), ref.size());
-    B* x = set.first();
-    for (B* r : ref) {
-      ASSERT_EQ(x, r);
-      x = set.next(x);
-    }
-    ASSERT_EQ(x, nullptr);
-    x = set.last();
-    for (auto it = ref.rbegin(); it != ref.rend(); ++it) {
-      ASSERT_EQ(x, *it);
-      x = set.prev(x);
-    }
-    ASSERT_EQ(x, nullptr);
-  };
+  auto check_order = [&] { gmb::testing::expect_same_order(set, ref); };
   for (int op = 0; op < n_ops; ++op) {
     int what = static_cast<int>(rng() % 10);
     if (what < 5 || in.empty()) {  // insert a new, unique key
@@ -69,12 +57,7 @@ void run(std::uint32_t seed, int n_ops, int key_range) {
       in.push_back(b.get());
       pool.push_back(std::move(b));
     } else if (what < 9) {  // erase a random member
-      std::size_t i = rng() % in.size();
-      B* b = in[i];
-      in[i] = in.back();
-      in.pop_back();
-      set.erase(b);
-      ref.erase(b);
+      B* b = gmb::testing::erase_random_member(in, set, ref, rng);
       ASSERT_EQ(b->tleaf, nullptr);
     } else {  // lower_bound of a random key
       B key;
@@ -130,28 +113,12 @@ void run_small(std::uint32_t seed) {
       ASSERT_NE(b->tleaf, nullptr);
       pool.push_back(std::move(b));
     } else {
-      std::size_t i = rng() % in.size();
-      B* b = in[i];
-      in[i] = in.back();
-      in.pop_back();
-      set.erase(b);
-      ref.erase(b);
+      B* b = gmb::testing::erase_random_member(in, set, ref, rng);
       ASSERT_EQ(b->tleaf, nullptr);
     }
-    ASSERT_EQ(set.size(), ref.size());
     ASSERT_EQ(set.empty(), ref.empty());
-    B* x = set.first();
-    for (B* r : ref) {
-      ASSERT_EQ(x, r);
-      x = set.next(x);
-    }
-    ASSERT_EQ(x, nullptr);
-    x = set.last();
-    for (auto it = ref.rbegin(); it != ref.rend(); ++it) {
-      ASSERT_EQ(x, *it);
-      x = set.prev(x);
-    }
-    ASSERT_EQ(x, nullptr);
+    gmb::testing::expect_same_order(set, ref);
+    if (::testing::Test::HasFatalFailure()) return;
     for (int k = 0; k < 4; ++k) {
       B key;
       key.stream = static_cast<StreamId>(rng() % 2);

@@ -2,6 +2,8 @@
 // BlockComparatorSize, under random inserts, erases, lookups and iteration in both directions.
 #include <gtest/gtest.h>
 
+#include "block_set_order_check.h"
+
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -47,21 +49,7 @@ void run(std::uint32_t seed, int n_ops, int spread, int n_streams) {
   std::vector<std::unique_ptr<B>> pool;
   std::vector<B*> in;
   const StreamId streams[] = {0, 1, 7, 65535};
-  auto check_order = [&] {
-    ASSERT_EQ(set.size(), ref.size());
-    B* x = set.first();
-    for (B* r : ref) {
-      ASSERT_EQ(x, r);
-      x = set.next(x);
-    }
-    ASSERT_EQ(x, nullptr);
-    x = set.last();
-    for (auto it = ref.rbegin(); it != ref.rend(); ++it) {
-      ASSERT_EQ(x, *it);
-      x = set.prev(x);
-    }
-    ASSERT_EQ(x, nullptr);
-  };
+  auto check_order = [&] { gmb::testing::expect_same_order(set, ref); };
   for (int op = 0; op < n_ops; ++op) {
     const int what = static_cast<int>(rng() % 10);
     if (what < 5 || in.empty()) {  // insert a new, unique key
@@ -75,12 +63,7 @@ void run(std::uint32_t seed, int n_ops, int spread, int n_streams) {
       in.push_back(b.get());
       pool.push_back(std::move(b));
     } else if (what < 8) {  // erase a random member
-      const std::size_t i = rng() % in.size();
-      B* b = in[i];
-      in[i] = in.back();
-      in.pop_back();
-      set.erase(b);
-      ref.erase(b);
+      B* b = gmb::testing::erase_random_member(in, set, ref, rng);
       ASSERT_EQ(b->tleaf, nullptr);
     } else {  // lower_bound of a random key, often of a member's size (best fit from ptr 0)
       B key;
