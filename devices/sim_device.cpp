@@ -177,8 +177,9 @@ constexpr CostPoint kFirstTouchGpuCost[] = {{64 * 1024.0, 64.9e-6}, {2 * kMiB, 1
 //    all six.
 //  - Frees the pool has not yet seen complete (no synchronization since) form a tier of their
 //    own: merged only with each other, searched first (best fit, a stream's own first, then,
-//    with cross-stream reuse, the other streams'); when none of them holds a request, those the GPU has reached
-//    (on the modeled timeline) leave the tier, and best fit runs over every free range. With
+//    with cross-stream reuse, the other streams'); when none of them holds a request, those
+//    the GPU has reached (on the modeled timeline) leave the tier, and best fit runs over every
+//    free range (the rest still ranges of their own, not merged with the memory beside them). With
 //    kernels queued on the H200 (results/h200/probe/pool/kernels/) this rule puts 20,745 of
 //    the first 20,786 requests of dynamic_seq where the H200 did; taking every recent free as
 //    completed, 20,100. So a pool's layout, and at a tight cap its OOMs, depend on how far the

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -64,18 +63,6 @@ inline CommandResult run_gpumembench_bounded(const std::string& args, int second
 }
 
 inline std::string source_path(const std::string& rel) { return std::string(GMB_SOURCE_DIR) + "/" + rel; }
-
-// The GMB_CUDA_CALL_LOG files a run wrote in `dir` for log path dir/calls.csv, in the order the
-// devices were made: calls.csv.<pid>, then calls.csv.<pid>.1, .2, ...
-inline std::vector<std::string> call_logs_in(const std::filesystem::path& dir) {
-  std::vector<std::string> logs;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().filename().string().rfind("calls.csv.", 0) == 0) logs.push_back(e.path().string());
-  std::sort(logs.begin(), logs.end(), [](const std::string& a, const std::string& b) {
-    return a.size() != b.size() ? a.size() < b.size() : a < b;
-  });
-  return logs;
-}
 
 // CSV rows as column name -> field (quoted fields unquoted), keyed by label.
 inline std::map<std::string, std::map<std::string, std::string>> parse_csv(const std::string& text) {

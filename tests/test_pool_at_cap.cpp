@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pool_call_logs.h"
 #include "test_helpers.h"
-#include "workloads/byte_input.h"
 
 using namespace gmb::testing;
 using nlohmann::json;
@@ -77,29 +77,18 @@ TEST(PoolAtCap, FixedSeqReservesWhatTheH200ReservedInEveryRun) {
 // costs the H200's host. Before idle granules whose free the GPU had not reached stayed in place,
 // the two parted at request 594 (the sim 64 MiB lower) and the sim peaked at 22.31 GiB.
 TEST(PoolAtCap, FixedSeqReservedMatchesTheH200AfterEveryPoolRequest) {
-  const std::string h200_log =
-      gmb::ByteInput::open(source_path("results/h200/probe/pool/early/fixed_seq_calls.csv.gz"))
-          ->read_rest(1ull << 30, "the H200's call log");
-  const auto h200 = reserved_after_each_malloc(h200_log);
+  const auto h200 = reserved_after_each_malloc(h200_call_log("results/h200/probe/pool/early/fixed_seq_calls.csv.gz"));
   ASSERT_EQ(h200.size(), 4744u);
 
-  const auto dir = temp_dir("pool_at_cap_log");
-  auto r = run_gpumembench_with_prefix(
-      "GMB_CUDA_CALL_LOG=" + (dir / "calls.csv").string() + " GMB_CUDA_POOL_CALL_DELAY_US=2.6 ",
-      "--device sim -q --config " + source_path("configs/fixed_seq.yaml") +
-          " --allocator cuda_mempool --steps 3 --format json --output " + (dir / "out").string());
-  ASSERT_EQ(r.status, 0) << r.out;
-  const std::vector<std::string> logs = call_logs_in(dir);  // the untrimmed pool's is the first with pool calls
-  std::vector<std::uint64_t> sim;
-  for (const auto& l : logs)
-    if (!(sim = reserved_after_each_malloc(read_text(l))).empty()) break;
+  std::vector<std::uint64_t> sim;  // the untrimmed pool's log: the first with pool calls
+  for (const auto& log : sim_pool_call_logs("fixed_seq", 3))
+    if (!(sim = reserved_after_each_malloc(log)).empty()) break;
   ASSERT_EQ(sim.size(), h200.size());
   std::size_t first_difference = sim.size();
   for (std::size_t i = 0; i < sim.size() && first_difference == sim.size(); ++i)
     if (sim[i] != h200[i]) first_difference = i;
   EXPECT_EQ(first_difference, sim.size()) << "request " << first_difference << ": H200 "
                                           << h200[first_difference] << " bytes reserved, sim " << sim[first_difference];
-  std::filesystem::remove_all(dir);
 }
 
 // dynamic_seq_eager: every H200 run of both pool rows (six each) ends in a fragmentation OOM at

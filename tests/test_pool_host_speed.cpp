@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pool_call_logs.h"
 #include "test_helpers.h"
-#include "workloads/byte_input.h"
 
 using namespace gmb::testing;
 using nlohmann::json;
@@ -78,22 +78,12 @@ std::uint64_t percentile(const std::vector<std::uint64_t>& sorted, double q) {
 // with the call log on, which costs its host about 2.6 us a pool call) against the sim's log of
 // the same run with that cost added: the frees the GPU had not reached at each pool request.
 TEST(PoolHostSpeed, TheSimsHostRunsAsFarAheadOfItsGpuAsTheH200sDid) {
-  const std::string h200 =
-      gmb::ByteInput::open(source_path("results/h200/probe/pool/timeline/pool_dynamic_calls.csv.gz"))
-          ->read_rest(1ull << 30, "the H200's call log");
-  const auto gpu = frees_not_reached(h200);
+  const auto gpu = frees_not_reached(h200_call_log("results/h200/probe/pool/timeline/pool_dynamic_calls.csv.gz"));
   ASSERT_EQ(gpu.size(), 132976u);
 
-  const auto dir = temp_dir("pool_lag");
-  auto r = run_gpumembench_with_prefix(
-      "GMB_CUDA_CALL_LOG=" + (dir / "calls.csv").string() + " GMB_CUDA_POOL_CALL_DELAY_US=2.6 ",
-      "--device sim -q --config " + source_path("configs/dynamic_seq.yaml") +
-          " --allocator cuda_mempool --steps 120 --format json --output " + (dir / "out").string());
-  ASSERT_EQ(r.status, 0) << r.out;
-  const std::vector<std::string> logs = call_logs_in(dir);  // the untrimmed pool's is the first with pool calls
-  std::vector<std::uint64_t> sim;
-  for (const auto& l : logs)
-    if ((sim = frees_not_reached(read_text(l))).size() > 0) break;
+  std::vector<std::uint64_t> sim;  // the untrimmed pool's log: the first with pool calls
+  for (const auto& log : sim_pool_call_logs("dynamic_seq", 120))
+    if (!(sim = frees_not_reached(log)).empty()) break;
   ASSERT_EQ(sim.size(), gpu.size());  // the same calls, one by one
 
   // H200 14 / 363 / 774 at the 50th / 75th / 90th percentile; sim 54 / 402 / 728 (session 8's,
