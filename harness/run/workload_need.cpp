@@ -35,7 +35,8 @@ void NeedTracker::add_step(const std::vector<Op>& ops, std::uint32_t slots_end) 
   const std::uint64_t step = step_++;
   // live_ covers every slot of the step: the loops below need no test per op.
   // (Slot 0 at least: a free of an id that is not live reads it.)
-  if (std::max<std::uint32_t>(slots_end, 1) > live_.size()) grow_live(std::max<std::uint32_t>(slots_end, 1) - 1);
+  const std::uint32_t slots = std::max<std::uint32_t>(slots_end, 1);
+  if (slots > live_.size()) grow_live(slots - 1);
   // The sums and the event count in locals for the loops (the vectors' growth is a call).
   Wide requested = requested_, rounded = rounded_;
   std::uint64_t event = event_;
