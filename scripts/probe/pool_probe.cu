@@ -19,6 +19,11 @@
 //                range a request reuses (first fit vs best fit, across granules), coalescing
 //                of neighbouring frees, where a request that fits no hole goes and how much
 //                the pool grows, and what cudaMemPoolTrimTo returns.
+//   script FILE  scripted patterns read from FILE (scripts/probe/pool_patterns.py writes them),
+//                each in a new pool: `pattern NAME`, `a LABEL BYTES` (cudaMallocFromPoolAsync),
+//                `f LABEL` (cudaFreeAsync), `s` (stream synchronize). Writes pool_script.csv:
+//                pattern,step,kind,label,bytes,offset,reserved (offset from the pattern's first
+//                pointer).
 // Every CUDA call is checked; a failure exits 1 after writing what it has.
 
 #include "probe_pool.h"
@@ -27,6 +32,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -303,14 +310,72 @@ static void pool_rules(const std::string& dir) {
   close_out(f);
 }
 
+// ---- script ----
+static void pool_script(const std::string& dir, const std::string& file) {
+  FILE* in = fopen(file.c_str(), "r");
+  if (!in) throw std::runtime_error("cannot read " + file);
+  FILE* f = open_out(dir, "pool_script.csv");
+  fprintf(f, "pattern,step,kind,label,bytes,offset,reserved\n");
+  std::unique_ptr<Pool> P;
+  std::map<std::string, void*> live;
+  std::string pattern;
+  uint64_t first = 0;
+  int step = 0, patterns = 0;
+  char line[512];
+  while (fgets(line, sizeof line, in)) {
+    char kind[16] = {0}, label[128] = {0};
+    unsigned long long bytes = 0;
+    const int n = sscanf(line, "%15s %127s %llu", kind, label, &bytes);
+    if (n < 1 || kind[0] == '#') continue;
+    const std::string k = kind;
+    if (k == "pattern") {
+      for (auto& [l, p] : live) P->free(p);
+      live.clear();
+      P.reset();  // the old pool is destroyed (after a device synchronize) before the new one
+      P = std::make_unique<Pool>();
+      pattern = label;
+      first = 0;
+      step = 0;
+      ++patterns;
+      continue;
+    }
+    if (!P) throw std::runtime_error("script: an op before the first pattern line");
+    int64_t off = -1;
+    if (k == "a") {
+      void* p = P->try_alloc(bytes);
+      if (p) {
+        if (!first) first = u64(p);
+        off = int64_t(u64(p) - first);
+        live[label] = p;
+      }
+    } else if (k == "f") {
+      auto it = live.find(label);
+      if (it == live.end()) throw std::runtime_error(std::string("script: free of unknown label ") + label);
+      P->free(it->second);
+      live.erase(it);
+    } else if (k == "s") {
+      CK(cudaStreamSynchronize(nullptr));
+    } else {
+      throw std::runtime_error("script: unknown op " + k);
+    }
+    fprintf(f, "%s,%d,%s,%s,%llu,%lld,%llu\n", pattern.c_str(), step++, kind, n > 1 ? label : "", bytes,
+            (long long)off, (unsigned long long)P->reserved());
+  }
+  for (auto& [l, p] : live) P->free(p);
+  P.reset();
+  fclose(in);
+  close_out(f);
+  fprintf(stderr, "pool_script: %d patterns\n", patterns);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: pool_probe pool_mix|malloc_mix|pool_rules OUT_DIR [seeds,..] [repeats|tag]\n");
+    fprintf(stderr, "usage: pool_probe pool_mix|malloc_mix|pool_rules|script OUT_DIR [seeds,..] [repeats|tag]\n");
     return 2;
   }
   std::string section = argv[1], dir = argv[2];
   std::vector<uint64_t> seeds = {1, 2, 3};
-  if (argc > 3) {
+  if (argc > 3 && section != "script") {
     seeds.clear();
     std::string s = argv[3];
     size_t pos = 0;
@@ -335,6 +400,9 @@ int main(int argc, char** argv) {
       malloc_mix(dir, seeds.at(0), argc > 4 ? argv[4] : "r0");
     } else if (section == "pool_rules") {
       pool_rules(dir);
+    } else if (section == "script") {
+      if (argc < 4) throw std::runtime_error("script needs a FILE");
+      pool_script(dir, argv[3]);
     } else {
       fprintf(stderr, "pool_probe: unknown section %s\n", section.c_str());
       return 2;
