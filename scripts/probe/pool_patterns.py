@@ -75,4 +75,32 @@ for h in ("live", "old", "recent"):
             ops += [f"a Y {y}", "a Z 3", "f Y", "a W 6"]
             both(f"grid_h{h}_r{r}_y{y}", "; ".join(ops))
 
+# 7. How long the frees of the last flush keep a tier of their own: [s0][H 4][C 6][R 30][s]
+# [K 20][s'] with H, R, K old; C freed, Y 8 MiB misses (C joins the tier of the last flush,
+# Y takes R's start); then an event; then Z 3 MiB: C's start if C still has its tier, H's if not.
+events = {
+    "none": "",
+    "free_other": "f E",
+    "alloc_from_old": "a Q 15",
+    "free_alloc_recent": "f E; a Q 1",
+    "miss_grow": "a Q 200",
+    "miss_old": "f E; a Q 12",
+    "sync": "s",
+    "two_allocs_old": "a Q 5; a Q2 5",
+}
+for ev, ops in events.items():
+    pattern(f"tier_life_{ev}", "a s0 1; a H 4; a C 6; a R 30; a s 1; a K 20; a s2 1; a E 1; a s3 1; "
+            f"f H; f R; f K; a X 100; f C; a Y 8; {ops}; a Z 3")
+# 8. The old range that lost an idle granule (merge_left_only): the same with B smaller than a
+# granule, and with B 64 MiB but no growth after it (the flush a request that an old range holds).
+both("merge_left_only_b20", "a H 4; a C 6; a s 1; a B 20; a s2 1; f H; f B; a X 100; f C; a Y 10")
+both("merge_left_only_b64_nogrow", "a H 4; a C 6; a s 1; a B 64; a s2 1; a G 120; a s3 1; f G; a X 100; "
+     "f H; f B; a X2 110; f C; a Y 10")
+both("flushed_vs_older_hole_b20",
+     "a H 4; a s1 1; a C 6; a s2 1; a B 20; a s3 1; f H; f B; a X 100; f C; a Y 10; a Z 3")
+# 9. The rest of a recent free beside an old range, then requests the old range alone holds or not.
+for w in (6, 20, 29, 30, 31, 33):
+    both(f"rest_beside_old_w{w}", f"a s0 1; a C 5; a R 30; a s 1; f R; a X 100; f C; a Y 3; a W {w}")
+    both(f"rest_beside_old_free_w{w}", f"a s0 1; a C 5; a R 30; a s 1; a E 1; a s2 1; f R; a X 100; f C; a Y 3; f E; a W {w}")
+
 print("\n".join(out))
