@@ -257,8 +257,8 @@ class GranuleSet {
   std::size_t size_ = 0;
 };
 
-// A freed range of a pool: its length, the stream that freed it, and when (the pool's count of
-// frees at its newest free: equal fits go to the oldest).
+// A freed range of a pool: its length, the stream that freed it, and when (the pool clock at its
+// newest free or at the split that left it: equal fits go to the oldest).
 struct PoolRange {
   Bytes size = 0;
   StreamId stream = 0;
@@ -312,11 +312,19 @@ class RangeList {
   std::vector<Entry> v_;
 };
 
-// A free range between live blocks, [start, end), and the pool's count of frees at the newest
-// free merged into it.
+// A free range between live blocks, [start, end), and the pool clock at the newest free merged
+// into it.
 struct PoolGap {
   Bytes start = 0, end = 0;
   std::uint64_t freed = 0;
+};
+
+// A settled free range (see PoolModel::settled): [start, end), the pool clock at its newest free
+// and at the settle that made it (a range merged from several is as new as the newest of each).
+struct SettledRange {
+  Bytes start = 0, end = 0;
+  std::uint64_t freed = 0;
+  std::uint64_t settled = 0;
 };
 
 struct PoolModel {
@@ -325,15 +333,22 @@ struct PoolModel {
   bool alive = false;
   LiveMap<PoolBlock> live;  // offset -> block (looked up on every free: a flat hash table)
   RangeList pending;  // freed, not reusable by other streams yet
-  // Ranges freed since the pool last saw its frees complete (a synchronize, or a request that
-  // none of them holds), merged only with each other (and a stream's only with its own).
+  // Ranges freed since the pool last settled (below), merged only with each other (and a
+  // stream's only with its own). A split keeps the rest in the tier, as new as the split.
   RangeList recent;
+  // Every other free range, merged only with each other: the recent frees join them at a settle
+  // (a request that neither the recent frees of its stream nor a fully backed settled range
+  // holds, or a synchronize), as many as the GPU has reached by then. Disjoint from `recent`, in
+  // address order; the last one ends at kPoolSpan unless a live block or recent free does.
+  std::vector<SettledRange> settled{{0, kPoolSpan, 0, 0}};
   GranuleSet backed;  // granule indices with physical memory
-  // The free ranges between live blocks, merged, in address order: what best fit searches, so
-  // that a request does not walk every live block (a vector: a search reads most of them, and
-  // they are few next to the blocks). The last one ends at kPoolSpan unless a live block does.
+  // The free ranges between live blocks, merged across both tiers, in address order: what the
+  // last best fit searches, so that a request does not walk every live block (a vector: a
+  // search reads most of them, and they are few next to the blocks). The last one ends at
+  // kPoolSpan unless a live block does.
   std::vector<PoolGap> gaps{{0, kPoolSpan, 0}};
-  std::uint64_t frees = 0;  // cudaFreeAsyncs so far: the age of a free range
+  // The pool's clock, one tick a cudaMallocAsync or cudaFreeAsync: the age of a free range.
+  std::uint64_t clock = 0;
   MemPoolUsage usage;
 
   bool cross_stream_reuse() const {
@@ -525,6 +540,7 @@ class SimDevice final : public Device {
     pool.backed.clear();
     pool.live = LiveMap<PoolBlock>{};
     pool.gaps = {{0, kPoolSpan, 0}};
+    pool.settled = {{0, kPoolSpan, 0, 0}};
     pool.pending.clear();
     pool.recent.clear();
     pool.usage.reserved_current = pool.usage.used_current = 0;
@@ -538,62 +554,49 @@ class SimDevice final : public Device {
     if (bytes > info_.capacity_bytes) return std::nullopt;
     const Bytes size = round_up(std::max<Bytes>(bytes, 1), kPoolStep);
 
-    // Best fit over the free ranges: the smallest that holds the request (of equal ones the
-    // longest freed, then the lowest), from its low end; the unbounded tail only when no range
-    // holds it.
+    const std::uint64_t tick = ++pool.clock;
+
+    // Best fit: the smallest range that holds the request, from its low end, searched in three
+    // tiers (the model's comment above PoolModel says why):
     std::optional<Bytes> best;
     Bytes best_len = ~Bytes{0};  // no range is this long: the first that holds the request is taken
-    std::uint64_t best_freed = 0;
-    auto consider = [&](Bytes start, Bytes end, std::uint64_t freed) {
-      const Bytes len = end - start;
-      if (len < size || len > best_len || (len == best_len && freed >= best_freed)) return;
+    std::uint64_t best_a = 0, best_b = 0;
+    // (len, a, b) beats the best so far: shorter, or as long with a smaller a, or b; the first of
+    // equal keys (the lowest: each tier is walked in address order) stays.
+    auto better = [&](Bytes len, std::uint64_t a, std::uint64_t b) {
+      return len >= size && (len < best_len || (len == best_len && (a < best_a || (a == best_a && b < best_b))));
+    };
+    auto take_best = [&](Bytes start, Bytes len, std::uint64_t a, std::uint64_t b) {
       best = start;
       best_len = len;
-      best_freed = freed;
+      best_a = a;
+      best_b = b;
     };
-    // First the recent frees of the request's own stream, then (with cross-stream reuse) those of
-    // the other streams; when none holds the request, those the modeled GPU has reached leave
-    // the tier, and best fit runs over every free range. Own stream first: of the 5,143 requests
-    // of tests/data/torch_snapshots/snap_two_streams replayed on the H200
-    // (results/h200/probe/pool/early/), judged from the H200's own state, this puts 4,823 where
-    // it did; one tier for both streams, 3,108.
-    auto consider_recent = [&](bool own) {
-      for (const auto& [off, r] : pool.recent) {
-        if (r.size < size || r.size > best_len) continue;  // most are: the test consider() starts with
-        if ((r.stream == stream) == own) consider(off, off + r.size, r.freed);
-      }
-    };
-    consider_recent(true);
-    if (!best && pool.cross_stream_reuse()) consider_recent(false);
-    if (!best) {
-      const double now = counters().modeled_host_seconds;
-      pool.recent.remove_if([&](const RangeList::Entry& e) { return e.second.reached <= now; });
-    }
+    // 1. The recent frees of the request's own stream; of equal ones the longest freed.
+    for (const auto& [off, r] : pool.recent)
+      if (r.stream == stream && better(r.size, r.freed, 0)) take_best(off, r.size, r.freed, 0);
+    // 2. The settled ranges every granule of which is backed (not the pool's unbounded end); of
+    //    equal ones the longest settled, then the newest freed.
+    if (!best)
+      for (const SettledRange& r : pool.settled)
+        if (r.end != kPoolSpan && better(r.end - r.start, r.settled, ~r.freed) && fully_backed(pool, r.start, r.end))
+          take_best(r.start, r.end - r.start, r.settled, ~r.freed);
+    // 3. With cross-stream reuse, the other streams' recent frees; of equal ones the longest freed.
+    if (!best && pool.cross_stream_reuse())
+      for (const auto& [off, r] : pool.recent)
+        if (r.stream != stream && better(r.size, r.freed, 0)) take_best(off, r.size, r.freed, 0);
+    // 4. Every free range, both tiers merged; of equal ones the longest freed. The pool settles.
+    //    5. Else the pool's end.
+    const bool settles = !best;
     bool blocked = false;  // ranges freed on other streams that this stream may not reuse yet
     for (const auto& [off, p] : pool.pending) blocked |= p.stream != stream;
     Bytes tail = 0;
     if (best) {
-      // placed among the recent frees
+      // placed in a recent free or a settled range
     } else if (!blocked) {  // the gaps between live blocks
       tail = !pool.gaps.empty() && pool.gaps.back().end == kPoolSpan ? pool.gaps.back().start : kPoolSpan;
-      // The recent frees still in the tier (those the GPU has not reached) are ranges of their
-      // own here, not merged with the free memory beside them (a gap holds them whole: both
-      // lists are in address order); the pool's end starts above the last of them.
-      auto r = pool.recent.begin();
-      for (auto it = pool.gaps.begin(); it != pool.gaps.end(); ++it) {
-        const bool is_tail = it->start == tail;
-        Bytes at = it->start;
-        for (; r != pool.recent.end() && r->first < it->end; ++r) {
-          if (r->first > at) consider(at, r->first, it->freed);
-          consider(r->first, r->first + r->second.size, r->second.freed);
-          at = r->first + r->second.size;
-        }
-        if (is_tail) {
-          tail = at;
-          break;
-        }
-        if (at < it->end) consider(at, it->end, it->freed);
-      }
+      for (const PoolGap& g : pool.gaps)
+        if (g.start != tail && better(g.end - g.start, g.freed, 0)) take_best(g.start, g.end - g.start, g.freed, 0);
     } else {  // the gaps between live blocks and those ranges (each as old as the gap it is in)
       std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
       occupied.reserve(pool.live.size() + pool.pending.size());
@@ -602,7 +605,10 @@ class SimDevice final : public Device {
         if (p.stream != stream) occupied.emplace_back(off, off + p.size);
       std::sort(occupied.begin(), occupied.end());
       for (auto it = occupied.begin(); it != occupied.end(); ++it) {
-        if (it->first > tail) consider(tail, it->first, gap_at(pool, tail)->freed);
+        if (it->first > tail) {
+          const std::uint64_t freed = gap_at(pool, tail)->freed;
+          if (better(it->first - tail, freed, 0)) take_best(tail, it->first - tail, freed, 0);
+        }
         tail = std::max(tail, it->second);
       }
     }
@@ -625,8 +631,10 @@ class SimDevice final : public Device {
       for (std::uint64_t g : missing) pool.backed.insert(g);
       pool.usage.reserved_current = pool.backed.size() * kPoolGranule;
     }
+    if (settles) settle(pool, counters().modeled_host_seconds, tick, false);
     drop_overlap(pool.pending, offset, offset + size);
-    drop_overlap(pool.recent, offset, offset + size);
+    drop_overlap(pool.recent, offset, offset + size, tick);
+    cut_settled(pool, offset, offset + size);
     take_gap(pool, offset, offset + size);
     pool.live.put(offset, PoolBlock{size, bytes, stream});
     pool.usage.used_current += bytes;
@@ -643,7 +651,7 @@ class SimDevice final : public Device {
     PoolBlock block;
     if (!pool.live.take(off, block)) return;
     pool.usage.used_current -= block.requested;
-    const PoolRange freed{block.size, stream, ++pool.frees, gpu_reaches_now()};
+    const PoolRange freed{block.size, stream, ++pool.clock, gpu_reaches_now()};
     if (!pool.cross_stream_reuse()) pool.pending.set(off, freed);
     add_recent(pool, off, freed);
     return_gap(pool, off, off + block.size, freed.freed);
@@ -668,7 +676,7 @@ class SimDevice final : public Device {
     for (PoolModel& pool : pools_) {
       if (!pool.alive) continue;
       pool.pending.clear();  // every free has completed
-      pool.recent.clear();
+      settle(pool, 0, ++pool.clock, true);
       if (pool.usage.reserved_current > pool.options.release_threshold)
         release_idle(pool, pool.options.release_threshold);
     }
@@ -876,8 +884,71 @@ class SimDevice final : public Device {
     pool.recent.insert(next, start, r);
   }
 
-  // A range taken again is no longer pending or recent.
-  static void drop_overlap(RangeList& ranges, Bytes start, Bytes end) {
+  // Whether every granule of [start, end) has memory.
+  static bool fully_backed(const PoolModel& pool, Bytes start, Bytes end) {
+    for (std::uint64_t g = start / kPoolGranule; g <= (end - 1) / kPoolGranule; ++g)
+      if (!pool.backed.count(g)) return false;
+    return true;
+  }
+
+  // The recent frees the GPU has reached by `now` (with `all`, every one) join the settled
+  // ranges, as new as this settle (`tick`), merged with those they touch. Without cross-stream
+  // reuse a free stays recent until a synchronize: settled ranges serve every stream.
+  static void settle(PoolModel& pool, double now, std::uint64_t tick, bool all) {
+    if (!all && !pool.cross_stream_reuse()) return;
+    pool.recent.remove_if([&](const RangeList::Entry& e) {
+      if (!all && e.second.reached > now) return false;
+      add_settled(pool, e.first, e.first + e.second.size, e.second.freed, tick);
+      return true;
+    });
+  }
+  static void add_settled(PoolModel& pool, Bytes start, Bytes end, std::uint64_t freed, std::uint64_t tick) {
+    auto next = std::lower_bound(pool.settled.begin(), pool.settled.end(), start,
+                                 [](const SettledRange& r, Bytes o) { return r.start < o; });
+    const bool joins_prev = next != pool.settled.begin() && std::prev(next)->end == start;
+    const bool joins_next = next != pool.settled.end() && next->start == end;
+    if (joins_prev) {
+      auto prev = std::prev(next);
+      prev->end = joins_next ? next->end : end;
+      prev->freed = std::max({prev->freed, freed, joins_next ? next->freed : 0});
+      prev->settled = tick;
+      if (joins_next) pool.settled.erase(next);
+    } else if (joins_next) {
+      next->start = start;
+      next->freed = std::max(next->freed, freed);
+      next->settled = tick;
+    } else {
+      pool.settled.insert(next, SettledRange{start, end, freed, tick});
+    }
+  }
+  // [start, end) is taken: no settled range keeps any of it; what is left of one keeps its ages.
+  static void cut_settled(PoolModel& pool, Bytes start, Bytes end) {
+    auto it = std::lower_bound(pool.settled.begin(), pool.settled.end(), start,
+                               [](const SettledRange& r, Bytes o) { return r.end <= o; });
+    while (it != pool.settled.end() && it->start < end) {
+      if (it->start < start && it->end > end) {
+        SettledRange above = *it;
+        above.start = end;
+        it->end = start;
+        pool.settled.insert(it + 1, above);
+        return;
+      }
+      if (it->start < start) {
+        it->end = start;
+        ++it;
+      } else if (it->end > end) {
+        it->start = end;
+        return;
+      } else {
+        it = pool.settled.erase(it);
+      }
+    }
+  }
+
+  // A range taken again is no longer pending or recent. With `renew`, what is left of a range
+  // around the taken part is as new as that (the pool clock of the request): on the H200 the
+  // rest of a recent free the request split goes after older recent frees of its length.
+  static void drop_overlap(RangeList& ranges, Bytes start, Bytes end, std::uint64_t renew = 0) {
     if (ranges.empty()) return;
     auto it = ranges.lower_bound(start);
     if (it != ranges.begin()) --it;
@@ -889,6 +960,7 @@ class SimDevice final : public Device {
         ++it;
         continue;
       }
+      if (renew && (s < start || e > end)) it->second.freed = renew;
       if (s < start && e > end) {  // its parts below and above
         const PoolRange above{e - end, it->second.stream, it->second.freed, it->second.reached};
         it->second.size = start - s;
