@@ -166,33 +166,32 @@ constexpr CostPoint kFirstTouchGpuCost[] = {{64 * 1024.0, 64.9e-6}, {2 * kMiB, 1
                                             {256 * kMiB, 13917.3e-6}, {1024 * kMiB, 81113.2e-6}};
 
 // The cudaMemPool model, from the probe's pool section and scripts/probe/pool_probe.cu
-// (results/h200/probe/pool/):
-//  - Requests are rounded up to 512 bytes and placed best fit in the pool's own contiguous
-//    virtual range: in the smallest free range that holds them, from its low end; at the end of
-//    the pool when none does. Of equal free ranges the one freed longest ago (its newest free
-//    the oldest; then the lowest): with several 1 MiB holes free, the H200 refills them in the
-//    order they were freed. With every free completed (a synchronize after each free), from the
-//    H200's own state, this is its choice for 1233 of the 1245 allocations of six seeded mixes
-//    (1228 with the lowest of equal ranges), and the model reaches its peak reserved bytes on
-//    all six.
-//  - Frees the pool has not yet seen complete (no synchronization since) form a tier of their
-//    own: merged only with each other, searched first (best fit, a stream's own first, then,
-//    with cross-stream reuse, the other streams'); when none of them holds a request, those
-//    the GPU has reached (on the modeled timeline) leave the tier, and best fit runs over every
-//    free range (the rest still ranges of their own, not merged with the memory beside them). With
-//    kernels queued on the H200 (results/h200/probe/pool/kernels/) this rule puts 20,745 of
-//    the first 20,786 requests of dynamic_seq where the H200 did; taking every recent free as
-//    completed, 20,100. So a pool's layout, and at a tight cap its OOMs, depend on how far the
-//    host runs ahead of the GPU: on the H200 a 5 us slower host turns fixed_seq_eager's run to
-//    the end into a fragmentation OOM at step 15 (results/h200/probe/pool/delay/). Without
-//    kernels (the mixes, trace replays) the GPU has reached every free at once. Without this tier (best
-//    fit alone) the unsynchronized mixes were -7.3% .. +5.2% off the H200's peak; with it 0 ..
-//    +1.4% on the six 205-op mixes and -2.9% .. +1.1% on the six of 3000 ops (the H200's choice
-//    for 1196 of 1245 and 8377 of 9180 allocations: scripts/probe/pool_placement.py). The H200
-//    repeats each mix identically, so what is left is the model's error. Of the decisions still
-//    missed, most are requests the H200 placed in an older (completed) free range, often one
-//    that touches a recent free or lies inside a run of frees it has not merged; no simple
-//    rule found so far predicts them better than this one.
+// (results/h200/probe/pool/; the rules below were found with the scripted patterns of
+// scripts/probe/pool_patterns.py, results/h200/probe/pool/script/):
+//  - Requests are rounded up to 512 bytes and placed in the pool's own contiguous virtual range,
+//    best fit (the smallest free range that holds them, from its low end).
+//  - The free ranges are in two tiers, each merged only within itself: the frees since the pool
+//    last settled (a stream's merged only with its own), and the settled ranges. A request
+//    takes the first of:
+//      1. best fit over its own stream's recent frees; of equal ones the longest freed (a range
+//         a request split counts as freed when it did);
+//      2. best fit over the settled ranges every 32 MiB granule of which has memory (the pool's
+//         unbounded end aside); of equal ones the longest settled, then the newest freed;
+//      3. with cross-stream reuse, best fit over the other streams' recent frees;
+//      4. best fit over every free range, both tiers merged; of equal ones the longest freed;
+//      5. the pool's end.
+//    After 4 or 5 the pool settles: the recent frees the GPU had reached when the request came
+//    (on the modeled timeline) join the settled ranges. A synchronize settles every free.
+//  - Judged from the H200's own state, this puts every one of the 10,425 requests of its twelve
+//    unsynchronized mixes, the 1,245 of the six synchronized ones and the 2,034 of the 234
+//    scripted patterns where the H200 did (session 9's rule: 9,573 of the 10,425). With kernels
+//    queued, from the H200's call logs (frees_done): 20,776 of the first 20,786 requests of
+//    dynamic_seq, 4,743 of the 4,744 of fixed_seq's first steps, 10,678 of 10,767 of
+//    fixed_seq_eager's, and all 5,143 of the two-stream snapshot (session 9's rule: 20,745;
+//    4,743; 10,401; 4,823). So a pool's layout, and at a tight cap its OOMs, depend on how far
+//    the host runs ahead of the GPU: on the H200 a 5 us slower host turns fixed_seq_eager's run
+//    to the end into a fragmentation OOM at step 15 (results/h200/probe/pool/delay/). Without
+//    kernels (the mixes, trace replays) the GPU has reached every free at once.
 //  - Physical memory backs that range in 32 MiB granules: 1 B reserves 32 MiB, 100 MiB
 //    reserves 128 MiB, 1 GiB reserves 1 GiB, and consecutive requests share granules
 //    (1 B + 1 MiB + 2 MiB + 20 MiB + 100 MiB + 1 GiB reserve 1152 MiB together).
@@ -549,6 +548,7 @@ class SimDevice final : public Device {
 
   std::optional<DevPtr> malloc_async(PoolHandle h, Bytes bytes, StreamId stream) {
     add_modeled_call_seconds(kAsyncMallocCost + pool_call_delay_seconds_);
+    const double request_time = counters().modeled_host_seconds;
     PoolModel& pool = pool_at(h);
     // Larger than the device: refused before rounding and before counting its 32 MiB granules.
     if (bytes > info_.capacity_bytes) return std::nullopt;
@@ -631,7 +631,8 @@ class SimDevice final : public Device {
       for (std::uint64_t g : missing) pool.backed.insert(g);
       pool.usage.reserved_current = pool.backed.size() * kPoolGranule;
     }
-    if (settles) settle(pool, counters().modeled_host_seconds, tick, false);
+    // The frees the GPU had reached when the request came (its growth's host time aside) settle.
+    if (settles) settle(pool, request_time, tick, false);
     drop_overlap(pool.pending, offset, offset + size);
     drop_overlap(pool.recent, offset, offset + size, tick);
     cut_settled(pool, offset, offset + size);
