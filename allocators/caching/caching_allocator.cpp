@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -77,8 +78,9 @@ struct Pool {
   int stat = kLarge;
   std::int64_t get_free_blocks_call_count = 0;
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] void insert_into_blocks(Block* b) {
-    if (track_gc_age) b->gc_count_base = get_free_blocks_call_count;
+    if (!kPlain && track_gc_age) b->gc_count_base = get_free_blocks_call_count;
     blocks.insert(b);
   }
 };
@@ -298,7 +300,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
                                    cfg_.roundup_power2_divisions.end(),
                                    [](Bytes d) { return d > 1; })),
         card_bytes_(device.info().total_bytes ? device.info().total_bytes
-                                              : device.info().capacity_bytes) {
+                                              : device.info().capacity_bytes),
+        plain_(!gc_active_ && !es_active_ && !rounds_power2_ && cfg_.max_split_size == UINT64_MAX &&
+               card_bytes_ < (Bytes{1} << 48)) {
     small_.track_gc_age = large_.track_gc_age = gc_active_;
     small_.is_small = true;
     small_.stat = kSmall;
@@ -335,6 +339,13 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   // (by_slot_) instead of in the pointer map: a free finds its block without hashing.
   std::size_t run_calls(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
                         MemoryInUse mark, bool& failed) override {
+    return plain_ ? run_calls_as<true>(calls, n, slot_ptr, results, mark, failed)
+                  : run_calls_as<false>(calls, n, slot_ptr, results, mark, failed);
+  }
+  // kPlain: the options most runs use (plain_), compiled in as constants.
+  template <bool kPlain>
+  std::size_t run_calls_as(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
+                           MemoryInUse mark, bool& failed) {
     failed = false;
     const unsigned char* rec = calls.base;
     // by_slot_ in locals: the stores into blocks below could alias the vector's own pointers.
@@ -352,7 +363,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
         if (bytes != 0) {
           const auto stream = CallView::field<StreamId>(rec, calls.stream_at);
           if (stream < 0 || stream > 65535) throw_bad_stream(stream);
-          Block* b = malloc(bytes, stream);
+          Block* b = malloc<kPlain>(bytes, stream);
           if (!b) {
             failed = true;
             return i;
@@ -378,7 +389,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           } else {
             b = take_live(r.ptr);
           }
-          free(b);
+          free<kPlain>(b);
         }
       }
       r.after = in_use();
@@ -463,17 +474,22 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   // ---- malloc / free -----------------------------------------------------------------------
   // Inlined into the callers' loops (run_calls); what is not served from the cache goes on in
   // malloc_from_device.
+  // orig_size > 0.
+  template <bool kPlain = false>
   [[gnu::always_inline]] Block* malloc(Bytes orig_size, StreamId stream) {
     AllocParams p;
     // A request larger than the card fails whatever its size (no block, no device can hold it):
     // handled as card + 1 bytes it takes PyTorch's decisions (free the cache, retry, OOM)
     // without rounding near 2^64.
-    p.size = round_size(std::min(orig_size, card_bytes_ + 1));
+    const Bytes size = std::min(orig_size, card_bytes_ + 1);
+    // Plain: round_size's rule for a size in [1, card + 1], without its branches.
+    p.size = kPlain ? (size + kMinBlockSize - 1) & ~(kMinBlockSize - 1) : round_size(size);
+    assert(p.size == round_size(size));
     p.stream = stream;
     p.pool = pool_by_small_[p.size <= kSmallSize];
-    if (__builtin_expect(!get_free_block(p), 0)) return malloc_from_device(p, orig_size);
+    if (__builtin_expect(!get_free_block<kPlain>(p), 0)) return malloc_from_device(p, orig_size);
     ++cache_hits_;
-    return alloc_found_block(p, orig_size, should_split(p.block, p.size));
+    return alloc_found_block<kPlain>(p, orig_size, should_split<kPlain>(p.block, p.size));
   }
 
   [[gnu::noinline]] Block* malloc_from_device(AllocParams& p, Bytes orig_size) {
@@ -490,13 +506,14 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     return alloc_found_block(p, orig_size, should_split(p.block, p.size));
   }
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] void free(Block* block) {
     block->allocated = false;
     int st = pool_of(block).stat;
     stats_.allocation.decrease(st, 1);
     stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
-    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
-    free_block(block);
+    if (!kPlain && block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
+    free_block<kPlain>(block);
   }
 
   Bytes round_size(Bytes size) const {
@@ -526,20 +543,28 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
 
   Pool& pool_of(const Block* b) { return *pool_by_small_[b->small]; }
 
+  template <bool kPlain = false>
   bool should_split(const Block* block, Bytes size) const {
     Bytes remaining = block->size - size;
     // Both rules evaluated and selected without branches: which pool varies call to call.
     const int small_rule = remaining >= kMinBlockSize;
-    const int large_rule = (size < cfg_.max_split_size) & (remaining > kSmallSize);
-    const int use_small = block->small | es_active_;
+    const int large_rule = (kPlain || size < cfg_.max_split_size) & (remaining > kSmallSize);
+    const int use_small = block->small | (!kPlain && es_active_);
     return (use_small & small_rule) | ((1 - use_small) & large_rule);
   }
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] bool get_free_block(AllocParams& p) {
     Pool& pool = *p.pool;
-    if (gc_active_) ++pool.get_free_blocks_call_count;
+    if (!kPlain && gc_active_) ++pool.get_free_blocks_call_count;
     Block* it = pool.blocks.lower_bound(BlockKey{p.stream, p.size, 0});
     if (!it || it->stream != p.stream) return false;
+    if (kPlain) {  // no expandable block, no max_split_size
+      assert(!it->expandable && cfg_.max_split_size == UINT64_MAX);
+      p.block = it;
+      pool.blocks.erase(it);
+      return true;
+    }
     if (it->expandable) {
       if (es_active_) {
         // Best fit by the size a block can grow to: its own plus the unmapped space after it.
@@ -569,6 +594,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     return true;
   }
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] Block* alloc_found_block(AllocParams& p, Bytes orig_size, bool split_remainder) {
     Pool& pool = *p.pool;
     int st = pool.stat;
@@ -581,15 +607,15 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
       block->size = p.size;
       block->small = pool.is_small;
       block->ptr = remaining->ptr;
-      if (remaining->expandable) block->set_es(remaining->es);  // es: second cache line
+      if (!kPlain && remaining->expandable) block->set_es(remaining->es);  // es: second cache line
       block->prev = remaining->prev;
       if (block->prev) block->prev->next = block;
       block->next = remaining;
       remaining->prev = block;
       remaining->ptr += p.size;
       remaining->size -= p.size;
-      pool.insert_into_blocks(remaining);
-      if (!block->expandable) {
+      pool.insert_into_blocks<kPlain>(remaining);
+      if (kPlain || !block->expandable) {
         if (already_split) {
           // An inactive split block shrinks by size bytes.
           stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
@@ -599,7 +625,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           stats_.inactive_split.increase(st, 1);
         }
       }
-    } else if (already_split && !block->expandable) {
+    } else if (already_split && (kPlain || !block->expandable)) {
       stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
       stats_.inactive_split.decrease(st, 1);
     }
@@ -609,26 +635,27 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     stats_.allocation.increase(st, 1);
     stats_.allocated_bytes.increase(st, size);
     stats_.requested_bytes.increase(st, static_cast<std::int64_t>(orig_size));
-    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
+    if (!kPlain && block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
     return block;
   }
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] void free_block(Block* block) {
     Pool& pool = pool_of(block);
     const Bytes requested = block->requested;
     std::int64_t net_blocks = 0, net_bytes = 0;
     Block* candidates[2] = {block->prev, block->next};
     for (Block* c : candidates) {
-      const Bytes subsumed = try_merge_blocks(block, c, pool);
+      const Bytes subsumed = try_merge_blocks<kPlain>(block, c, pool);
       net_blocks -= subsumed > 0;
       net_bytes -= static_cast<std::int64_t>(subsumed);
     }
-    pool.insert_into_blocks(block);
+    pool.insert_into_blocks<kPlain>(block);
     const bool split = block->is_split();
     net_blocks += split;
     net_bytes += split ? static_cast<std::int64_t>(block->size) : 0;
     int st = pool.stat;
-    if (!block->expandable) {
+    if (kPlain || !block->expandable) {
       // Expandable segments are left out of inactive_split, as in PyTorch.
       stats_.inactive_split.add(st, net_blocks);
       stats_.inactive_split_bytes.add(st, net_bytes);
@@ -638,8 +665,10 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
 
   // Merges src (a neighbour of dst) into dst; returns the bytes subsumed (0: not merged). The
   // test inline (a free's neighbours are mostly allocated), the merge apart.
+  // Plain: every block is mapped (no expandable segments).
+  template <bool kPlain = false>
   [[gnu::always_inline]] Bytes try_merge_blocks(Block* dst, Block* src, Pool& pool) {
-    if (!src || src->allocated || dst->mapped != src->mapped) return 0;
+    if (!src || src->allocated || (!kPlain && dst->mapped != src->mapped)) return 0;
     return merge_blocks(dst, src, pool);
   }
   [[gnu::noinline]] Bytes merge_blocks(Block* dst, Block* src, Pool& pool) {
@@ -965,6 +994,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   bool es_active_;
   bool rounds_power2_;  // some roundup_power2_divisions entry > 1
   Bytes card_bytes_;
+  // No garbage collection, expandable segments, max_split_size or roundup_power2_divisions:
+  // run_calls takes a loop with those parts left out (run_calls_as<true>).
+  bool plain_;
   Pool small_, large_;
   Pool* const pool_by_small_[2] = {&large_, &small_};  // a load where a branch would mispredict
   DeviceStats stats_;
