@@ -669,8 +669,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   template <bool kPlain = false>
   [[gnu::always_inline]] Bytes try_merge_blocks(Block* dst, Block* src, Pool& pool) {
     if (!src || src->allocated || (!kPlain && dst->mapped != src->mapped)) return 0;
-    return merge_blocks(dst, src, pool);
+    return merge_blocks<kPlain>(dst, src, pool);
   }
+  template <bool kPlain = false>
   [[gnu::noinline]] Bytes merge_blocks(Block* dst, Block* src, Pool& pool) {
     if (dst->prev == src) {  // [src dst]
       dst->ptr = src->ptr;
@@ -682,7 +683,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     }
     const Bytes subsumed = src->size;
     dst->size += subsumed;
-    if (src->mapped)
+    if (kPlain || src->mapped)
       pool.blocks.erase(src);
     else
       pool.unmapped.erase(src);
