@@ -37,11 +37,12 @@ class FreeBlockSet {
   static constexpr int kBins = 3200;
   static constexpr int kWords = kBins / 64;
 
-  // Branch-free: with fl = max(floor(log2 u), 6), u < 128 gives u itself.
+  // Branch-free: with fl = max(floor(log2 u), 6), u < 128 gives u itself. floor(log2(u | 64))
+  // is that maximum (the bit of 64 is the top one exactly when u < 128).
   static int bin_of(Bytes size) {
     const Bytes u = size >> 9;
-    const int fl = std::max(63 - __builtin_clzll(u | 1), 6);  // u in [2^fl, 2^(fl+1))
-    return ((fl - 6) << 6) + static_cast<int>(u >> (fl - 6));
+    const int shift = 57 - __builtin_clzll(u | 64);  // fl - 6; u in [2^fl, 2^(fl+1)) for u >= 64
+    return (shift << 6) + static_cast<int>(u >> shift);
   }
 
   struct Stream;
