@@ -644,11 +644,34 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     Pool& pool = pool_of(block);
     const Bytes requested = block->requested;
     std::int64_t net_blocks = 0, net_bytes = 0;
-    Block* candidates[2] = {block->prev, block->next};
-    for (Block* c : candidates) {
-      const Bytes subsumed = try_merge_blocks<kPlain>(block, c, pool);
-      net_blocks -= subsumed > 0;
-      net_bytes -= static_cast<std::int64_t>(subsumed);
+    if constexpr (kPlain) {
+      // merge_blocks inline, each neighbour in its known direction (every block is mapped).
+      if (Block* prev = block->prev; prev && !prev->allocated) {  // [prev block]
+        block->ptr = prev->ptr;
+        block->prev = prev->prev;
+        if (block->prev) block->prev->next = block;
+        block->size += prev->size;
+        --net_blocks;
+        net_bytes -= static_cast<std::int64_t>(prev->size);
+        pool.blocks.erase(prev);
+        arena_.recycle(prev);
+      }
+      if (Block* next = block->next; next && !next->allocated) {  // [block next]
+        block->next = next->next;
+        if (block->next) block->next->prev = block;
+        block->size += next->size;
+        --net_blocks;
+        net_bytes -= static_cast<std::int64_t>(next->size);
+        pool.blocks.erase(next);
+        arena_.recycle(next);
+      }
+    } else {
+      Block* candidates[2] = {block->prev, block->next};
+      for (Block* c : candidates) {
+        const Bytes subsumed = try_merge_blocks<kPlain>(block, c, pool);
+        net_blocks -= subsumed > 0;
+        net_bytes -= static_cast<std::int64_t>(subsumed);
+      }
     }
     pool.insert_into_blocks<kPlain>(block);
     const bool split = block->is_split();
