@@ -75,7 +75,7 @@ struct Pool {
   AddrSet unmapped;  // expandable segments: address space without pages
   bool is_small = false;
   bool track_gc_age = false;  // garbage collection is on: blocks record gc_count_base
-  int stat = kLarge;
+  std::size_t stat_index = kLarge - 1;  // its figures' index in a StatArray's per-pool arrays
   std::int64_t get_free_blocks_call_count = 0;
 
   template <bool kPlain = false>
@@ -101,26 +101,25 @@ struct Stat {
 // One statistic for all/small_pool/large_pool. The hot paths update several of these per call,
 // so only what cannot be derived is kept: `allocated` (the sum of increases) per pool only, the
 // all-pool one being their sum, and no `freed` (= allocated - current); a decrease is two
-// subtractions. The all-pool figures are fields apart from the per-pool arrays (index
-// pool_stat - 1), so that the compiler knows an update of one does not touch the other.
+// subtractions. The all-pool figures are fields apart from the per-pool arrays (index p:
+// Pool::stat_index, kSmall - 1 or kLarge - 1), so that the compiler knows an update of one does
+// not touch the other.
 struct StatArray {
   std::int64_t all_current = 0, all_peak = 0;
   std::int64_t current[2] = {}, peak[2] = {}, allocated[2] = {};
-  [[gnu::always_inline]] void increase(int pool_stat, std::int64_t n) {
-    const int p = pool_stat - 1;
+  [[gnu::always_inline]] void increase(std::size_t p, std::int64_t n) {
     all_current += n;
     current[p] += n;
     allocated[p] += n;
     raise_peaks(p);
   }
-  [[gnu::always_inline]] void decrease(int pool_stat, std::int64_t n) {
+  [[gnu::always_inline]] void decrease(std::size_t p, std::int64_t n) {
     all_current -= n;
-    current[pool_stat - 1] -= n;
+    current[p] -= n;
   }
   // increase(n) for n > 0, decrease(-n) for n < 0, nothing for 0, without a branch on n (peak
   // >= current always, so raising the peaks changes nothing unless current went up).
-  [[gnu::always_inline]] void add(int pool_stat, std::int64_t n) {
-    const int p = pool_stat - 1;
+  [[gnu::always_inline]] void add(std::size_t p, std::int64_t n) {
     all_current += n;
     current[p] += n;
     allocated[p] += std::max<std::int64_t>(n, 0);
@@ -128,7 +127,7 @@ struct StatArray {
   }
   // A new peak is rare once a program runs in its steady state: a branch that is almost never
   // taken costs less than storing the maximum every time.
-  [[gnu::always_inline]] void raise_peaks(int p) {
+  [[gnu::always_inline]] void raise_peaks(std::size_t p) {
     if (__builtin_expect(all_current > all_peak, 0)) all_peak = all_current;
     if (__builtin_expect(current[p] > peak[p], 0)) peak[p] = current[p];
   }
@@ -305,9 +304,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
                card_bytes_ < (Bytes{1} << 48)) {
     small_.track_gc_age = large_.track_gc_age = gc_active_;
     small_.is_small = true;
-    small_.stat = kSmall;
+    small_.stat_index = kSmall - 1;
     large_.is_small = false;
-    large_.stat = kLarge;
+    large_.stat_index = kLarge - 1;
     stats_.max_split_size = static_cast<std::int64_t>(cfg_.max_split_size);
   }
 
@@ -509,7 +508,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   template <bool kPlain = false>
   [[gnu::always_inline]] void free(Block* block) {
     block->allocated = false;
-    int st = pool_of(block).stat;
+    const std::size_t st = pool_of(block).stat_index;
     stats_.allocation.decrease(st, 1);
     stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
     if (!kPlain && block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
@@ -597,7 +596,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   template <bool kPlain = false>
   [[gnu::always_inline]] Block* alloc_found_block(AllocParams& p, Bytes orig_size, bool split_remainder) {
     Pool& pool = *p.pool;
-    int st = pool.stat;
+    const std::size_t st = pool.stat_index;
     Block* block = p.block;
     const bool already_split = block->is_split();
     if (split_remainder) {
@@ -677,7 +676,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     const bool split = block->is_split();
     net_blocks += split;
     net_bytes += split ? static_cast<std::int64_t>(block->size) : 0;
-    int st = pool.stat;
+    const std::size_t st = pool.stat_index;
     if (kPlain || !block->expandable) {
       // Expandable segments are left out of inactive_split, as in PyTorch.
       stats_.inactive_split.add(st, net_blocks);
@@ -731,8 +730,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     b->small = p.pool->is_small;
     b->ptr = *ptr;
     p.block = b;
-    stats_.segment.increase(p.pool->stat, 1);
-    stats_.reserved_bytes.increase(p.pool->stat, static_cast<std::int64_t>(p.alloc_size));
+    stats_.segment.increase(p.pool->stat_index, 1);
+    stats_.reserved_bytes.increase(p.pool->stat_index, static_cast<std::int64_t>(p.alloc_size));
     if (p.alloc_size >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
     ++stats_.num_device_alloc;
     return true;
@@ -796,8 +795,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     device_.free(b->ptr);
     total_allocated_memory_ -= b->size;
     Pool& pool = pool_of(b);
-    stats_.segment.decrease(pool.stat, 1);
-    stats_.reserved_bytes.decrease(pool.stat, static_cast<std::int64_t>(b->size));
+    stats_.segment.decrease(pool.stat_index, 1);
+    stats_.reserved_bytes.decrease(pool.stat_index, static_cast<std::int64_t>(b->size));
     if (b->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
     pool.blocks.erase(b);
     arena_.recycle(b);
@@ -897,7 +896,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     try_merge_blocks(to_map, to_map->next, pool);
     pool.insert_into_blocks(to_map);
     total_allocated_memory_ += r.size;
-    stats_.reserved_bytes.increase(pool.stat, static_cast<std::int64_t>(r.size));
+    stats_.reserved_bytes.increase(pool.stat_index, static_cast<std::int64_t>(r.size));
     ++stats_.num_device_alloc;
     return true;
   }
@@ -951,7 +950,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     try_merge_blocks(block, block->next, pool);
     pool.unmapped.insert(block);
     total_allocated_memory_ -= r.size;
-    stats_.reserved_bytes.decrease(pool.stat, static_cast<std::int64_t>(r.size));
+    stats_.reserved_bytes.decrease(pool.stat_index, static_cast<std::int64_t>(r.size));
     ++stats_.num_device_free;
   }
 
