@@ -70,6 +70,10 @@ class FreeBlockSet {
       words[i >> 6] |= std::uint64_t{1} << (i & 63);
       summary |= std::uint64_t{1} << (i >> 6);
     }
+    void unmark(int i) {
+      const std::uint64_t w = words[i >> 6] &= ~(std::uint64_t{1} << (i & 63));
+      summary &= ~(std::uint64_t{w == 0} << (i >> 6));
+    }
     // Clears bin i's bit if the bin is empty, without a branch.
     void unmark_if_empty(int i, bool empty) {
       const std::uint64_t w = words[i >> 6] &= ~(std::uint64_t{empty} << (i & 63));
@@ -162,16 +166,28 @@ class FreeBlockSet {
 
   [[gnu::always_inline]] void erase(Block* b) {
     Bin& bin = bin_holding(b);
-    bin.erase(b);
+    if (bin.only() == b) {  // the bin's one block (mostly so): the bin is then empty
+      bin.erase_only(b);
+      bin.owner->unmark(bin.index);
+    } else {
+      bin.erase_from_tree(b);
+      bin.owner->unmark_if_empty(bin.index, bin.empty());
+    }
     b->tbin = nullptr;
-    bin.owner->unmark_if_empty(bin.index, bin.empty());
     --size_;
   }
 
  private:
   [[gnu::always_inline]] Block* lower_bound_in(Stream& s, const BlockKey& key) const {
     const int i = bin_of(key.size);
-    if (Block* b = s.bin(i).lower_bound(key)) return b;
+    const Bin& bin = s.bin(i);
+    if (Block* o = bin.only()) {
+      // The bin's one block, compared on (size, address) only: its stream is the key's (with
+      // the best-fit search's address 0, a size test).
+      if (o->size > key.size || (o->size == key.size && (key.ptr == 0 || o->ptr >= key.ptr))) return o;
+    } else if (Block* b = bin.lower_bound(key)) {
+      return b;
+    }
     if (int j = s.next_bin(i + 1); j >= 0) return s.bin(j).first();
     return first_from(index_of(s.stream) + 1);
   }
