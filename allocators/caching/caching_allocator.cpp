@@ -646,6 +646,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     if constexpr (kPlain) {
       // merge_blocks inline, each neighbour in its known direction (every block is mapped).
       if (Block* prev = block->prev; prev && !prev->allocated) {  // [prev block]
+        assert(prev->mapped && block->mapped);
         block->ptr = prev->ptr;
         block->prev = prev->prev;
         if (block->prev) block->prev->next = block;
@@ -656,6 +657,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
         arena_.recycle(prev);
       }
       if (Block* next = block->next; next && !next->allocated) {  // [block next]
+        assert(next->mapped);
         block->next = next->next;
         if (block->next) block->next->prev = block;
         block->size += next->size;
@@ -667,7 +669,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     } else {
       Block* candidates[2] = {block->prev, block->next};
       for (Block* c : candidates) {
-        const Bytes subsumed = try_merge_blocks<kPlain>(block, c, pool);
+        const Bytes subsumed = try_merge_blocks(block, c, pool);
         net_blocks -= subsumed > 0;
         net_bytes -= static_cast<std::int64_t>(subsumed);
       }
@@ -687,13 +689,10 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
 
   // Merges src (a neighbour of dst) into dst; returns the bytes subsumed (0: not merged). The
   // test inline (a free's neighbours are mostly allocated), the merge apart.
-  // Plain: every block is mapped (no expandable segments).
-  template <bool kPlain = false>
   [[gnu::always_inline]] Bytes try_merge_blocks(Block* dst, Block* src, Pool& pool) {
-    if (!src || src->allocated || (!kPlain && dst->mapped != src->mapped)) return 0;
-    return merge_blocks<kPlain>(dst, src, pool);
+    if (!src || src->allocated || dst->mapped != src->mapped) return 0;
+    return merge_blocks(dst, src, pool);
   }
-  template <bool kPlain = false>
   [[gnu::noinline]] Bytes merge_blocks(Block* dst, Block* src, Pool& pool) {
     if (dst->prev == src) {  // [src dst]
       dst->ptr = src->ptr;
@@ -705,7 +704,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     }
     const Bytes subsumed = src->size;
     dst->size += subsumed;
-    if (kPlain || src->mapped)
+    if (src->mapped)
       pool.blocks.erase(src);
     else
       pool.unmapped.erase(src);
