@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -74,11 +75,12 @@ struct Pool {
   AddrSet unmapped;  // expandable segments: address space without pages
   bool is_small = false;
   bool track_gc_age = false;  // garbage collection is on: blocks record gc_count_base
-  int stat = kLarge;
+  std::size_t stat_index = kLarge - 1;  // its figures' index in a StatArray's per-pool arrays
   std::int64_t get_free_blocks_call_count = 0;
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] void insert_into_blocks(Block* b) {
-    if (track_gc_age) b->gc_count_base = get_free_blocks_call_count;
+    if (!kPlain && track_gc_age) b->gc_count_base = get_free_blocks_call_count;
     blocks.insert(b);
   }
 };
@@ -99,26 +101,25 @@ struct Stat {
 // One statistic for all/small_pool/large_pool. The hot paths update several of these per call,
 // so only what cannot be derived is kept: `allocated` (the sum of increases) per pool only, the
 // all-pool one being their sum, and no `freed` (= allocated - current); a decrease is two
-// subtractions. The all-pool figures are fields apart from the per-pool arrays (index
-// pool_stat - 1), so that the compiler knows an update of one does not touch the other.
+// subtractions. The all-pool figures are fields apart from the per-pool arrays (index p:
+// Pool::stat_index, kSmall - 1 or kLarge - 1), so that the compiler knows an update of one does
+// not touch the other.
 struct StatArray {
   std::int64_t all_current = 0, all_peak = 0;
   std::int64_t current[2] = {}, peak[2] = {}, allocated[2] = {};
-  [[gnu::always_inline]] void increase(int pool_stat, std::int64_t n) {
-    const int p = pool_stat - 1;
+  [[gnu::always_inline]] void increase(std::size_t p, std::int64_t n) {
     all_current += n;
     current[p] += n;
     allocated[p] += n;
     raise_peaks(p);
   }
-  [[gnu::always_inline]] void decrease(int pool_stat, std::int64_t n) {
+  [[gnu::always_inline]] void decrease(std::size_t p, std::int64_t n) {
     all_current -= n;
-    current[pool_stat - 1] -= n;
+    current[p] -= n;
   }
   // increase(n) for n > 0, decrease(-n) for n < 0, nothing for 0, without a branch on n (peak
   // >= current always, so raising the peaks changes nothing unless current went up).
-  [[gnu::always_inline]] void add(int pool_stat, std::int64_t n) {
-    const int p = pool_stat - 1;
+  [[gnu::always_inline]] void add(std::size_t p, std::int64_t n) {
     all_current += n;
     current[p] += n;
     allocated[p] += std::max<std::int64_t>(n, 0);
@@ -126,7 +127,7 @@ struct StatArray {
   }
   // A new peak is rare once a program runs in its steady state: a branch that is almost never
   // taken costs less than storing the maximum every time.
-  [[gnu::always_inline]] void raise_peaks(int p) {
+  [[gnu::always_inline]] void raise_peaks(std::size_t p) {
     if (__builtin_expect(all_current > all_peak, 0)) all_peak = all_current;
     if (__builtin_expect(current[p] > peak[p], 0)) peak[p] = current[p];
   }
@@ -298,12 +299,14 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
                                    cfg_.roundup_power2_divisions.end(),
                                    [](Bytes d) { return d > 1; })),
         card_bytes_(device.info().total_bytes ? device.info().total_bytes
-                                              : device.info().capacity_bytes) {
+                                              : device.info().capacity_bytes),
+        plain_(!gc_active_ && !es_active_ && !rounds_power2_ && cfg_.max_split_size == UINT64_MAX &&
+               card_bytes_ < (Bytes{1} << 48)) {
     small_.track_gc_age = large_.track_gc_age = gc_active_;
     small_.is_small = true;
-    small_.stat = kSmall;
+    small_.stat_index = kSmall - 1;
     large_.is_small = false;
-    large_.stat = kLarge;
+    large_.stat_index = kLarge - 1;
     stats_.max_split_size = static_cast<std::int64_t>(cfg_.max_split_size);
   }
 
@@ -335,6 +338,13 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   // (by_slot_) instead of in the pointer map: a free finds its block without hashing.
   std::size_t run_calls(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
                         MemoryInUse mark, bool& failed) override {
+    return plain_ ? run_calls_as<true>(calls, n, slot_ptr, results, mark, failed)
+                  : run_calls_as<false>(calls, n, slot_ptr, results, mark, failed);
+  }
+  // kPlain: the options most runs use (plain_), compiled in as constants.
+  template <bool kPlain>
+  std::size_t run_calls_as(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
+                           MemoryInUse mark, bool& failed) {
     failed = false;
     const unsigned char* rec = calls.base;
     // by_slot_ in locals: the stores into blocks below could alias the vector's own pointers.
@@ -352,7 +362,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
         if (bytes != 0) {
           const auto stream = CallView::field<StreamId>(rec, calls.stream_at);
           if (stream < 0 || stream > 65535) throw_bad_stream(stream);
-          Block* b = malloc(bytes, stream);
+          Block* b = malloc<kPlain>(bytes, stream);
           if (!b) {
             failed = true;
             return i;
@@ -378,7 +388,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           } else {
             b = take_live(r.ptr);
           }
-          free(b);
+          free<kPlain>(b);
         }
       }
       r.after = in_use();
@@ -463,17 +473,22 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   // ---- malloc / free -----------------------------------------------------------------------
   // Inlined into the callers' loops (run_calls); what is not served from the cache goes on in
   // malloc_from_device.
+  // orig_size > 0.
+  template <bool kPlain = false>
   [[gnu::always_inline]] Block* malloc(Bytes orig_size, StreamId stream) {
     AllocParams p;
     // A request larger than the card fails whatever its size (no block, no device can hold it):
     // handled as card + 1 bytes it takes PyTorch's decisions (free the cache, retry, OOM)
     // without rounding near 2^64.
-    p.size = round_size(std::min(orig_size, card_bytes_ + 1));
+    const Bytes size = std::min(orig_size, card_bytes_ + 1);
+    // Plain: round_size's rule for a size in [1, card + 1], without its branches.
+    p.size = kPlain ? (size + kMinBlockSize - 1) & ~(kMinBlockSize - 1) : round_size(size);
+    assert(p.size == round_size(size));
     p.stream = stream;
     p.pool = pool_by_small_[p.size <= kSmallSize];
-    if (__builtin_expect(!get_free_block(p), 0)) return malloc_from_device(p, orig_size);
+    if (__builtin_expect(!get_free_block<kPlain>(p), 0)) return malloc_from_device(p, orig_size);
     ++cache_hits_;
-    return alloc_found_block(p, orig_size, should_split(p.block, p.size));
+    return alloc_found_block<kPlain>(p, orig_size, should_split<kPlain>(p.block, p.size));
   }
 
   [[gnu::noinline]] Block* malloc_from_device(AllocParams& p, Bytes orig_size) {
@@ -490,13 +505,14 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     return alloc_found_block(p, orig_size, should_split(p.block, p.size));
   }
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] void free(Block* block) {
     block->allocated = false;
-    int st = pool_of(block).stat;
+    const std::size_t st = pool_of(block).stat_index;
     stats_.allocation.decrease(st, 1);
     stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
-    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
-    free_block(block);
+    if (!kPlain && block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
+    free_block<kPlain>(block);
   }
 
   Bytes round_size(Bytes size) const {
@@ -526,20 +542,28 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
 
   Pool& pool_of(const Block* b) { return *pool_by_small_[b->small]; }
 
+  template <bool kPlain = false>
   bool should_split(const Block* block, Bytes size) const {
     Bytes remaining = block->size - size;
     // Both rules evaluated and selected without branches: which pool varies call to call.
     const int small_rule = remaining >= kMinBlockSize;
-    const int large_rule = (size < cfg_.max_split_size) & (remaining > kSmallSize);
-    const int use_small = block->small | es_active_;
+    const int large_rule = (kPlain || size < cfg_.max_split_size) & (remaining > kSmallSize);
+    const int use_small = block->small | (!kPlain && es_active_);
     return (use_small & small_rule) | ((1 - use_small) & large_rule);
   }
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] bool get_free_block(AllocParams& p) {
     Pool& pool = *p.pool;
-    if (gc_active_) ++pool.get_free_blocks_call_count;
+    if (!kPlain && gc_active_) ++pool.get_free_blocks_call_count;
     Block* it = pool.blocks.lower_bound(BlockKey{p.stream, p.size, 0});
     if (!it || it->stream != p.stream) return false;
+    if (kPlain) {  // no expandable block, no max_split_size
+      assert(!it->expandable && cfg_.max_split_size == UINT64_MAX);
+      p.block = it;
+      pool.blocks.erase(it);
+      return true;
+    }
     if (it->expandable) {
       if (es_active_) {
         // Best fit by the size a block can grow to: its own plus the unmapped space after it.
@@ -569,9 +593,10 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     return true;
   }
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] Block* alloc_found_block(AllocParams& p, Bytes orig_size, bool split_remainder) {
     Pool& pool = *p.pool;
-    int st = pool.stat;
+    const std::size_t st = pool.stat_index;
     Block* block = p.block;
     const bool already_split = block->is_split();
     if (split_remainder) {
@@ -581,15 +606,15 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
       block->size = p.size;
       block->small = pool.is_small;
       block->ptr = remaining->ptr;
-      if (remaining->expandable) block->set_es(remaining->es);  // es: second cache line
+      if (!kPlain && remaining->expandable) block->set_es(remaining->es);  // es: second cache line
       block->prev = remaining->prev;
       if (block->prev) block->prev->next = block;
       block->next = remaining;
       remaining->prev = block;
       remaining->ptr += p.size;
       remaining->size -= p.size;
-      pool.insert_into_blocks(remaining);
-      if (!block->expandable) {
+      pool.insert_into_blocks<kPlain>(remaining);
+      if (kPlain || !block->expandable) {
         if (already_split) {
           // An inactive split block shrinks by size bytes.
           stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
@@ -599,7 +624,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           stats_.inactive_split.increase(st, 1);
         }
       }
-    } else if (already_split && !block->expandable) {
+    } else if (already_split && (kPlain || !block->expandable)) {
       stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
       stats_.inactive_split.decrease(st, 1);
     }
@@ -609,26 +634,52 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     stats_.allocation.increase(st, 1);
     stats_.allocated_bytes.increase(st, size);
     stats_.requested_bytes.increase(st, static_cast<std::int64_t>(orig_size));
-    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
+    if (!kPlain && block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
     return block;
   }
 
+  template <bool kPlain = false>
   [[gnu::always_inline]] void free_block(Block* block) {
     Pool& pool = pool_of(block);
     const Bytes requested = block->requested;
     std::int64_t net_blocks = 0, net_bytes = 0;
-    Block* candidates[2] = {block->prev, block->next};
-    for (Block* c : candidates) {
-      const Bytes subsumed = try_merge_blocks(block, c, pool);
-      net_blocks -= subsumed > 0;
-      net_bytes -= static_cast<std::int64_t>(subsumed);
+    if constexpr (kPlain) {
+      // merge_blocks inline, each neighbour in its known direction (every block is mapped).
+      if (Block* prev = block->prev; prev && !prev->allocated) {  // [prev block]
+        assert(prev->mapped && block->mapped);
+        block->ptr = prev->ptr;
+        block->prev = prev->prev;
+        if (block->prev) block->prev->next = block;
+        block->size += prev->size;
+        --net_blocks;
+        net_bytes -= static_cast<std::int64_t>(prev->size);
+        pool.blocks.erase(prev);
+        arena_.recycle(prev);
+      }
+      if (Block* next = block->next; next && !next->allocated) {  // [block next]
+        assert(next->mapped);
+        block->next = next->next;
+        if (block->next) block->next->prev = block;
+        block->size += next->size;
+        --net_blocks;
+        net_bytes -= static_cast<std::int64_t>(next->size);
+        pool.blocks.erase(next);
+        arena_.recycle(next);
+      }
+    } else {
+      Block* candidates[2] = {block->prev, block->next};
+      for (Block* c : candidates) {
+        const Bytes subsumed = try_merge_blocks(block, c, pool);
+        net_blocks -= subsumed > 0;
+        net_bytes -= static_cast<std::int64_t>(subsumed);
+      }
     }
-    pool.insert_into_blocks(block);
+    pool.insert_into_blocks<kPlain>(block);
     const bool split = block->is_split();
     net_blocks += split;
     net_bytes += split ? static_cast<std::int64_t>(block->size) : 0;
-    int st = pool.stat;
-    if (!block->expandable) {
+    const std::size_t st = pool.stat_index;
+    if (kPlain || !block->expandable) {
       // Expandable segments are left out of inactive_split, as in PyTorch.
       stats_.inactive_split.add(st, net_blocks);
       stats_.inactive_split_bytes.add(st, net_bytes);
@@ -678,8 +729,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     b->small = p.pool->is_small;
     b->ptr = *ptr;
     p.block = b;
-    stats_.segment.increase(p.pool->stat, 1);
-    stats_.reserved_bytes.increase(p.pool->stat, static_cast<std::int64_t>(p.alloc_size));
+    stats_.segment.increase(p.pool->stat_index, 1);
+    stats_.reserved_bytes.increase(p.pool->stat_index, static_cast<std::int64_t>(p.alloc_size));
     if (p.alloc_size >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
     ++stats_.num_device_alloc;
     return true;
@@ -743,8 +794,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     device_.free(b->ptr);
     total_allocated_memory_ -= b->size;
     Pool& pool = pool_of(b);
-    stats_.segment.decrease(pool.stat, 1);
-    stats_.reserved_bytes.decrease(pool.stat, static_cast<std::int64_t>(b->size));
+    stats_.segment.decrease(pool.stat_index, 1);
+    stats_.reserved_bytes.decrease(pool.stat_index, static_cast<std::int64_t>(b->size));
     if (b->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
     pool.blocks.erase(b);
     arena_.recycle(b);
@@ -844,7 +895,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     try_merge_blocks(to_map, to_map->next, pool);
     pool.insert_into_blocks(to_map);
     total_allocated_memory_ += r.size;
-    stats_.reserved_bytes.increase(pool.stat, static_cast<std::int64_t>(r.size));
+    stats_.reserved_bytes.increase(pool.stat_index, static_cast<std::int64_t>(r.size));
     ++stats_.num_device_alloc;
     return true;
   }
@@ -898,7 +949,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     try_merge_blocks(block, block->next, pool);
     pool.unmapped.insert(block);
     total_allocated_memory_ -= r.size;
-    stats_.reserved_bytes.decrease(pool.stat, static_cast<std::int64_t>(r.size));
+    stats_.reserved_bytes.decrease(pool.stat_index, static_cast<std::int64_t>(r.size));
     ++stats_.num_device_free;
   }
 
@@ -965,6 +1016,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   bool es_active_;
   bool rounds_power2_;  // some roundup_power2_divisions entry > 1
   Bytes card_bytes_;
+  // No garbage collection, expandable segments, max_split_size or roundup_power2_divisions:
+  // run_calls takes a loop with those parts left out (run_calls_as<true>).
+  bool plain_;
   Pool small_, large_;
   Pool* const pool_by_small_[2] = {&large_, &small_};  // a load where a branch would mispredict
   DeviceStats stats_;

@@ -37,11 +37,12 @@ class FreeBlockSet {
   static constexpr int kBins = 3200;
   static constexpr int kWords = kBins / 64;
 
-  // Branch-free: with fl = max(floor(log2 u), 6), u < 128 gives u itself.
+  // Branch-free: with fl = max(floor(log2 u), 6), u < 128 gives u itself. floor(log2(u | 64))
+  // is that maximum (the bit of 64 is the top one exactly when u < 128).
   static int bin_of(Bytes size) {
     const Bytes u = size >> 9;
-    const int fl = std::max(63 - __builtin_clzll(u | 1), 6);  // u in [2^fl, 2^(fl+1))
-    return ((fl - 6) << 6) + static_cast<int>(u >> (fl - 6));
+    const int shift = 57 - __builtin_clzll(u | 64);  // fl - 6; u in [2^fl, 2^(fl+1)) for u >= 64
+    return (shift << 6) + static_cast<int>(u >> shift);
   }
 
   struct Stream;
@@ -68,6 +69,10 @@ class FreeBlockSet {
     void mark(int i) {
       words[i >> 6] |= std::uint64_t{1} << (i & 63);
       summary |= std::uint64_t{1} << (i >> 6);
+    }
+    void unmark(int i) {
+      const std::uint64_t w = words[i >> 6] &= ~(std::uint64_t{1} << (i & 63));
+      summary &= ~(std::uint64_t{w == 0} << (i >> 6));
     }
     // Clears bin i's bit if the bin is empty, without a branch.
     void unmark_if_empty(int i, bool empty) {
@@ -161,16 +166,28 @@ class FreeBlockSet {
 
   [[gnu::always_inline]] void erase(Block* b) {
     Bin& bin = bin_holding(b);
-    bin.erase(b);
+    if (bin.only() == b) {  // the bin's one block (mostly so): the bin is then empty
+      bin.erase_only(b);
+      bin.owner->unmark(bin.index);
+    } else {
+      bin.erase_from_tree(b);
+      bin.owner->unmark_if_empty(bin.index, bin.empty());
+    }
     b->tbin = nullptr;
-    bin.owner->unmark_if_empty(bin.index, bin.empty());
     --size_;
   }
 
  private:
   [[gnu::always_inline]] Block* lower_bound_in(Stream& s, const BlockKey& key) const {
     const int i = bin_of(key.size);
-    if (Block* b = s.bin(i).lower_bound(key)) return b;
+    const Bin& bin = s.bin(i);
+    if (Block* o = bin.only()) {
+      // The bin's one block, compared on (size, address) only: its stream is the key's (with
+      // the best-fit search's address 0, a size test).
+      if (o->size > key.size || (o->size == key.size && (key.ptr == 0 || o->ptr >= key.ptr))) return o;
+    } else if (Block* b = bin.lower_bound(key)) {
+      return b;
+    }
     if (int j = s.next_bin(i + 1); j >= 0) return s.bin(j).first();
     return first_from(index_of(s.stream) + 1);
   }
