@@ -116,8 +116,14 @@ TEST(GpuOom, ACardTooSmallForTheLibrariesIsARecordedOomNotAnError) {
   for (const auto& c : j["cases"]) {
     EXPECT_FALSE(c.contains("error")) << c.dump();
     EXPECT_GE(c.value("ooms", 0), 1) << c["label"];
-    // cuBLAS's handle takes more than 64 MiB on the H200 (68 MiB with its first GEMMs).
-    EXPECT_EQ(c["oom"].value("message", ""), "cublasCreate ran out of device memory (CUBLAS_STATUS_ALLOC_FAILED)");
+    // cuBLAS's handle takes about 64 MiB on the H200 (68 MiB with its first GEMMs), so which
+    // runs out first, cuBLAS's setup or the allocator's first request, hangs on the few MiB the
+    // ballast leaves over the capacity: at 3f41753 caching's first 32 MiB request failed with
+    // cuBLAS set up, cuda_malloc's run failed in cublasCreate (earlier runs: both in cublasCreate).
+    const std::string message = c["oom"].value("message", "");
+    EXPECT_TRUE(message == "cublasCreate ran out of device memory (CUBLAS_STATUS_ALLOC_FAILED)" ||
+                message.find("out of memory") != std::string::npos)
+        << message;
     EXPECT_EQ(c["oom"].value("kind", ""), "capacity");
     std::printf("[gpu] %s: %s\n", c["label"].get<std::string>().c_str(),
                 c["oom"].is_null() ? "no OOM" : c["oom"].dump().substr(0, 300).c_str());
