@@ -232,6 +232,11 @@ struct SimDeviceOptions {
 };
 
 std::unique_ptr<Device> make_sim_device(const SimDeviceOptions& options);
+// For tests: "" when the sim's pool `pool` keeps its free lists consistent (the recent frees and
+// the settled ranges disjoint, each in address order and merged, together exactly the free
+// memory between live blocks; pending ranges among the recent frees), else what is not.
+// Throws DeviceError unless `sim` is a sim device (make_sim_device) and `pool` one of its pools.
+std::string sim_pool_consistency(const Device& sim, int pool);
 // The info a sim device made with these options reports, without making one.
 DeviceInfo sim_device_info(const SimDeviceOptions& options);
 // capacity_bytes = 0: the whole card. Throws DeviceError when no GPU is usable or the

@@ -311,11 +311,9 @@ class RangeList {
   std::vector<Entry> v_;
 };
 
-// A free range between live blocks, [start, end), and the pool clock at the newest free merged
-// into it.
+// A free range between live blocks, [start, end) (its age: PoolModel::merged_age).
 struct PoolGap {
   Bytes start = 0, end = 0;
-  std::uint64_t freed = 0;
 };
 
 // A settled free range (see PoolModel::settled): [start, end), the pool clock at its newest free
@@ -345,7 +343,7 @@ struct PoolModel {
   // last best fit searches, so that a request does not walk every live block (a vector: a
   // search reads most of them, and they are few next to the blocks). The last one ends at
   // kPoolSpan unless a live block does.
-  std::vector<PoolGap> gaps{{0, kPoolSpan, 0}};
+  std::vector<PoolGap> gaps{{0, kPoolSpan}};
   // The pool's clock, one tick a cudaMallocAsync or cudaFreeAsync: the age of a free range.
   std::uint64_t clock = 0;
   MemPoolUsage usage;
@@ -538,7 +536,7 @@ class SimDevice final : public Device {
     give_physical(pool.backed.size() * kPoolGranule);
     pool.backed.clear();
     pool.live = LiveMap<PoolBlock>{};
-    pool.gaps = {{0, kPoolSpan, 0}};
+    pool.gaps = {{0, kPoolSpan}};
     pool.settled = {{0, kPoolSpan, 0, 0}};
     pool.pending.clear();
     pool.recent.clear();
@@ -556,8 +554,8 @@ class SimDevice final : public Device {
 
     const std::uint64_t tick = ++pool.clock;
 
-    // Best fit: the smallest range that holds the request, from its low end, searched in three
-    // tiers (the model's comment above PoolModel says why):
+    // Best fit: the smallest range that holds the request, from its low end, searched in the five
+    // steps of the model's comment above PoolBlock:
     std::optional<Bytes> best;
     Bytes best_len = ~Bytes{0};  // no range is this long: the first that holds the request is taken
     std::uint64_t best_a = 0, best_b = 0;
@@ -595,9 +593,13 @@ class SimDevice final : public Device {
       // placed in a recent free or a settled range
     } else if (!blocked) {  // the gaps between live blocks
       tail = !pool.gaps.empty() && pool.gaps.back().end == kPoolSpan ? pool.gaps.back().start : kPoolSpan;
-      for (const PoolGap& g : pool.gaps)
-        if (g.start != tail && better(g.end - g.start, g.freed, 0)) take_best(g.start, g.end - g.start, g.freed, 0);
-    } else {  // the gaps between live blocks and those ranges (each as old as the gap it is in)
+      for (const PoolGap& g : pool.gaps) {
+        const Bytes len = g.end - g.start;
+        if (g.start == tail || len < size || len > best_len) continue;  // most are: age only the candidates
+        const std::uint64_t age = merged_age(pool, g.start, g.end);
+        if (better(len, age, 0)) take_best(g.start, len, age, 0);
+      }
+    } else {  // the gaps between live blocks and those ranges
       std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
       occupied.reserve(pool.live.size() + pool.pending.size());
       pool.live.for_each([&](Bytes off, const PoolBlock& b) { occupied.emplace_back(off, off + b.size); });
@@ -606,8 +608,8 @@ class SimDevice final : public Device {
       std::sort(occupied.begin(), occupied.end());
       for (auto it = occupied.begin(); it != occupied.end(); ++it) {
         if (it->first > tail) {
-          const std::uint64_t freed = gap_at(pool, tail)->freed;
-          if (better(it->first - tail, freed, 0)) take_best(tail, it->first - tail, freed, 0);
+          const std::uint64_t age = merged_age(pool, tail, it->first);
+          if (better(it->first - tail, age, 0)) take_best(tail, it->first - tail, age, 0);
         }
         tail = std::max(tail, it->second);
       }
@@ -655,7 +657,7 @@ class SimDevice final : public Device {
     const PoolRange freed{block.size, stream, ++pool.clock, gpu_reaches_now()};
     if (!pool.cross_stream_reuse()) pool.pending.set(off, freed);
     add_recent(pool, off, freed);
-    return_gap(pool, off, off + block.size, freed.freed);
+    return_gap(pool, off, off + block.size);
     // Memory above the release threshold goes back at the next synchronization, not here.
   }
 
@@ -664,6 +666,66 @@ class SimDevice final : public Device {
     const Bytes before = pool.usage.reserved_current;
     release_idle(pool, keep);
     add_modeled_call_seconds(kPoolTrimCostPerGranule * double((before - pool.usage.reserved_current) / kPoolGranule));
+  }
+
+  // See sim_pool_consistency (device.h).
+  std::string pool_consistency(PoolHandle h) const {
+    if (h < 0 || static_cast<std::size_t>(h) >= pools_.size() || !pools_[h].alive)
+      throw DeviceError(fmt::format("simulated device: no memory pool {}", h));
+    const PoolModel& pool = pools_[h];
+    using Range = std::pair<Bytes, Bytes>;  // [start, end)
+    auto str = [](const Range& r) { return fmt::format("[{:#x}, {:#x})", r.first, r.second); };
+    // The free memory between live blocks.
+    std::vector<Range> blocks, free;
+    pool.live.for_each([&](Bytes off, const PoolBlock& b) { blocks.emplace_back(off, off + b.size); });
+    std::sort(blocks.begin(), blocks.end());
+    Bytes at = 0;
+    for (const Range& b : blocks) {
+      if (b.first < at) return "live blocks overlap at " + str(b);
+      if (b.first > at) free.emplace_back(at, b.first);
+      at = b.second;
+    }
+    if (at < kPoolSpan) free.emplace_back(at, kPoolSpan);
+    std::vector<Range> gaps;
+    for (const PoolGap& g : pool.gaps) gaps.emplace_back(g.start, g.end);
+    if (gaps != free) return "the gaps are not the free memory between live blocks";
+    // recent (merged within a stream) and settled (merged), each in address order, disjoint.
+    std::vector<Range> pieces;
+    for (auto it = pool.recent.begin(); it != pool.recent.end(); ++it) {
+      const Range r{it->first, it->first + it->second.size};
+      if (r.first >= r.second) return "an empty recent free at " + str(r);
+      if (it != pool.recent.begin()) {
+        const auto prev = std::prev(it);
+        const Bytes prev_end = prev->first + prev->second.size;
+        if (prev_end > r.first) return "recent frees out of order or overlapping at " + str(r);
+        if (prev_end == r.first && prev->second.stream == it->second.stream)
+          return "a stream's touching recent frees not merged at " + str(r);
+      }
+      pieces.push_back(r);
+    }
+    for (std::size_t i = 0; i < pool.settled.size(); ++i) {
+      const SettledRange& s = pool.settled[i];
+      if (s.start >= s.end) return "an empty settled range at " + str({s.start, s.end});
+      if (i && pool.settled[i - 1].end >= s.start)
+        return "settled ranges out of order, overlapping or not merged at " + str({s.start, s.end});
+      pieces.emplace_back(s.start, s.end);
+    }
+    std::sort(pieces.begin(), pieces.end());
+    std::vector<Range> merged;
+    for (const Range& r : pieces) {
+      if (!merged.empty() && merged.back().second > r.first) return "a recent free overlaps a settled range at " + str(r);
+      if (!merged.empty() && merged.back().second == r.first) merged.back().second = r.second;
+      else merged.push_back(r);
+    }
+    if (merged != free) return "the recent frees and settled ranges are not the free memory between live blocks";
+    // Every pending range lies in the recent frees.
+    for (const auto& [off, p] : pool.pending) {
+      auto it = std::upper_bound(pool.recent.begin(), pool.recent.end(), off,
+                                 [](Bytes o, const RangeList::Entry& e) { return o < e.first; });
+      if (it == pool.recent.begin() || std::prev(it)->first + std::prev(it)->second.size < off + p.size)
+        return "a pending range not among the recent frees at " + str({off, off + p.size});
+    }
+    return "";
   }
 
   MemPoolUsage pool_usage(PoolHandle h) const override {
@@ -826,15 +888,14 @@ class SimDevice final : public Device {
     return std::prev(std::upper_bound(pool.gaps.begin(), pool.gaps.end(), at,
                                       [](Bytes o, const PoolGap& g) { return o < g.start; }));
   }
-  // [start, end) lies in one free gap (it was chosen among them): cut it out; what is left of
-  // the gap keeps its age.
+  // [start, end) lies in one free gap (it was chosen among them): cut it out.
   static void take_gap(PoolModel& pool, Bytes start, Bytes end) {
     auto it = gap_at(pool, start);
     const Bytes s = it->start, e = it->end;
     assert(s <= start && end <= e);
     if (s < start && end < e) {
       it->end = start;
-      pool.gaps.insert(it + 1, PoolGap{end, e, it->freed});
+      pool.gaps.insert(it + 1, PoolGap{end, e});
     } else if (s < start) {
       it->end = start;
     } else if (end < e) {
@@ -843,25 +904,21 @@ class SimDevice final : public Device {
       pool.gaps.erase(it);
     }
   }
-  // A live block's range becomes free (free number `freed`, the newest): merged with the gaps it
-  // touches, and as old as its own free.
-  static void return_gap(PoolModel& pool, Bytes start, Bytes end, std::uint64_t freed) {
+  // A live block's range becomes free: merged with the gaps it touches.
+  static void return_gap(PoolModel& pool, Bytes start, Bytes end) {
     auto next = std::lower_bound(pool.gaps.begin(), pool.gaps.end(), start,
                                  [](const PoolGap& g, Bytes o) { return g.start < o; });
     const bool joins_prev = next != pool.gaps.begin() && std::prev(next)->end == start;
     const bool joins_next = next != pool.gaps.end() && next->start == end;
     if (joins_prev && joins_next) {
       std::prev(next)->end = next->end;
-      std::prev(next)->freed = freed;
       pool.gaps.erase(next);
     } else if (joins_prev) {
       std::prev(next)->end = end;
-      std::prev(next)->freed = freed;
     } else if (joins_next) {
       next->start = start;
-      next->freed = freed;
     } else {
-      pool.gaps.insert(next, PoolGap{start, end, freed});
+      pool.gaps.insert(next, PoolGap{start, end});
     }
   }
 
@@ -883,6 +940,22 @@ class SimDevice final : public Device {
       }
     }
     pool.recent.insert(next, start, r);
+  }
+
+  // The age of the free range [start, end) (a gap, or one between blocks and other streams'
+  // pending frees) for best fit over every free range: the newest of the recent frees and settled
+  // ranges it holds (each lies wholly inside), as scripts/probe/pool_settle_rule.py merges them.
+  // Not the newest free ever merged into it: a part taken since counts no more, and the rest of
+  // a recent free a request split is as new as the split.
+  static std::uint64_t merged_age(const PoolModel& pool, Bytes start, Bytes end) {
+    std::uint64_t age = 0;
+    auto s = std::lower_bound(pool.settled.begin(), pool.settled.end(), start,
+                              [](const SettledRange& r, Bytes o) { return r.start < o; });
+    for (; s != pool.settled.end() && s->start < end; ++s) age = std::max(age, s->freed);
+    auto r = std::lower_bound(pool.recent.begin(), pool.recent.end(), start,
+                              [](const RangeList::Entry& e, Bytes o) { return e.first < o; });
+    for (; r != pool.recent.end() && r->first < end; ++r) age = std::max(age, r->second.freed);
+    return age;
   }
 
   // Whether every granule of [start, end) has memory.
@@ -1039,6 +1112,12 @@ DeviceInfo sim_device_info(const SimDeviceOptions& o) {
 
 std::unique_ptr<Device> make_sim_device(const SimDeviceOptions& options) {
   return std::make_unique<SimDevice>(options);
+}
+
+std::string sim_pool_consistency(const Device& sim, int pool) {
+  const auto* d = dynamic_cast<const SimDevice*>(&sim);
+  if (!d) throw DeviceError("sim_pool_consistency: not a simulated device");
+  return d->pool_consistency(pool);
 }
 
 }  // namespace gmb
