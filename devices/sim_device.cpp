@@ -311,11 +311,6 @@ class RangeList {
   std::vector<Entry> v_;
 };
 
-// A free range between live blocks, [start, end) (its age: PoolModel::merged_age).
-struct PoolGap {
-  Bytes start = 0, end = 0;
-};
-
 // A settled free range (see PoolModel::settled): [start, end), the pool clock at its newest free
 // and at the settle that made it (a range merged from several is as new as the newest of each).
 struct SettledRange {
@@ -338,12 +333,9 @@ struct PoolModel {
   // holds, or a synchronize), as many as the GPU has reached by then. Disjoint from `recent`, in
   // address order; the last one ends at kPoolSpan unless a live block or recent free does.
   std::vector<SettledRange> settled{{0, kPoolSpan, 0, 0}};
+  // `recent` and `settled` together are the free memory between live blocks: best fit over
+  // every free range walks both, merging touching ranges, and never the live blocks.
   GranuleSet backed;  // granule indices with physical memory
-  // The free ranges between live blocks, merged across both tiers, in address order: what the
-  // last best fit searches, so that a request does not walk every live block (a vector: a
-  // search reads most of them, and they are few next to the blocks). The last one ends at
-  // kPoolSpan unless a live block does.
-  std::vector<PoolGap> gaps{{0, kPoolSpan}};
   // The pool's clock, one tick a cudaMallocAsync or cudaFreeAsync: the age of a free range.
   std::uint64_t clock = 0;
   MemPoolUsage usage;
@@ -536,7 +528,6 @@ class SimDevice final : public Device {
     give_physical(pool.backed.size() * kPoolGranule);
     pool.backed.clear();
     pool.live = LiveMap<PoolBlock>{};
-    pool.gaps = {{0, kPoolSpan}};
     pool.settled = {{0, kPoolSpan, 0, 0}};
     pool.pending.clear();
     pool.recent.clear();
@@ -591,14 +582,12 @@ class SimDevice final : public Device {
     Bytes tail = 0;
     if (best) {
       // placed in a recent free or a settled range
-    } else if (!blocked) {  // the gaps between live blocks
-      tail = !pool.gaps.empty() && pool.gaps.back().end == kPoolSpan ? pool.gaps.back().start : kPoolSpan;
-      for (const PoolGap& g : pool.gaps) {
-        const Bytes len = g.end - g.start;
-        if (g.start == tail || len < size || len > best_len) continue;  // most are: age only the candidates
-        const std::uint64_t age = merged_age(pool, g.start, g.end);
-        if (better(len, age, 0)) take_best(g.start, len, age, 0);
-      }
+    } else if (!blocked) {  // the free memory between live blocks
+      tail = kPoolSpan;
+      for_each_free_run(pool, [&](Bytes start, Bytes end, std::uint64_t age) {
+        if (end == kPoolSpan) tail = start;
+        else if (better(end - start, age, 0)) take_best(start, end - start, age, 0);
+      });
     } else {  // the gaps between live blocks and those ranges
       std::vector<std::pair<Bytes, Bytes>> occupied;  // [start, end)
       occupied.reserve(pool.live.size() + pool.pending.size());
@@ -638,7 +627,6 @@ class SimDevice final : public Device {
     drop_overlap(pool.pending, offset, offset + size);
     drop_overlap(pool.recent, offset, offset + size, tick);
     cut_settled(pool, offset, offset + size);
-    take_gap(pool, offset, offset + size);
     pool.live.put(offset, PoolBlock{size, bytes, stream});
     pool.usage.used_current += bytes;
     pool.usage.used_high = std::max(pool.usage.used_high, pool.usage.used_current);
@@ -657,7 +645,6 @@ class SimDevice final : public Device {
     const PoolRange freed{block.size, stream, ++pool.clock, gpu_reaches_now()};
     if (!pool.cross_stream_reuse()) pool.pending.set(off, freed);
     add_recent(pool, off, freed);
-    return_gap(pool, off, off + block.size);
     // Memory above the release threshold goes back at the next synchronization, not here.
   }
 
@@ -686,9 +673,6 @@ class SimDevice final : public Device {
       at = b.second;
     }
     if (at < kPoolSpan) free.emplace_back(at, kPoolSpan);
-    std::vector<Range> gaps;
-    for (const PoolGap& g : pool.gaps) gaps.emplace_back(g.start, g.end);
-    if (gaps != free) return "the gaps are not the free memory between live blocks";
     // recent (merged within a stream) and settled (merged), each in address order, disjoint.
     std::vector<Range> pieces;
     for (auto it = pool.recent.begin(); it != pool.recent.end(); ++it) {
@@ -883,45 +867,6 @@ class SimDevice final : public Device {
     }
   }
 
-  // The gap that holds offset `at` (a free offset).
-  static std::vector<PoolGap>::iterator gap_at(PoolModel& pool, Bytes at) {
-    return std::prev(std::upper_bound(pool.gaps.begin(), pool.gaps.end(), at,
-                                      [](Bytes o, const PoolGap& g) { return o < g.start; }));
-  }
-  // [start, end) lies in one free gap (it was chosen among them): cut it out.
-  static void take_gap(PoolModel& pool, Bytes start, Bytes end) {
-    auto it = gap_at(pool, start);
-    const Bytes s = it->start, e = it->end;
-    assert(s <= start && end <= e);
-    if (s < start && end < e) {
-      it->end = start;
-      pool.gaps.insert(it + 1, PoolGap{end, e});
-    } else if (s < start) {
-      it->end = start;
-    } else if (end < e) {
-      it->start = end;
-    } else {
-      pool.gaps.erase(it);
-    }
-  }
-  // A live block's range becomes free: merged with the gaps it touches.
-  static void return_gap(PoolModel& pool, Bytes start, Bytes end) {
-    auto next = std::lower_bound(pool.gaps.begin(), pool.gaps.end(), start,
-                                 [](const PoolGap& g, Bytes o) { return g.start < o; });
-    const bool joins_prev = next != pool.gaps.begin() && std::prev(next)->end == start;
-    const bool joins_next = next != pool.gaps.end() && next->start == end;
-    if (joins_prev && joins_next) {
-      std::prev(next)->end = next->end;
-      pool.gaps.erase(next);
-    } else if (joins_prev) {
-      std::prev(next)->end = end;
-    } else if (joins_next) {
-      next->start = start;
-    } else {
-      pool.gaps.insert(next, PoolGap{start, end});
-    }
-  }
-
   // A freed range joins the recent frees, merged with those of the same stream it touches (the
   // merged range is as old as this, the newest, free).
   static void add_recent(PoolModel& pool, Bytes start, PoolRange r) {
@@ -942,11 +887,42 @@ class SimDevice final : public Device {
     pool.recent.insert(next, start, r);
   }
 
-  // The age of the free range [start, end) (a gap, or one between blocks and other streams'
-  // pending frees) for best fit over every free range: the newest of the recent frees and settled
-  // ranges it holds (each lies wholly inside), as scripts/probe/pool_settle_rule.py merges them.
-  // Not the newest free ever merged into it: a part taken since counts no more, and the rest of
-  // a recent free a request split is as new as the split.
+  // f(start, end, age) for each run of touching free ranges, recent and settled merged, in
+  // address order: the free memory between live blocks; its age the newest of the ranges it
+  // holds, as scripts/probe/pool_settle_rule.py merges them (not the newest free ever merged into
+  // it: a part taken since counts no more, and the rest of a recent free a request split is as
+  // new as the split). The last run ends at kPoolSpan unless a live block does.
+  template <class F>
+  static void for_each_free_run(const PoolModel& pool, F&& f) {
+    auto r = pool.recent.begin();
+    auto s = pool.settled.begin();
+    Bytes run_start = 0, run_end = 0;
+    std::uint64_t age = 0;
+    bool open = false;
+    while (r != pool.recent.end() || s != pool.settled.end()) {
+      Bytes start, end;
+      std::uint64_t freed;
+      if (s == pool.settled.end() || (r != pool.recent.end() && r->first < s->start)) {
+        start = r->first, end = r->first + r->second.size, freed = r->second.freed;
+        ++r;
+      } else {
+        start = s->start, end = s->end, freed = s->freed;
+        ++s;
+      }
+      if (open && start == run_end) {
+        run_end = end;
+        age = std::max(age, freed);
+        continue;
+      }
+      if (open) f(run_start, run_end, age);
+      run_start = start, run_end = end, age = freed, open = true;
+    }
+    if (open) f(run_start, run_end, age);
+  }
+
+  // The age of the free range [start, end) between live blocks and other streams' pending frees
+  // (best fit over every free range this stream may use): the newest of the recent frees and
+  // settled ranges it holds (each lies wholly inside), as for_each_free_run ages a run.
   static std::uint64_t merged_age(const PoolModel& pool, Bytes start, Bytes end) {
     std::uint64_t age = 0;
     auto s = std::lower_bound(pool.settled.begin(), pool.settled.end(), start,
