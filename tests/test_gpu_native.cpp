@@ -209,9 +209,7 @@ TEST(NativeModel, MemPoolMixesOnSimReachTheRecordedH200Peak) {
     Bytes gpu_peak = 0;
     std::size_t rows = 0;
     while (std::getline(in, line)) {
-      std::vector<std::string> c;
-      std::istringstream ls(line);
-      for (std::string cell; std::getline(ls, cell, ',');) c.push_back(cell);
+      const std::vector<std::string> c = torch_ref::csv_cells(line);
       ASSERT_EQ(c.size(), 8u) << path << ": bad row " << line;
       gpu_peak = std::max<Bytes>(gpu_peak, std::stoull(c[4]));
       ++rows;

@@ -302,9 +302,7 @@ static MixReplay replay_recorded_mix(const std::string& file, bool sync_after_fr
   std::getline(in, line);  // op,kind,slot,bytes,offset,reserved,used,device_free
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> c;
-    std::istringstream ls(line);
-    for (std::string cell; std::getline(ls, cell, ',');) c.push_back(cell);
+    const std::vector<std::string> c = torch_ref::csv_cells(line);
     if (c.size() != 8) throw std::runtime_error(path + ": bad row " + line);
     const std::uint64_t slot = std::stoull(c[2]);
     if (c[1] == "alloc") {
@@ -391,11 +389,8 @@ TEST(SimMemPool, ScriptedPatternsMakeTheH200sEveryDecision) {
   DevPtr base = 0;
   std::size_t allocs = 0, patterns = 0;
   while (std::getline(f, line)) {
-    std::vector<std::string> c;
-    std::istringstream ls(line);
-    for (std::string cell; std::getline(ls, cell, ',');) c.push_back(cell);
-    ASSERT_GE(c.size(), 6u) << line;
-    if (c.size() == 6) c.push_back("");  // a trailing empty cell
+    const std::vector<std::string> c = torch_ref::csv_cells(line);
+    ASSERT_EQ(c.size(), 7u) << line;
     if (c[0] != pattern) {
       pattern = c[0];
       P = std::make_unique<SimPool>();
@@ -440,9 +435,7 @@ TEST(SimMemPool, RandomOpsMakeTheSettleRulesEveryDecision) {
   std::map<std::string, DevPtr> live;
   std::size_t allocs = 0, patterns = 0, elsewhere = 0;
   while (std::getline(in, line)) {
-    std::vector<std::string> c;
-    std::istringstream ls(line);
-    for (std::string cell; std::getline(ls, cell, ',');) c.push_back(cell);
+    const std::vector<std::string> c = torch_ref::csv_cells(line);
     ASSERT_EQ(c.size(), 7u) << line;
     if (c[0] != pattern) {
       pattern = c[0];

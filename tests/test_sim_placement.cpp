@@ -178,9 +178,7 @@ TEST(SimPlacement, RecordedCudaMallocMixesGetTheH200sOffsetsAndMemoryAfterEveryO
           start_free = std::stoull(line.substr(20));
           continue;
         }
-        std::vector<std::string> c;
-        std::istringstream ls(line);
-        for (std::string cell; std::getline(ls, cell, ',');) c.push_back(cell);
+        const std::vector<std::string> c = torch_ref::csv_cells(line);
         ASSERT_EQ(c.size(), 6u) << path << ": bad row " << line;
         ASSERT_TRUE(start_free) << path << ": no '# start device_free' line before the ops";
         const std::size_t op = std::stoull(c[0]);

@@ -54,6 +54,15 @@ struct Row {
 
 inline bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
+// A CSV line's comma-separated cells (no quoting), a trailing empty cell included.
+inline std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::istringstream ls(line);
+  for (std::string cell; std::getline(ls, cell, ',');) cells.push_back(cell);
+  if (!line.empty() && line.back() == ',') cells.emplace_back();
+  return cells;
+}
+
 #ifdef GMB_HAVE_ZLIB
 inline std::string read_gz(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
@@ -89,11 +98,7 @@ inline std::vector<Row> parse_rows(const std::string& text, const std::string& n
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    std::vector<std::string> f;
-    std::string cell;
-    std::istringstream ls(line);
-    while (std::getline(ls, cell, ',')) f.push_back(cell);
-    if (line.back() == ',') f.emplace_back();
+    const std::vector<std::string> f = csv_cells(line);
     if (f.size() != 6 + kNumFields) throw std::runtime_error(name + ": bad row: " + line);
     Row r;
     r.event = std::stoll(f[0]);
