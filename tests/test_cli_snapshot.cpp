@@ -30,7 +30,10 @@ TEST(CliSnapshot, UsesTheSnapshotsOwnSettingsAndSaysSo) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "replaying device 0, the only one in the snapshot")) << r.out;
   EXPECT_TRUE(has(r.out, "allocator settings: the recorded \"\" (--alloc-conf replaces them)"));
-  EXPECT_TRUE(has(r.out, "capacity: 80.0 GiB, the simulated device's default: a snapshot records neither the device's size nor a memory fraction"));
+  // The note gives the capacity the replay runs at: the table's heading says the same.
+  EXPECT_TRUE(has(r.out, "capacity: 139.80 GiB, the simulated device's default (an H200's whole memory): a snapshot "
+                         "records neither the device's size nor a memory fraction")) << r.out;
+  EXPECT_TRUE(has(r.out, "\n### trace[basic.pickle] @ 139.80 GiB\n")) << r.out;
   EXPECT_TRUE(has(r.out, "reproduces the recorded run: yes (3 segment events and 0 OOMs, same sizes, same order) (on the "
                          "simulated device)"));
   EXPECT_TRUE(has(r.out, "\n### trace[basic.pickle] @ ")) << r.out;

@@ -317,8 +317,9 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   } else if (a.capacity.empty() && snapshot) {
     notes.push_back(fmt::format("capacity: {}: a snapshot records neither the device's size nor a memory fraction "
                                 "(--capacity gives the card, --memory-limit the fraction's limit)",
-                                resolve_device(spec.choice) == DeviceChoice::Sim ? "80.0 GiB, the simulated device's default"
-                                                                                  : "the whole card"));
+                                resolve_device(spec.choice) == DeviceChoice::Sim
+                                    ? format_bytes(kH200CardBytes) + ", the simulated device's default (an H200's whole memory)"
+                                    : std::string("the whole card")));
   }
   {
     // Check the options before running anything.
