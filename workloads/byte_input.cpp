@@ -4,12 +4,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
 #include <zlib.h>
+
+#if GMB_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 namespace gmb {
 
@@ -40,6 +45,7 @@ class FileBytes final : public ByteInput {
       : ByteInput(std::move(path)), f_(f), head_(std::move(head)) {}
   ~FileBytes() override { std::fclose(f_); }
   bool gzip() const override { return false; }
+  std::uint64_t size_hint() const override { return file_bytes_; }
 
  protected:
   std::size_t produce(char* dst, std::size_t room) override {
@@ -72,6 +78,15 @@ class GzipBytes final : public ByteInput {
     std::fclose(f_);
   }
   bool gzip() const override { return true; }
+  // The last member's ISIZE field (its last 4 bytes: the inflated length modulo 2^32), read
+  // without moving the stream; no more than deflate can inflate that file to (1032 to 1).
+  bool whole_content(std::uint64_t max_bytes, std::string& out) override;
+  std::uint64_t size_hint() const override {
+    unsigned char tail[4];
+    if (file_bytes_ < 18 || ::pread(::fileno(f_), tail, 4, static_cast<off_t>(file_bytes_ - 4)) != 4) return 0;
+    const std::uint64_t isize = tail[0] | tail[1] << 8 | tail[2] << 16 | std::uint64_t(tail[3]) << 24;
+    return std::min<std::uint64_t>(isize, file_bytes_ * 1032);
+  }
 
  protected:
   std::size_t produce(char* dst, std::size_t room) override {
@@ -139,6 +154,58 @@ class GzipBytes final : public ByteInput {
   bool member_started_ = false, done_ = false;
 };
 
+#if GMB_HAVE_LIBDEFLATE
+// libdeflate inflates a whole buffer 2-3 times as fast as zlib's streaming inflate (a 6.9 MB
+// snapshot: 2.1-2.9 ms against 5.9-6.5 ms, both checking the CRC). The compressed file is read
+// whole (pread: the stream's position does not move), each member inflated into room sized by
+// its own length field, grown and the member inflated again where that field was wrong. Any
+// failure returns false, and the streaming path reads the file and reports what is wrong.
+bool GzipBytes::whole_content(std::uint64_t max_bytes, std::string& out) {
+  if (!file_bytes_ || file_bytes_ > max_bytes) return false;
+  std::string packed(static_cast<std::size_t>(file_bytes_), '\0');
+  for (std::size_t got = 0; got < packed.size();) {
+    const ssize_t n = ::pread(::fileno(f_), packed.data() + got, packed.size() - got, static_cast<off_t>(got));
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+  }
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
+                                                                                libdeflate_free_decompressor);
+  if (!d) return false;
+  out.clear();
+  std::size_t in_at = 0;
+  while (in_at < packed.size()) {
+    const std::size_t left = packed.size() - in_at;
+    if (left < 18) return false;  // not a whole member
+    const auto* tail = reinterpret_cast<const unsigned char*>(packed.data() + packed.size() - 4);
+    // The last member's length field is at the file's end (the only member's, mostly); an
+    // earlier member's is not known before it is inflated: then four times its compressed
+    // bytes to start with, doubled until it fits.
+    const std::uint64_t isize = tail[0] | tail[1] << 8 | tail[2] << 16 | std::uint64_t(tail[3]) << 24;
+    std::uint64_t room = std::max<std::uint64_t>(in_at == 0 ? isize : 0, 4 * std::uint64_t(left));
+    for (;;) {
+      if (out.size() + room > max_bytes) room = max_bytes - out.size() + 1;
+      const std::size_t at = out.size();
+      out.resize(at + static_cast<std::size_t>(room));
+      std::size_t in_used = 0, out_made = 0;
+      const libdeflate_result r = libdeflate_gzip_decompress_ex(d.get(), packed.data() + in_at, left, out.data() + at,
+                                                                static_cast<std::size_t>(room), &in_used, &out_made);
+      if (r == LIBDEFLATE_SUCCESS) {
+        out.resize(at + out_made);
+        in_at += in_used;
+        break;
+      }
+      out.resize(at);
+      if (r != LIBDEFLATE_INSUFFICIENT_SPACE || at + room > max_bytes) return false;
+      room *= 2;
+    }
+    if (out.size() > max_bytes) return false;
+  }
+  return true;
+}
+#else
+bool GzipBytes::whole_content(std::uint64_t, std::string&) { return false; }
+#endif
+
 }  // namespace
 
 ByteInput::ByteInput(std::string path) : path_(std::move(path)), buf_(kBlock) {}
@@ -168,18 +235,54 @@ std::unique_ptr<ByteInput> ByteInput::open(const std::string& path) {
   if (gz) in = std::make_unique<GzipBytes>(path, f, std::move(head));
   else in = std::make_unique<FileBytes>(path, f, std::move(head));
   in->regular_file_ = S_ISREG(st.st_mode);
+  if (in->regular_file_) in->file_bytes_ = static_cast<std::uint64_t>(st.st_size);
   return in;
 }
 
 std::string ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what) {
+  auto too_large = [&] {
+    fail(fmt::format("{} is larger than {} MiB (the most read whole)", what, max_bytes >> 20));
+  };
+  // Produced straight into the result, not through the buffer, in room made once where the
+  // file says its length (a snapshot of hundreds of MB would otherwise be copied at every
+  // doubling, and once more from the buffer). The hint is trusted up to 1 GiB: a file that
+  // lies about its length makes the result grow as it would without one.
+  {
+    // The whole content at once where the input can (then what was consumed is dropped).
+    std::string whole;
+    if (whole_content(max_bytes, whole) && whole.size() >= offset()) {
+      whole.erase(0, static_cast<std::size_t>(offset()));
+      base_ = offset() + whole.size();  // all consumed: offset() is the content's length
+      pos_ = end_ = 0;
+      ended_ = true;
+      return whole;
+    }
+  }
+  const std::string_view b = buffered();
+  if (b.size() > max_bytes) too_large();
+  const std::uint64_t cap = max_bytes + 1;  // one byte more than allowed: the test for too much
+  std::uint64_t room = b.size() + std::max<std::uint64_t>(std::min<std::uint64_t>(size_hint(), 1ull << 30), kBlock);
   std::string content;
-  do {
-    const std::string_view b = buffered();
-    if (content.size() + b.size() > max_bytes)
-      fail(fmt::format("{} is larger than {} MiB (the most read whole)", what, max_bytes >> 20));
-    content.append(b.data(), b.size());
-    consume(b.size());
-  } while (refill());
+  content.resize(static_cast<std::size_t>(std::min(room, cap)));
+  std::memcpy(content.data(), b.data(), b.size());
+  consume(b.size());
+  std::size_t filled = b.size();
+  while (!ended_) {
+    if (filled == content.size()) {
+      if (filled >= cap) too_large();
+      content.resize(static_cast<std::size_t>(std::min<std::uint64_t>(cap, std::max<std::uint64_t>(2 * filled, filled + kBlock))));
+    }
+    // At most 1 GiB a call (zlib counts its output room in 32 bits).
+    const std::size_t n = produce(content.data() + filled, std::min<std::size_t>(content.size() - filled, std::size_t(1) << 30));
+    if (n == 0) {
+      ended_ = true;
+      break;
+    }
+    filled += n;
+    base_ += n;  // consumed as produced: offset() counts them
+  }
+  if (filled > max_bytes) too_large();
+  content.resize(filled);
   return content;
 }
 

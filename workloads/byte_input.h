@@ -60,6 +60,15 @@ class ByteInput {
   explicit ByteInput(std::string path);
   // Appends up to `room` bytes of content at `dst`; 0 at the end. Throws TraceError.
   virtual std::size_t produce(char* dst, std::size_t room) = 0;
+  // What the file says the whole content's length is, 0 where it does not say (a pipe): only a
+  // hint, for sizing (a gzip stream's own length field, taken modulo 2^32, is that of its last
+  // member).
+  virtual std::uint64_t size_hint() const { return 0; }
+  // The whole content from its first byte, at most max_bytes, where this input can give it
+  // faster than produce() block by block: false where it cannot or does not (read_rest then
+  // streams, which also gives the precise message for damaged input).
+  virtual bool whole_content(std::uint64_t /*max_bytes*/, std::string& /*out*/) { return false; }
+  std::uint64_t file_bytes_ = 0;  // a regular file's length on disk, 0 otherwise
 
  private:
   std::string path_;

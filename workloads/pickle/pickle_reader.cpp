@@ -442,7 +442,21 @@ class Builder {
       case 'K': push(add_int(static_cast<std::int64_t>(le(1)))); return;  // BININT1
       case 'M': push(add_int(static_cast<std::int64_t>(le(2)))); return;  // BININT2
       case 'J': push(add_int(static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4))))); return;  // BININT
-      case 0x8a: push(add_long(take(le(1)))); return;  // LONG1
+      case 0x8a: {  // LONG1
+        const std::uint64_t n = le(1);
+        // The common case (addresses, times): 1 to 8 bytes, read as one 8-byte load where the
+        // input has 8 bytes left (it has: the STOP opcode at least follows), sign-extended.
+        if (n - 1 < 8 && in_.size() - pos_ >= 8) {
+          std::uint64_t v = little_endian(in_.data() + pos_, 8);
+          const unsigned drop = static_cast<unsigned>(64 - 8 * n);  // bytes after the number
+          v = static_cast<std::uint64_t>(static_cast<std::int64_t>(v << drop) >> drop);
+          pos_ += n;
+          push(add_int(static_cast<std::int64_t>(v)));
+          return;
+        }
+        push(add_long(take(n)));
+        return;
+      }
       case 0x8b: {                                     // LONG4
         auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)));
         if (n < 0) fail(op_at_, "LONG4 with a negative length");
