@@ -288,5 +288,77 @@ TEST(TraceInput, ByteInputReadsExactlyAndNamesTheOffsetWhereTheContentEnds) {
   fs::remove_all(dir);
 }
 
+// read_rest (what a snapshot is read with): the whole content, however the file is cut into
+// gzip members and whatever their length fields say, after what was consumed; damage and too
+// much content are errors with the offset, as when the stream is read block by block.
+TEST(TraceInput, ReadRestGivesTheWholeContentOfEveryGzipLayout) {
+  auto dir = temp_dir("trace_in");
+  std::string text;
+  for (int i = 0; text.size() < (3u << 20); ++i) text += "line " + std::to_string(i * 7919 % 100003) + "\n";
+  const std::string a = text.substr(0, 1000), b = text.substr(1000, 2u << 20), c = text.substr(1000 + (2u << 20));
+  auto rest_of = [&](const std::string& name, const std::string& bytes, std::size_t consumed = 0) {
+    write_text(dir / name, bytes);
+    auto in = ByteInput::open((dir / name).string());
+    if (consumed) {
+      in->peek(consumed);
+      in->consume(consumed);
+    }
+    std::string got = in->read_rest(std::uint64_t(1) << 30, "the content");
+    EXPECT_EQ(in->offset(), text.size()) << name;
+    EXPECT_TRUE(in->at_end()) << name;
+    return got;
+  };
+  EXPECT_EQ(rest_of("one.gz", gzip_of(text)), text);
+  EXPECT_EQ(rest_of("plain.txt", text), text);
+  // Three members: the first member's length is not at the file's end; the last one's is short.
+  EXPECT_EQ(rest_of("three.gz", gzip_of(a) + gzip_of(b) + gzip_of(c)), text);
+  EXPECT_EQ(rest_of("small_last.gz", gzip_of(text.substr(0, text.size() - 10)) + gzip_of(text.substr(text.size() - 10))), text);
+  // What was consumed before (a format's head) is not given again.
+  EXPECT_EQ(rest_of("consumed.gz", gzip_of(text), 100), text.substr(100));
+  EXPECT_EQ(rest_of("consumed.txt", text, 100), text.substr(100));
+
+  // Damage: named with its offsets, as the stream names it.
+  const std::string gz = gzip_of(text);
+  write_text(dir / "cut.gz", gz.substr(0, gz.size() / 2));
+  try {
+    ByteInput::open((dir / "cut.gz").string())->read_rest(std::uint64_t(1) << 30, "the content");
+    ADD_FAILURE() << "no error";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("cut.gz: byte "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("truncated gzip stream"), std::string::npos) << e.what();
+  }
+  std::string crc = gz;
+  crc[crc.size() - 6] ^= 1;  // the CRC field
+  write_text(dir / "crc.gz", crc);
+  try {
+    ByteInput::open((dir / "crc.gz").string())->read_rest(std::uint64_t(1) << 30, "the content");
+    ADD_FAILURE() << "no error";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("crc.gz: byte "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("corrupt gzip data (incorrect data check)"), std::string::npos) << e.what();
+  }
+  // A length field that is not the content's: damage too (gzip checks it).
+  std::string lie = gz;
+  lie[lie.size() - 3] ^= 0x7f;
+  write_text(dir / "lie.gz", lie);
+  try {
+    ByteInput::open((dir / "lie.gz").string())->read_rest(std::uint64_t(1) << 30, "the content");
+    ADD_FAILURE() << "no error";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt gzip data (incorrect length check)"), std::string::npos) << e.what();
+  }
+  // More than the most read whole.
+  for (const char* name : {"one.gz", "plain.txt", "three.gz"}) {
+    try {
+      ByteInput::open((dir / name).string())->read_rest(std::uint64_t(1) << 20, "the content");
+      ADD_FAILURE() << name << ": no error";
+    } catch (const TraceError& e) {
+      EXPECT_NE(std::string(e.what()).find("the content is larger than 1 MiB (the most read whole)"), std::string::npos)
+          << e.what();
+    }
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace gmb
