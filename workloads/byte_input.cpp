@@ -286,7 +286,9 @@ std::string ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what)
   return content;
 }
 
-bool ByteInput::refill() {
+bool ByteInput::refill() { return refill_at_most(SIZE_MAX); }
+
+bool ByteInput::refill_at_most(std::size_t want) {
   if (ended_) return false;
   // Keep the unconsumed bytes at the front; grow when they fill half the buffer.
   if (pos_ > 0) {
@@ -296,7 +298,7 @@ bool ByteInput::refill() {
     pos_ = 0;
   }
   if (buf_.size() - end_ < kBlock / 2) buf_.resize(buf_.size() * 2);
-  const std::size_t n = produce(buf_.data() + end_, buf_.size() - end_);
+  const std::size_t n = produce(buf_.data() + end_, std::min(buf_.size() - end_, want));
   if (n == 0) {
     ended_ = true;
     return false;
@@ -306,7 +308,9 @@ bool ByteInput::refill() {
 }
 
 std::string_view ByteInput::peek(std::size_t n) {
-  while (end_ - pos_ < n && refill()) {
+  // No more than asked for, by 64 KiB at least: the format's head is peeked at before a
+  // snapshot is read whole (a full buffer would be 1 MiB inflated twice).
+  while (end_ - pos_ < n && refill_at_most(std::max<std::size_t>(n - (end_ - pos_), std::size_t(64) << 10))) {
   }
   return buffered().substr(0, n);
 }

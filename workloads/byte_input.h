@@ -58,6 +58,7 @@ class ByteInput {
 
  protected:
   explicit ByteInput(std::string path);
+  bool refill_at_most(std::size_t want);  // refill(), producing at most `want` bytes
   // Appends up to `room` bytes of content at `dst`; 0 at the end. Throws TraceError.
   virtual std::size_t produce(char* dst, std::size_t room) = 0;
   // What the file says the whole content's length is, 0 where it does not say (a pipe): only a
