@@ -20,8 +20,8 @@ namespace {
 
 std::string inflated(const std::string& path) {
   auto in = gmb::ByteInput::open(path);
-  std::string content = in->read_rest(gmb::kMaxSnapshotBytes, "the snapshot");
-  return content;
+  const auto content = in->read_rest(gmb::kMaxSnapshotBytes, "the snapshot");
+  return std::string(content.data(), content.size());
 }
 
 const std::string& recording() {

@@ -16,7 +16,8 @@ namespace gmb::testing {
 
 // A committed H200 call log (gzip), `rel` from the source tree, as text.
 inline std::string h200_call_log(const std::string& rel) {
-  return gmb::ByteInput::open(source_path(rel))->read_rest(1ull << 30, "the H200's call log");
+  const auto text = gmb::ByteInput::open(source_path(rel))->read_rest(1ull << 30, "the H200's call log");
+  return std::string(text.data(), text.size());
 }
 
 // The call logs of `gpumembench --device sim --config configs/CONFIG.yaml --allocator cuda_mempool

@@ -22,7 +22,7 @@ inline std::string torch_snapshot_dir() {
 // The whole file (plain or gzip) converted; the tests need every op at once.
 inline PyTorchSnapshot load_torch_snapshot(const std::string& path) {
   auto in = ByteInput::open(path);
-  std::string content = in->read_rest(gmb::kMaxSnapshotBytes, "the snapshot");
+  const WholeContent content = in->read_rest(gmb::kMaxSnapshotBytes, "the snapshot");
   return convert_pytorch_snapshot(content, path);
 }
 

@@ -80,7 +80,7 @@ class GzipBytes final : public ByteInput {
   bool gzip() const override { return true; }
   // The last member's ISIZE field (its last 4 bytes: the inflated length modulo 2^32), read
   // without moving the stream; no more than deflate can inflate that file to (1032 to 1).
-  bool whole_content(std::uint64_t max_bytes, std::string& out) override;
+  bool whole_content(std::uint64_t max_bytes, WholeContent& out) override;
   std::uint64_t size_hint() const override {
     unsigned char tail[4];
     if (file_bytes_ < 18 || ::pread(::fileno(f_), tail, 4, static_cast<off_t>(file_bytes_ - 4)) != 4) return 0;
@@ -160,7 +160,7 @@ class GzipBytes final : public ByteInput {
 // whole (pread: the stream's position does not move), each member inflated into room sized by
 // its own length field, grown and the member inflated again where that field was wrong. Any
 // failure returns false, and the streaming path reads the file and reports what is wrong.
-bool GzipBytes::whole_content(std::uint64_t max_bytes, std::string& out) {
+bool GzipBytes::whole_content(std::uint64_t max_bytes, WholeContent& out) {
   if (!file_bytes_ || file_bytes_ > max_bytes) return false;
   std::string packed(static_cast<std::size_t>(file_bytes_), '\0');
   for (std::size_t got = 0; got < packed.size();) {
@@ -203,7 +203,7 @@ bool GzipBytes::whole_content(std::uint64_t max_bytes, std::string& out) {
   return true;
 }
 #else
-bool GzipBytes::whole_content(std::uint64_t, std::string&) { return false; }
+bool GzipBytes::whole_content(std::uint64_t, WholeContent&) { return false; }
 #endif
 
 }  // namespace
@@ -239,7 +239,7 @@ std::unique_ptr<ByteInput> ByteInput::open(const std::string& path) {
   return in;
 }
 
-std::string ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what) {
+WholeContent ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what) {
   auto too_large = [&] {
     fail(fmt::format("{} is larger than {} MiB (the most read whole)", what, max_bytes >> 20));
   };
@@ -249,7 +249,7 @@ std::string ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what)
   // lies about its length makes the result grow as it would without one.
   {
     // The whole content at once where the input can (then what was consumed is dropped).
-    std::string whole;
+    WholeContent whole;
     if (whole_content(max_bytes, whole) && whole.size() >= offset()) {
       whole.erase(0, static_cast<std::size_t>(offset()));
       base_ = offset() + whole.size();  // all consumed: offset() is the content's length
@@ -262,7 +262,7 @@ std::string ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what)
   if (b.size() > max_bytes) too_large();
   const std::uint64_t cap = max_bytes + 1;  // one byte more than allowed: the test for too much
   std::uint64_t room = b.size() + std::max<std::uint64_t>(std::min<std::uint64_t>(size_hint(), 1ull << 30), kBlock);
-  std::string content;
+  WholeContent content;
   content.resize(static_cast<std::size_t>(std::min(room, cap)));
   std::memcpy(content.data(), b.data(), b.size());
   consume(b.size());

@@ -73,7 +73,7 @@ std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteIn
   // starting like a pickle) would be read into memory without end.
   if (!in->regular_file())
     in->fail_at(0, "a PyTorch snapshot is read whole: give it as a regular file (plain or .gz), not a pipe or device");
-  std::string content = in->read_rest(kMaxSnapshotBytes, "the snapshot's content");
+  const WholeContent content = in->read_rest(kMaxSnapshotBytes, "the snapshot's content");
   const bool gzip = in->gzip();
   const std::string path = in->path();
   in.reset();

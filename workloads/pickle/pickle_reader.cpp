@@ -75,9 +75,12 @@ class Builder {
   Builder(std::string_view data, const std::string& file) : in_(data), file_(file) {
     // Most opcodes of a snapshot add a node and take 2 to 10 bytes: room for the usual count up
     // front, so the node vector is not copied as it grows (still proportional to the input).
+    // Items: a snapshot's are mostly memo references (2 to 5 bytes each) and small values, under
+    // one per 2 bytes of input; reserved, not touched (huge_page_allocator.h maps large blocks),
+    // so a vector of several MB is not copied as it grows.
     doc_.nodes_.reserve(data.size() / 8);
     doc_.spans_.reserve(data.size() / 64);
-    doc_.items_.reserve(data.size() / 8);
+    doc_.items_.reserve(data.size() / 2);
   }
 
   Document run() {
@@ -163,8 +166,13 @@ class Builder {
     Document::Span& s = doc_.spans_[span];
     const std::uint64_t n = to - from;
     if (s.size + n > s.capacity && s.offset + s.capacity == items.size()) {  // the last in items_: grows in place
-      items.resize(s.offset + s.size + n);
-      s.capacity = s.size + n;
+      // Appended, not resized then copied over: no zero-fill of what is written at once.
+      items.resize(s.offset + s.size);
+      items.insert(items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from),
+                   stack_.begin() + static_cast<std::ptrdiff_t>(to));
+      s.size += n;
+      s.capacity = s.size;
+      return;
     } else if (s.size + n > s.capacity) {  // moves to the end with twice the room
       const std::uint64_t room = std::max(s.size + n, 2 * s.capacity);
       const std::uint64_t at = items.size();
