@@ -1,5 +1,5 @@
 // A std::allocator that asks the kernel for transparent huge pages (madvise(MADV_HUGEPAGE)) for
-// blocks of kHugeThreshold bytes or more: a vector of tens of megabytes that is filled once (a
+// blocks of kHugeThreshold bytes (one huge page) or more: a vector of tens of megabytes that is filled once (a
 // parsed snapshot's nodes) otherwise takes a page fault every 4 KiB, a sixth of the parse time
 // on the build machine; with 2 MiB pages it takes one per 2 MiB. Smaller blocks, and systems
 // without madvise, use std::allocator. Where the kernel gives no huge page the memory is the
@@ -35,7 +35,7 @@ namespace gmb {
 template <class T>
 struct HugePageAllocator {
   using value_type = T;
-  static constexpr std::size_t kHugeThreshold = std::size_t(4) << 20;
+  static constexpr std::size_t kHugeThreshold = std::size_t(2) << 20;
   static constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
   HugePageAllocator() = default;

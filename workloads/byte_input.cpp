@@ -208,7 +208,7 @@ bool GzipBytes::whole_content(std::uint64_t, WholeContent&) { return false; }
 
 }  // namespace
 
-ByteInput::ByteInput(std::string path) : path_(std::move(path)), buf_(kBlock) {}
+ByteInput::ByteInput(std::string path) : path_(std::move(path)) {}
 
 std::unique_ptr<ByteInput> ByteInput::open(const std::string& path) {
   // Opened without blocking, so that a FIFO nobody writes to reads as empty instead of waiting
@@ -297,7 +297,10 @@ bool ByteInput::refill_at_most(std::size_t want) {
     end_ -= pos_;
     pos_ = 0;
   }
-  if (buf_.size() - end_ < kBlock / 2) buf_.resize(buf_.size() * 2);
+  // Made on the first refill, by as much as it asks for (64 KiB for the format's head, which
+  // is all a snapshot read whole takes from it), then a block; doubled when the unconsumed bytes
+  // leave less than half a block.
+  if (buf_.size() - end_ < std::min(want, kBlock / 2)) buf_.resize(std::max({2 * buf_.size(), end_ + std::min(want, kBlock)}));
   const std::size_t n = produce(buf_.data() + end_, std::min(buf_.size() - end_, want));
   if (n == 0) {
     ended_ = true;

@@ -81,6 +81,7 @@ class Builder {
     doc_.nodes_.reserve(data.size() / 8);
     doc_.spans_.reserve(data.size() / 64);
     doc_.items_.reserve(data.size() / 2);
+    memo_.reserve(data.size() / 16);  // a snapshot memoizes about one value per 36 bytes
   }
 
   Document run() {
@@ -585,7 +586,7 @@ class Builder {
   std::vector<Ref> stack_;
   std::vector<std::size_t> marks_;
   static constexpr Ref kNoMemo = UINT32_MAX;
-  std::vector<Ref> memo_;
+  std::vector<Ref, HugePageAllocator<Ref>> memo_;  // reserved with the nodes (Builder())
   std::size_t memo_count_ = 0;
   Document doc_;
 };
