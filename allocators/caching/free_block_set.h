@@ -10,7 +10,7 @@
 // of two, like TLSF) and keeps its blocks in a BlockSet (block_set.h) ordered by (size,
 // address), so ties still go to the lowest address. Bins are monotone in size: bin order, then
 // the order inside a bin, is the set's order. A bin holds a few blocks, so a best-fit search
-// is a bitmap scan and a look at one small leaf, and a block records its stream's bins (tbin),
+// is a bitmap scan and a look at one small leaf, and a block records its stream and bin (tbin),
 // so erasing searches nothing.
 // Most bins hold no block or one. A block that comes into an empty bin is kept in the stream's
 // dense array `one` (8 bytes a bin), not in the bin's BlockSet (64 bytes a bin, with the nodes):
@@ -54,8 +54,11 @@ class FreeBlockSet {
   using Bin = Set;
 
   // The bins of one stream. Bin i holds blocks (its bitmap bit is set) exactly when one[i] is a
-  // block (then bin(i) is empty) or bin(i) is not empty.
-  struct Stream {
+  // block (then bin(i) is empty) or bin(i) is not empty. Aligned so that a block's tbin holds
+  // the stream and the bin index together (bin_holding).
+  static constexpr std::uintptr_t kBinMask = 4095;
+  static_assert(kBins <= kBinMask + 1);
+  struct alignas(kBinMask + 1) Stream {
     Stream(StreamId s, typename Set::Nodes& nodes) : stream(s) {
       for (int i = 0; i < kBins; ++i) new (&bin(i)) Bin(nodes);
     }
@@ -121,7 +124,18 @@ class FreeBlockSet {
   };
 
   static std::uint16_t order(StreamId s) { return static_cast<std::uint16_t>(s); }
-  static Stream& stream_holding(const Block* b) { return *static_cast<Stream*>(b->tbin); }
+  // tbin: the stream's address | the bin index.
+  static void* bin_tag(Stream& s, int i) {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(&s) | static_cast<std::uintptr_t>(i));
+  }
+  static Stream& stream_holding(const Block* b) {
+    return *reinterpret_cast<Stream*>(reinterpret_cast<std::uintptr_t>(b->tbin) & ~kBinMask);
+  }
+  static int bin_holding(const Block* b) {
+    const int i = static_cast<int>(reinterpret_cast<std::uintptr_t>(b->tbin) & kBinMask);
+    assert(i == bin_of(b->size));
+    return i;
+  }
 
  public:
   FreeBlockSet() = default;
@@ -140,7 +154,7 @@ class FreeBlockSet {
 
   Block* next(const Block* b) const {
     Stream& s = stream_holding(b);
-    const int i = bin_of(b->size);
+    const int i = bin_holding(b);
     if (s.one[i] != b)
       if (Block* n = s.bin(i).next(b)) return n;
     if (int j = s.next_bin(i + 1); j >= 0) return s.first_in(j);
@@ -148,7 +162,7 @@ class FreeBlockSet {
   }
   Block* prev(const Block* b) const {
     Stream& s = stream_holding(b);
-    const int i = bin_of(b->size);
+    const int i = bin_holding(b);
     if (s.one[i] != b)
       if (Block* p = s.bin(i).prev(b)) return p;
     if (int j = s.prev_bin(i - 1); j >= 0) return s.last_in(j);
@@ -174,13 +188,13 @@ class FreeBlockSet {
     } else {
       insert_into_bin(s, i, b);
     }
-    b->tbin = &s;
+    b->tbin = bin_tag(s, i);
     ++size_;
   }
 
   [[gnu::always_inline]] void erase(Block* b) {
     Stream& s = stream_holding(b);
-    const int i = bin_of(b->size);
+    const int i = bin_holding(b);
     if (s.one[i] == b) {  // the bin's one block (mostly so): the bin is then empty
       s.one[i] = nullptr;
       s.unmark(i);
