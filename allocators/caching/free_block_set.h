@@ -91,8 +91,8 @@ class FreeBlockSet {
     // First non-empty bin >= i (-1: none). Inlined: most best-fit searches find their bin
     // empty and come here (GCC left it a call).
     [[gnu::always_inline]] int next_bin(int i) const {
-      if (i >= kBins) return -1;
-      int w = i >> 6;
+      assert(i >= 0 && i <= kBins);
+      int w = i >> 6;  // i == kBins: the word past the bins, always 0
       const std::uint64_t m = words[w] & (~std::uint64_t{0} << (i & 63));
       if (m) return (w << 6) | __builtin_ctzll(m);
       const std::uint64_t s = summary & (~std::uint64_t{0} << (w + 1));  // w + 1 < 64
@@ -116,7 +116,7 @@ class FreeBlockSet {
 
     StreamId stream;
     std::uint64_t summary = 0;  // bit w: words[w] != 0
-    std::uint64_t words[kWords] = {};
+    std::uint64_t words[kWords + 1] = {};  // and a zero word: next_bin(kBins) needs no test
     Block* one[kBins] = {};  // the block of a bin that holds one outside its BlockSet
     // A bin header (64 bytes) on one cache line.
     static_assert(sizeof(Bin) == 64);
@@ -210,14 +210,20 @@ class FreeBlockSet {
  private:
   [[gnu::always_inline]] Block* lower_bound_in(Stream& s, const BlockKey& key) const {
     const int i = bin_of(key.size);
+    int j;
     if (Block* o = s.one[i]) {
       // The bin's one block, compared on (size, address) only: its stream is the key's (with
       // the best-fit search's address 0, a size test).
       if (o->size > key.size || (o->size == key.size && (key.ptr == 0 || o->ptr >= key.ptr))) return o;
-    } else if (s.holds(i)) {
-      if (Block* b = s.bin(i).lower_bound(key)) return b;
+      j = s.next_bin(i + 1);
+    } else {
+      j = s.next_bin(i);  // i itself when bin i's BlockSet holds blocks
+      if (j == i) {
+        if (Block* b = s.bin(i).lower_bound(key)) return b;
+        j = s.next_bin(i + 1);
+      }
     }
-    if (int j = s.next_bin(i + 1); j >= 0) return s.first_in(j);
+    if (j >= 0) return s.first_in(j);
     return first_from(index_of(s.stream) + 1);
   }
   // A block into bin i, which holds blocks: the one in `one`, if that is where it is, goes into
