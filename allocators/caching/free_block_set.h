@@ -16,7 +16,8 @@
 // dense array `one` (8 bytes a bin), not in the bin's BlockSet (64 bytes a bin, with the nodes):
 // inserting, erasing and finding it then touch the bitmap, that array and the block, lines that
 // stay in the L1 cache, and no bin header (3200 of them, 200 KiB a stream). It moves into the
-// bin's BlockSet when a second block comes.
+// bin's BlockSet when a second block comes, and the BlockSet's last block moves back when the
+// others are gone.
 //
 // Block must have the fields BlockSet needs (stream, size, ptr, tleaf) and `void* tbin`; a
 // block's key must not change while it is in the set.
@@ -54,7 +55,7 @@ class FreeBlockSet {
   using Bin = Set;
 
   // The bins of one stream. Bin i holds blocks (its bitmap bit is set) exactly when one[i] is a
-  // block (then bin(i) is empty) or bin(i) is not empty. Aligned so that a block's tbin holds
+  // block (then bin(i) is empty) or bin(i) is not empty (then it holds 2 blocks or more). Aligned so that a block's tbin holds
   // the stream and the bin index together (bin_holding).
   static constexpr std::uintptr_t kBinMask = 4095;
   static_assert(kBins <= kBinMask + 1);
@@ -201,7 +202,13 @@ class FreeBlockSet {
     } else {
       Bin& bin = s.bin(i);
       bin.erase(b);
-      s.unmark_if_empty(i, bin.empty());
+      // A BlockSet holds 2 blocks or more: its last one goes back into `one`.
+      if (bin.size() == 1) {
+        Block* r = bin.first();
+        bin.erase(r);
+        s.one[i] = r;
+      }
+      assert(s.one[i] || !bin.empty());
     }
     b->tbin = nullptr;
     --size_;
