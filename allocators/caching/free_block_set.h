@@ -55,8 +55,8 @@ class FreeBlockSet {
   using Bin = Set;
 
   // The bins of one stream. Bin i holds blocks (its bitmap bit is set) exactly when one[i] is a
-  // block (then bin(i) is empty) or bin(i) is not empty (then it holds 2 blocks or more). Aligned so that a block's tbin holds
-  // the stream and the bin index together (bin_holding).
+  // block (then bin(i) is empty) or bin(i) is not empty (then it holds 2 blocks or more).
+  // Aligned so that a block's tbin holds the stream and the bin index together (bin_holding).
   static constexpr std::uintptr_t kBinMask = 4095;
   static_assert(kBins <= kBinMask + 1);
   struct alignas(kBinMask + 1) Stream {
@@ -127,7 +127,8 @@ class FreeBlockSet {
   static std::uint16_t order(StreamId s) { return static_cast<std::uint16_t>(s); }
   // tbin: the stream's address | the bin index.
   static void* bin_tag(Stream& s, int i) {
-    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(&s) | static_cast<std::uintptr_t>(i));
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(&s) |
+                                   static_cast<std::uintptr_t>(i));
   }
   static Stream& stream_holding(const Block* b) {
     return *reinterpret_cast<Stream*>(reinterpret_cast<std::uintptr_t>(b->tbin) & ~kBinMask);
