@@ -17,9 +17,10 @@
 // Deletion is lazy (nodes are removed when empty, never rebalanced), which keeps the code
 // short; the depth only grows on splits. Many small sets can share one node pool
 // (BlockSet(Nodes&)), as the size bins do.
-// Most size bins hold no block or one (a block put into an empty bin is mostly taken out again
-// before a second arrives): a block inserted into an empty set is held by the set itself
-// (`one_`), no leaf touched, and moves into the tree when a second block comes.
+// A block inserted into an empty set is held by the set itself (`one_`), no leaf touched, and
+// moves into the tree when a second block comes. (The size bins do the same one level up, in a
+// dense array of free_block_set.h, so that a bin's own header is not touched either: most bins
+// hold no block or one.)
 //
 // Block must have the fields `StreamId stream; Bytes size; DevPtr ptr; void* tleaf;`. tleaf is
 // the leaf holding the block, or the set itself for the block held in `one_` (nullptr while in

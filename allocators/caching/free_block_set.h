@@ -10,14 +10,21 @@
 // of two, like TLSF) and keeps its blocks in a BlockSet (block_set.h) ordered by (size,
 // address), so ties still go to the lowest address. Bins are monotone in size: bin order, then
 // the order inside a bin, is the set's order. A bin holds a few blocks, so a best-fit search
-// is a bitmap scan and a look at one small leaf, and a block records its bin (tbin), so erasing
-// searches nothing.
+// is a bitmap scan and a look at one small leaf, and a block records its stream and bin (tbin),
+// so erasing searches nothing.
+// Most bins hold no block or one. A block that comes into an empty bin is kept in the stream's
+// dense array `one` (8 bytes a bin), not in the bin's BlockSet (64 bytes a bin, with the nodes):
+// inserting, erasing and finding it then touch the bitmap, that array and the block, lines that
+// stay in the L1 cache, and no bin header (3200 of them, 200 KiB a stream). It moves into the
+// bin's BlockSet when a second block comes, and the BlockSet's last block moves back when the
+// others are gone.
 //
 // Block must have the fields BlockSet needs (stream, size, ptr, tleaf) and `void* tbin`; a
 // block's key must not change while it is in the set.
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,17 +52,16 @@ class FreeBlockSet {
     return (shift << 6) + static_cast<int>(u >> shift);
   }
 
-  struct Stream;
-  struct Bin : Set {
-    Bin(typename Set::Nodes& nodes, Stream* s, int i) : Set(nodes), owner(s), index(i) {}
-    Stream* owner;
-    int index;
-  };
+  using Bin = Set;
 
-  // The bins of one stream.
-  struct Stream {
+  // The bins of one stream. Bin i holds blocks (its bitmap bit is set) exactly when one[i] is a
+  // block (then bin(i) is empty) or bin(i) is not empty (then it holds 2 blocks or more).
+  // Aligned so that a block's tbin holds the stream and the bin index together (bin_holding).
+  static constexpr std::uintptr_t kBinMask = 4095;
+  static_assert(kBins <= kBinMask + 1);
+  struct alignas(kBinMask + 1) Stream {
     Stream(StreamId s, typename Set::Nodes& nodes) : stream(s) {
-      for (int i = 0; i < kBins; ++i) new (&bin(i)) Bin(nodes, this, i);
+      for (int i = 0; i < kBins; ++i) new (&bin(i)) Bin(nodes);
     }
     ~Stream() {
       for (int i = 0; i < kBins; ++i) bin(i).~Bin();
@@ -65,6 +71,10 @@ class FreeBlockSet {
 
     Bin& bin(int i) { return std::launder(reinterpret_cast<Bin*>(raw))[i]; }
     bool empty() const { return summary == 0; }
+    bool holds(int i) const { return (words[i >> 6] >> (i & 63)) & 1; }
+    // Bin i's first / last block (bin i holds blocks).
+    Block* first_in(int i) { return one[i] ? one[i] : bin(i).first(); }
+    Block* last_in(int i) { return one[i] ? one[i] : bin(i).last(); }
 
     void mark(int i) {
       words[i >> 6] |= std::uint64_t{1} << (i & 63);
@@ -82,8 +92,8 @@ class FreeBlockSet {
     // First non-empty bin >= i (-1: none). Inlined: most best-fit searches find their bin
     // empty and come here (GCC left it a call).
     [[gnu::always_inline]] int next_bin(int i) const {
-      if (i >= kBins) return -1;
-      int w = i >> 6;
+      assert(i >= 0 && i <= kBins);
+      int w = i >> 6;  // i == kBins: the word past the bins, always 0
       const std::uint64_t m = words[w] & (~std::uint64_t{0} << (i & 63));
       if (m) return (w << 6) | __builtin_ctzll(m);
       const std::uint64_t s = summary & (~std::uint64_t{0} << (w + 1));  // w + 1 < 64
@@ -102,17 +112,32 @@ class FreeBlockSet {
       w = 63 - __builtin_clzll(s);
       return (w << 6) | (63 - __builtin_clzll(words[w]));
     }
-    Block* first() { return bin(next_bin(0)).first(); }  // not empty()
-    Block* last() { return bin(prev_bin(kBins - 1)).last(); }
+    Block* first() { return first_in(next_bin(0)); }  // not empty()
+    Block* last() { return last_in(prev_bin(kBins - 1)); }
 
     StreamId stream;
     std::uint64_t summary = 0;  // bit w: words[w] != 0
-    std::uint64_t words[kWords] = {};
-    alignas(Bin) unsigned char raw[kBins * sizeof(Bin)];
+    std::uint64_t words[kWords + 1] = {};  // and a zero word: next_bin(kBins) needs no test
+    Block* one[kBins] = {};  // the block of a bin that holds one outside its BlockSet
+    // A bin header (64 bytes) on one cache line.
+    static_assert(sizeof(Bin) == 64);
+    alignas(64) unsigned char raw[kBins * sizeof(Bin)];
   };
 
   static std::uint16_t order(StreamId s) { return static_cast<std::uint16_t>(s); }
-  static Bin& bin_holding(const Block* b) { return *static_cast<Bin*>(b->tbin); }
+  // tbin: the stream's address | the bin index.
+  static void* bin_tag(Stream& s, int i) {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(&s) |
+                                   static_cast<std::uintptr_t>(i));
+  }
+  static Stream& stream_holding(const Block* b) {
+    return *reinterpret_cast<Stream*>(reinterpret_cast<std::uintptr_t>(b->tbin) & ~kBinMask);
+  }
+  static int bin_holding(const Block* b) {
+    const int i = static_cast<int>(reinterpret_cast<std::uintptr_t>(b->tbin) & kBinMask);
+    assert(i == bin_of(b->size));
+    return i;
+  }
 
  public:
   FreeBlockSet() = default;
@@ -130,17 +155,19 @@ class FreeBlockSet {
   }
 
   Block* next(const Block* b) const {
-    Bin& bin = bin_holding(b);
-    if (Block* n = bin.next(b)) return n;
-    Stream& s = *bin.owner;
-    if (int j = s.next_bin(bin.index + 1); j >= 0) return s.bin(j).first();
+    Stream& s = stream_holding(b);
+    const int i = bin_holding(b);
+    if (s.one[i] != b)
+      if (Block* n = s.bin(i).next(b)) return n;
+    if (int j = s.next_bin(i + 1); j >= 0) return s.first_in(j);
     return first_from(index_of(s.stream) + 1);
   }
   Block* prev(const Block* b) const {
-    Bin& bin = bin_holding(b);
-    if (Block* p = bin.prev(b)) return p;
-    Stream& s = *bin.owner;
-    if (int j = s.prev_bin(bin.index - 1); j >= 0) return s.bin(j).last();
+    Stream& s = stream_holding(b);
+    const int i = bin_holding(b);
+    if (s.one[i] != b)
+      if (Block* p = s.bin(i).prev(b)) return p;
+    if (int j = s.prev_bin(i - 1); j >= 0) return s.last_in(j);
     for (std::size_t k = index_of(s.stream); k-- > 0;)
       if (!streams_[k]->empty()) return streams_[k]->last();
     return nullptr;
@@ -157,21 +184,32 @@ class FreeBlockSet {
     Stream* d = direct(b->stream);
     Stream& s = d ? *d : switch_stream(b->stream);
     const int i = bin_of(b->size);
-    Bin& bin = s.bin(i);
-    s.mark(i);  // already set or not: no branch
-    bin.insert(b);
-    b->tbin = &bin;
+    if (!s.holds(i)) {  // into an empty bin: kept in `one`, no bin header touched
+      s.one[i] = b;
+      s.mark(i);
+    } else {
+      insert_into_bin(s, i, b);
+    }
+    b->tbin = bin_tag(s, i);
     ++size_;
   }
 
   [[gnu::always_inline]] void erase(Block* b) {
-    Bin& bin = bin_holding(b);
-    if (bin.only() == b) {  // the bin's one block (mostly so): the bin is then empty
-      bin.erase_only(b);
-      bin.owner->unmark(bin.index);
+    Stream& s = stream_holding(b);
+    const int i = bin_holding(b);
+    if (s.one[i] == b) {  // the bin's one block (mostly so): the bin is then empty
+      s.one[i] = nullptr;
+      s.unmark(i);
     } else {
-      bin.erase_from_tree(b);
-      bin.owner->unmark_if_empty(bin.index, bin.empty());
+      Bin& bin = s.bin(i);
+      bin.erase(b);
+      // A BlockSet holds 2 blocks or more: its last one goes back into `one`.
+      if (bin.size() == 1) {
+        Block* r = bin.first();
+        bin.erase(r);
+        s.one[i] = r;
+      }
+      assert(s.one[i] || !bin.empty());
     }
     b->tbin = nullptr;
     --size_;
@@ -180,16 +218,32 @@ class FreeBlockSet {
  private:
   [[gnu::always_inline]] Block* lower_bound_in(Stream& s, const BlockKey& key) const {
     const int i = bin_of(key.size);
-    const Bin& bin = s.bin(i);
-    if (Block* o = bin.only()) {
+    int j;
+    if (Block* o = s.one[i]) {
       // The bin's one block, compared on (size, address) only: its stream is the key's (with
       // the best-fit search's address 0, a size test).
       if (o->size > key.size || (o->size == key.size && (key.ptr == 0 || o->ptr >= key.ptr))) return o;
-    } else if (Block* b = bin.lower_bound(key)) {
-      return b;
+      j = s.next_bin(i + 1);
+    } else {
+      j = s.next_bin(i);  // i itself when bin i's BlockSet holds blocks
+      if (j == i) {
+        if (Block* b = s.bin(i).lower_bound(key)) return b;
+        j = s.next_bin(i + 1);
+      }
     }
-    if (int j = s.next_bin(i + 1); j >= 0) return s.bin(j).first();
+    if (j >= 0) return s.first_in(j);
     return first_from(index_of(s.stream) + 1);
+  }
+  // A block into bin i, which holds blocks: the one in `one`, if that is where it is, goes into
+  // the bin's BlockSet first.
+  __attribute__((noinline)) static void insert_into_bin(Stream& s, int i, Block* b) {
+    Bin& bin = s.bin(i);
+    if (Block* o = s.one[i]) {
+      assert(bin.empty());
+      s.one[i] = nullptr;
+      bin.insert(o);
+    }
+    bin.insert(b);
   }
   __attribute__((noinline)) Block* lower_bound_in_other_stream(const BlockKey& key) const {
     const std::size_t si = index_of(key.stream);
