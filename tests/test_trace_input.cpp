@@ -294,7 +294,7 @@ TEST(TraceInput, ByteInputReadsExactlyAndNamesTheOffsetWhereTheContentEnds) {
 TEST(TraceInput, ReadRestGivesTheWholeContentOfEveryGzipLayout) {
   auto dir = temp_dir("trace_in");
   std::string text;
-  for (int i = 0; text.size() < (3u << 20); ++i) text += "line " + std::to_string(i * 7919 % 100003) + "\n";
+  for (std::uint64_t i = 0; text.size() < (3u << 20); ++i) text += "line " + std::to_string(i * 7919 % 100003) + "\n";
   const std::string a = text.substr(0, 1000), b = text.substr(1000, 2u << 20), c = text.substr(1000 + (2u << 20));
   auto rest_of = [&](const std::string& name, const std::string& bytes, std::size_t consumed = 0) {
     write_text(dir / name, bytes);
