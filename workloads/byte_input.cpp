@@ -264,7 +264,7 @@ WholeContent ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what
   std::uint64_t room = b.size() + std::max<std::uint64_t>(std::min<std::uint64_t>(size_hint(), 1ull << 30), kBlock);
   WholeContent content;
   content.resize(static_cast<std::size_t>(std::min(room, cap)));
-  std::memcpy(content.data(), b.data(), b.size());
+  if (!b.empty()) std::memcpy(content.data(), b.data(), b.size());  // b.data() is null before the first refill
   consume(b.size());
   std::size_t filled = b.size();
   while (!ended_) {
