@@ -78,14 +78,17 @@ class GzipBytes final : public ByteInput {
     std::fclose(f_);
   }
   bool gzip() const override { return true; }
-  // The last member's ISIZE field (its last 4 bytes: the inflated length modulo 2^32), read
-  // without moving the stream; no more than deflate can inflate that file to (1032 to 1).
   bool whole_content(std::uint64_t max_bytes, WholeContent& out) override;
+  // The last member's length field, read without moving the stream; no more than deflate can
+  // inflate that file to (1032 to 1).
   std::uint64_t size_hint() const override {
     unsigned char tail[4];
     if (file_bytes_ < 18 || ::pread(::fileno(f_), tail, 4, static_cast<off_t>(file_bytes_ - 4)) != 4) return 0;
-    const std::uint64_t isize = tail[0] | tail[1] << 8 | tail[2] << 16 | std::uint64_t(tail[3]) << 24;
-    return std::min<std::uint64_t>(isize, file_bytes_ * 1032);
+    return std::min<std::uint64_t>(isize(tail), file_bytes_ * 1032);
+  }
+  // A gzip member's ISIZE field (its last 4 bytes, little-endian): its inflated length modulo 2^32.
+  static std::uint64_t isize(const unsigned char* field) {
+    return field[0] | field[1] << 8 | field[2] << 16 | std::uint64_t(field[3]) << 24;
   }
 
  protected:
@@ -161,7 +164,7 @@ class GzipBytes final : public ByteInput {
 // its own length field, grown and the member inflated again where that field was wrong. Any
 // failure returns false, and the streaming path reads the file and reports what is wrong.
 bool GzipBytes::whole_content(std::uint64_t max_bytes, WholeContent& out) {
-  if (!file_bytes_ || file_bytes_ > max_bytes) return false;
+  if (file_bytes_ < 18 || file_bytes_ > max_bytes) return false;  // 18: the smallest gzip member
   std::string packed(static_cast<std::size_t>(file_bytes_), '\0');
   for (std::size_t got = 0; got < packed.size();) {
     const ssize_t n = ::pread(::fileno(f_), packed.data() + got, packed.size() - got, static_cast<off_t>(got));
@@ -172,16 +175,15 @@ bool GzipBytes::whole_content(std::uint64_t max_bytes, WholeContent& out) {
                                                                                 libdeflate_free_decompressor);
   if (!d) return false;
   out.clear();
+  // The last member's length field is at the file's end (the only member's, mostly); an
+  // earlier member's is not known before it is inflated: then four times its compressed bytes
+  // to start with, doubled until it fits.
+  const std::uint64_t last_isize = isize(reinterpret_cast<const unsigned char*>(packed.data() + packed.size() - 4));
   std::size_t in_at = 0;
   while (in_at < packed.size()) {
     const std::size_t left = packed.size() - in_at;
     if (left < 18) return false;  // not a whole member
-    const auto* tail = reinterpret_cast<const unsigned char*>(packed.data() + packed.size() - 4);
-    // The last member's length field is at the file's end (the only member's, mostly); an
-    // earlier member's is not known before it is inflated: then four times its compressed
-    // bytes to start with, doubled until it fits.
-    const std::uint64_t isize = tail[0] | tail[1] << 8 | tail[2] << 16 | std::uint64_t(tail[3]) << 24;
-    std::uint64_t room = std::max<std::uint64_t>(in_at == 0 ? isize : 0, 4 * std::uint64_t(left));
+    std::uint64_t room = std::max<std::uint64_t>(in_at == 0 ? last_isize : 0, 4 * std::uint64_t(left));
     for (;;) {
       if (out.size() + room > max_bytes) room = max_bytes - out.size() + 1;
       const std::size_t at = out.size();
