@@ -193,26 +193,21 @@ class Builder {
     std::memcpy(&bits, &d, sizeof d);
     return add(Type::Float, bits);
   }
+  // The n (1 to 8) low bytes of v as a two's complement number (the bytes above them ignored).
+  static std::int64_t sign_extended(std::uint64_t v, std::size_t n) {
+    const unsigned drop = static_cast<unsigned>(64 - 8 * n);
+    return static_cast<std::int64_t>(v << drop) >> drop;
+  }
   // LONG1/LONG4 payload: little-endian two's complement. Int when it fits in 64 bits.
   Ref add_long(std::string_view b) {
     std::size_t n = b.size();
     if (n == 0) return add_int(0);
+    // Without the redundant sign bytes on top (the top byte keeps the sign bit): an Int when
+    // what is left fits in 8 bytes.
     const bool negative = static_cast<unsigned char>(b[n - 1]) & 0x80;
-    if (n <= 8) {  // the common case (addresses, times): the bytes sign-extended
-      std::uint64_t v = little_endian(b.data(), n);
-      if (negative && n < 8) v |= ~std::uint64_t(0) << (8 * n);
-      return add_int(static_cast<std::int64_t>(v));
-    }
     const char fill = negative ? '\xff' : '\x00';
     while (n > 1 && b[n - 1] == fill && ((static_cast<unsigned char>(b[n - 2]) & 0x80) != 0) == negative) --n;
-    if (n <= 8) {
-      std::uint64_t v = negative ? ~std::uint64_t(0) : 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        v &= ~(std::uint64_t(0xff) << (8 * i));
-        v |= std::uint64_t(static_cast<unsigned char>(b[i])) << (8 * i);
-      }
-      return add_int(static_cast<std::int64_t>(v));
-    }
+    if (n <= 8) return add_int(sign_extended(little_endian(b.data(), n), n));
     return add_text(Type::BigInt, b.substr(0, n));
   }
 
@@ -456,11 +451,9 @@ class Builder {
         // The common case (addresses, times): 1 to 8 bytes, read as one 8-byte load where the
         // input has 8 bytes left (it has: the STOP opcode at least follows), sign-extended.
         if (n - 1 < 8 && in_.size() - pos_ >= 8) {
-          std::uint64_t v = little_endian(in_.data() + pos_, 8);
-          const unsigned drop = static_cast<unsigned>(64 - 8 * n);  // bytes after the number
-          v = static_cast<std::uint64_t>(static_cast<std::int64_t>(v << drop) >> drop);
+          const std::int64_t v = sign_extended(little_endian(in_.data() + pos_, 8), n);
           pos_ += n;
-          push(add_int(static_cast<std::int64_t>(v)));
+          push(add_int(v));
           return;
         }
         push(add_long(take(n)));
