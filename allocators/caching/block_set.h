@@ -29,7 +29,6 @@
 // below 2^48 (256 TiB); the allocator checks this.
 #pragma once
 
-#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -135,8 +134,6 @@ class BlockSet {
   std::size_t size() const { return size_; }
 
   Block* first() const { return one_ ? one_ : size_ ? head_->blk[0] : nullptr; }
-  // The block held by the set itself (nullptr: none; then its blocks, if any, are in the tree).
-  Block* only() const { return one_; }
   Block* last() const { return one_ ? one_ : size_ ? tail_->blk[tail_->n - 1] : nullptr; }
 
   Block* next(const Block* b) const {
@@ -183,18 +180,12 @@ class BlockSet {
   }
 
   [[gnu::always_inline]] void erase(Block* b) {
-    if (b == one_) return erase_only(b);
-    erase_from_tree(b);
-  }
-  // erase() of the block held by the set itself (b == only()): the set is then empty.
-  [[gnu::always_inline]] void erase_only(Block* b) {
-    assert(b == one_);
-    one_ = nullptr;
-    b->tleaf = nullptr;
-    size_ = 0;
-  }
-  // erase() of a block in the tree (b != only()).
-  [[gnu::always_inline]] void erase_from_tree(Block* b) {
+    if (b == one_) {
+      one_ = nullptr;
+      b->tleaf = nullptr;
+      size_ = 0;
+      return;
+    }
     Leaf* l = static_cast<Leaf*>(b->tleaf);
     if (l->n == 1) {  // the leaf's only key
       store_key(&l->k[0], kNoKey);

@@ -644,27 +644,16 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     const Bytes requested = block->requested;
     std::int64_t net_blocks = 0, net_bytes = 0;
     if constexpr (kPlain) {
-      // merge_blocks inline, each neighbour in its known direction (every block is mapped).
+      // The merges inline, each neighbour in its known direction (every block is mapped).
       if (Block* prev = block->prev; prev && !prev->allocated) {  // [prev block]
-        assert(prev->mapped && block->mapped);
-        block->ptr = prev->ptr;
-        block->prev = prev->prev;
-        if (block->prev) block->prev->next = block;
-        block->size += prev->size;
         --net_blocks;
         net_bytes -= static_cast<std::int64_t>(prev->size);
-        pool.blocks.erase(prev);
-        arena_.recycle(prev);
+        merge_mapped<true>(block, prev, pool);
       }
       if (Block* next = block->next; next && !next->allocated) {  // [block next]
-        assert(next->mapped);
-        block->next = next->next;
-        if (block->next) block->next->prev = block;
-        block->size += next->size;
         --net_blocks;
         net_bytes -= static_cast<std::int64_t>(next->size);
-        pool.blocks.erase(next);
-        arena_.recycle(next);
+        merge_mapped<false>(block, next, pool);
       }
     } else {
       Block* candidates[2] = {block->prev, block->next};
@@ -694,22 +683,39 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     return merge_blocks(dst, src, pool);
   }
   [[gnu::noinline]] Bytes merge_blocks(Block* dst, Block* src, Pool& pool) {
-    if (dst->prev == src) {  // [src dst]
-      dst->ptr = src->ptr;
-      dst->prev = src->prev;
-      if (dst->prev) dst->prev->next = dst;
-    } else {  // [dst src]
-      dst->next = src->next;
-      if (dst->next) dst->next->prev = dst;
-    }
     const Bytes subsumed = src->size;
-    dst->size += subsumed;
+    if (dst->prev == src)
+      absorb<true>(dst, src);
+    else
+      absorb<false>(dst, src);
     if (src->mapped)
       pool.blocks.erase(src);
     else
       pool.unmapped.erase(src);
     arena_.recycle(src);
     return subsumed;
+  }
+  // merge_blocks for a neighbour known to be below dst (kBelow) or above it, both mapped.
+  template <bool kBelow>
+  [[gnu::always_inline]] void merge_mapped(Block* dst, Block* src, Pool& pool) {
+    assert(src->mapped && dst->mapped);
+    absorb<kBelow>(dst, src);
+    pool.blocks.erase(src);
+    arena_.recycle(src);
+  }
+  // dst takes over src, its neighbour in the segment below it (kBelow: [src dst]) or above it
+  // ([dst src]): the links and the size. Taking src out of its set is the caller's.
+  template <bool kBelow>
+  [[gnu::always_inline]] static void absorb(Block* dst, Block* src) {
+    if constexpr (kBelow) {
+      dst->ptr = src->ptr;
+      dst->prev = src->prev;
+      if (dst->prev) dst->prev->next = dst;
+    } else {
+      dst->next = src->next;
+      if (dst->next) dst->next->prev = dst;
+    }
+    dst->size += src->size;
   }
 
   // ---- device allocation --------------------------------------------------------------------

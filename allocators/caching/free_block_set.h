@@ -84,11 +84,6 @@ class FreeBlockSet {
       const std::uint64_t w = words[i >> 6] &= ~(std::uint64_t{1} << (i & 63));
       summary &= ~(std::uint64_t{w == 0} << (i >> 6));
     }
-    // Clears bin i's bit if the bin is empty, without a branch.
-    void unmark_if_empty(int i, bool empty) {
-      const std::uint64_t w = words[i >> 6] &= ~(std::uint64_t{empty} << (i & 63));
-      summary &= ~(std::uint64_t{w == 0} << (i >> 6));
-    }
     // First non-empty bin >= i (-1: none). Inlined: most best-fit searches find their bin
     // empty and come here (GCC left it a call).
     [[gnu::always_inline]] int next_bin(int i) const {
