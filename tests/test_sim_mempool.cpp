@@ -371,6 +371,24 @@ TEST(SimMemPool, RecordedMixesUnsynchronizedMakeTheH200sEveryDecision) {
 #endif
 }
 
+// The rows of a file of patterns (its first column names the pattern), each pattern in a new
+// pool: its live buffers by label.
+struct PatternPools {
+  std::unique_ptr<SimPool> pool;
+  std::string pattern;
+  std::map<std::string, DevPtr> live;
+  std::size_t patterns = 0;
+  // A row of `name`: true where it starts a new pattern (then a new pool, nothing live).
+  bool row_of(const std::string& name) {
+    if (name == pattern) return false;
+    pattern = name;
+    pool = std::make_unique<SimPool>();
+    live.clear();
+    ++patterns;
+    return true;
+  }
+};
+
 // The scripted patterns of scripts/probe/pool_patterns.py as the H200 ran them
 // (results/h200/probe/pool/script/pool_script.csv: 234 patterns, each in a new pool, half of
 // them with a synchronize after every free): every allocation's offset from the pattern's first
@@ -383,21 +401,16 @@ TEST(SimMemPool, ScriptedPatternsMakeTheH200sEveryDecision) {
   ASSERT_TRUE(f);
   std::string line;
   std::getline(f, line);  // pattern,step,kind,label,bytes,offset,reserved
-  std::unique_ptr<SimPool> P;
-  std::string pattern;
-  std::map<std::string, DevPtr> live;
+  PatternPools pools;
+  auto& live = pools.live;
+  const std::string& pattern = pools.pattern;
   DevPtr base = 0;
-  std::size_t allocs = 0, patterns = 0;
+  std::size_t allocs = 0;
   while (std::getline(f, line)) {
     const std::vector<std::string> c = torch_ref::csv_cells(line);
     ASSERT_EQ(c.size(), 7u) << line;
-    if (c[0] != pattern) {
-      pattern = c[0];
-      P = std::make_unique<SimPool>();
-      live.clear();
-      base = 0;
-      ++patterns;
-    }
+    if (pools.row_of(c[0])) base = 0;
+    SimPool* const P = pools.pool.get();
     const std::string& kind = c[2];
     if (kind == "a") {
       const DevPtr p = P->alloc(std::stoull(c[4]), 0);
@@ -413,7 +426,7 @@ TEST(SimMemPool, ScriptedPatternsMakeTheH200sEveryDecision) {
     }
     EXPECT_EQ(P->dev->pool_usage(P->h).reserved_current, std::stoull(c[6])) << pattern << " step " << c[1];
   }
-  EXPECT_EQ(patterns, 234u);
+  EXPECT_EQ(pools.patterns, 234u);
   EXPECT_EQ(allocs, 2034u);
 }
 
@@ -430,19 +443,15 @@ TEST(SimMemPool, RandomOpsMakeTheSettleRulesEveryDecision) {
   std::istringstream in(torch_ref::read_gz(std::string(GMB_SOURCE_DIR) + "/tests/data/pool_rule_random.csv.gz"));
   std::string line;
   std::getline(in, line);  // pattern,kind,label,bytes,stream,offset,reserved
-  std::unique_ptr<SimPool> P;
-  std::string pattern;
-  std::map<std::string, DevPtr> live;
-  std::size_t allocs = 0, patterns = 0, elsewhere = 0;
+  PatternPools pools;
+  auto& live = pools.live;
+  const std::string& pattern = pools.pattern;
+  std::size_t allocs = 0, elsewhere = 0;
   while (std::getline(in, line)) {
     const std::vector<std::string> c = torch_ref::csv_cells(line);
     ASSERT_EQ(c.size(), 7u) << line;
-    if (c[0] != pattern) {
-      pattern = c[0];
-      P = std::make_unique<SimPool>();
-      live.clear();
-      ++patterns;
-    }
+    pools.row_of(c[0]);
+    SimPool* const P = pools.pool.get();
     const StreamId stream = std::stoi(c[4]);
     if (c[1] == "a") {
       const DevPtr p = P->alloc(std::stoull(c[3]), stream);
@@ -462,7 +471,7 @@ TEST(SimMemPool, RandomOpsMakeTheSettleRulesEveryDecision) {
                     << P->dev->pool_usage(P->h).reserved_current;
   }
   EXPECT_EQ(elsewhere, 0u);
-  EXPECT_EQ(patterns, 16u);
+  EXPECT_EQ(pools.patterns, 16u);
   EXPECT_GT(allocs, 10000u);
 #endif
 }
