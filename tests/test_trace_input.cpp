@@ -1,6 +1,7 @@
 // Trace input: the format is detected from the content (plain or gzip), the byte layer streams,
 // and bad input is an error that names the file and the line or byte offset, never raw bytes.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -343,6 +344,17 @@ TEST(TraceInput, ReadRestGivesTheWholeContentOfEveryGzipLayout) {
   write_text(dir / "lie.gz", lie);
   err = error_reading("lie.gz");
   EXPECT_NE(err.find("corrupt gzip data (incorrect length check)"), std::string::npos) << err;
+  // A small file whose length field claims 4 GiB: the same error, without room made for 4 GiB
+  // (peak RSS, which only grows, stays within 256 MiB of what it was).
+  std::string huge_claim = gzip_of(text.substr(0, 100000));
+  for (int k = 1; k <= 4; ++k) huge_claim[huge_claim.size() - k] = '\xff';
+  write_text(dir / "claim.gz", huge_claim);
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  err = error_reading("claim.gz", std::uint64_t(16) << 30);
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_NE(err.find("corrupt gzip data (incorrect length check)"), std::string::npos) << err;
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256 * 1024) << "KiB of peak RSS more";
   for (const char* name : {"one.gz", "plain.txt", "three.gz"}) {
     err = error_reading(name, std::uint64_t(1) << 20);
     EXPECT_NE(err.find("the content is larger than 1 MiB (the most read whole)"), std::string::npos) << name << ": " << err;

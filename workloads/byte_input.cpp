@@ -177,8 +177,10 @@ bool GzipBytes::whole_content(std::uint64_t max_bytes, WholeContent& out) {
   out.clear();
   // The last member's length field is at the file's end (the only member's, mostly); an
   // earlier member's is not known before it is inflated: then four times its compressed bytes
-  // to start with, doubled until it fits.
-  const std::uint64_t last_isize = isize(reinterpret_cast<const unsigned char*>(packed.data() + packed.size() - 4));
+  // to start with, doubled until it fits. The field is trusted as far as read_rest trusts
+  // size_hint (deflate's 1032 to 1, 1 GiB): a file that lies about it costs no more room.
+  const std::uint64_t last_isize = std::min<std::uint64_t>(
+      {isize(reinterpret_cast<const unsigned char*>(packed.data() + packed.size() - 4)), 1032 * file_bytes_, 1ull << 30});
   std::size_t in_at = 0;
   while (in_at < packed.size()) {
     const std::size_t left = packed.size() - in_at;
