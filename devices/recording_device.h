@@ -23,7 +23,7 @@ class RecordingDevice final : public ForwardingDevice {
   const std::vector<DeviceCall>& calls() const { return calls_; }
   void set_mark(std::uint64_t mark) {
     mark_ = mark;
-    rollback_.clear();
+    if (!rollback_.empty()) rollback_.clear();  // clear() walks every bucket, even when empty
   }
 
  private:

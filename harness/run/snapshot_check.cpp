@@ -1,6 +1,7 @@
 #include "harness/run/snapshot_check.h"
 
-#include <unordered_map>
+#include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -76,19 +77,25 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
   std::vector<std::uint64_t> replayed_ooms;
   {
     auto allocator = make_allocator("caching", rec, options);
-    std::unordered_map<BufferId, DevPtr> live;
+    // The live blocks by id: the converter numbers buffers densely, reusing freed ids (a trace
+    // that starts with the allocator has no ids from before its first entry), so a vector.
+    constexpr DevPtr kNotLive = ~DevPtr(0);
+    std::vector<DevPtr> live;
     for (std::size_t i = 0; i < s.ops.size(); ++i) {
       const Op& op = s.ops[i];
       rec.set_mark(i);
       if (op.kind == Op::Kind::Alloc) {
         auto p = allocator->allocate(op.bytes, op.stream);
-        if (p) live[op.id] = *p;
-        else replayed_ooms.push_back(i);
+        if (!p) {
+          replayed_ooms.push_back(i);
+          continue;
+        }
+        if (op.id >= live.size()) live.resize(std::max<std::size_t>(2 * live.size(), op.id + 1), kNotLive);
+        live[op.id] = *p;
       } else if (op.kind == Op::Kind::Free) {
-        auto it = live.find(op.id);
-        if (it != live.end()) {
-          allocator->deallocate(it->second);
-          live.erase(it);
+        if (op.id < live.size() && live[op.id] != kNotLive) {
+          allocator->deallocate(live[op.id]);
+          live[op.id] = kNotLive;
         }
       }
     }
