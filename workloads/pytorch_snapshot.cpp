@@ -312,6 +312,7 @@ class Converter {
   };
   std::vector<std::uint8_t> key_class_;  // by node: the EntryKey of a key node
   EntryKey classify_key(Ref k) {
+    if (Document::is_immediate(k)) return kOtherKey;  // an int key: no node, not a name
     std::uint8_t& c = key_class_[k];
     if (c != kUnclassified) return static_cast<EntryKey>(c);
     static constexpr std::pair<const char*, EntryKey> kNames[] = {{"action", kAction}, {"addr", kAddr},

@@ -143,7 +143,7 @@ class Builder {
   }
 
   [[gnu::always_inline]] Ref add(Type type, std::uint64_t payload, std::uint32_t length = 0) {
-    if (__builtin_expect(doc_.nodes_.size() >= UINT32_MAX - 1, 0)) fail(op_at_, "too many values");
+    if (__builtin_expect(doc_.nodes_.size() >= Document::kImmediate - 1, 0)) fail(op_at_, "too many values");
     doc_.nodes_.push_back(Node{type, length, payload});
     return static_cast<Ref>(doc_.nodes_.size() - 1);
   }
@@ -187,7 +187,11 @@ class Builder {
               items.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size));
     s.size += n;
   }
-  Ref add_int(std::int64_t v) { return add(Type::Int, static_cast<std::uint64_t>(v)); }
+  Ref add_int(std::int64_t v) {
+    if (static_cast<std::uint64_t>(v) < static_cast<std::uint64_t>(Document::kImmediateLimit))
+      return Document::kImmediate | static_cast<Ref>(v);
+    return add(Type::Int, static_cast<std::uint64_t>(v));
+  }
   Ref add_float(double d) {
     std::uint64_t bits;
     std::memcpy(&bits, &d, sizeof d);
@@ -261,7 +265,7 @@ class Builder {
   }
   // The span of container r, which must be of type want1 or want2.
   std::uint64_t container(Ref r, Type want1, Type want2, const char* op_name) {
-    Type t = doc_.nodes_[r].type;
+    Type t = doc_.type(r);
     if (t != want1 && t != want2)
       fail(op_at_, fmt::format("{} applies to a {}, found a {}", op_name, type_name(want1), type_name(t)));
     return doc_.nodes_[r].payload;

@@ -5,6 +5,7 @@
 // one dict per trace entry).
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -19,7 +20,10 @@ namespace gmb::pickle {
 enum class Type : std::uint8_t { None, Bool, Int, BigInt, Float, Str, Bytes, List, Tuple, Dict, Set };
 const char* type_name(Type type);  // Python's names: "NoneType", "int", "str", "list"...
 
-using Ref = std::uint32_t;  // a node of a Document
+// A value of a Document: a node, or (the top bit set) a small non-negative int held in the Ref
+// itself. Most ints of a snapshot (sizes, streams, line numbers, memo'd indexes) are below 2^30:
+// no node for them, a quarter less to parse and to keep. kAbsent (all bits set) is neither.
+using Ref = std::uint32_t;
 
 // The items of a container: a view into its Document, valid while the Document lives.
 class Items {
@@ -40,15 +44,22 @@ class Items {
 class Document {
  public:
   Ref root() const { return root_; }
-  Type type(Ref r) const { return nodes_[r].type; }
+  // Small ints, 0 <= v < kImmediateLimit, are Refs of their own: kImmediate | v.
+  static constexpr Ref kImmediate = Ref(1) << 31;
+  static constexpr std::int64_t kImmediateLimit = std::int64_t(1) << 30;
+  static bool is_immediate(Ref r) { return (r & kImmediate) && r != kAbsent; }
+  Type type(Ref r) const { return is_immediate(r) ? Type::Int : nodes_[r].type; }
   bool is_int(Ref r) const { return type(r) == Type::Int || type(r) == Type::Bool; }
   // Int and Bool (Python's bool is an int). Check is_int first.
-  std::int64_t as_int(Ref r) const { return static_cast<std::int64_t>(nodes_[r].payload); }
+  std::int64_t as_int(Ref r) const {
+    return is_immediate(r) ? static_cast<std::int64_t>(r & ~kImmediate) : static_cast<std::int64_t>(nodes_[r].payload);
+  }
   double as_float(Ref r) const;
   // Str, Bytes and BigInt (little-endian two's complement bytes) contents.
   std::string_view as_bytes(Ref r) const;
   // List, Tuple, Set: the items; Dict: keys and values interleaved (k0, v0, k1, v1...).
   Items items(Ref r) const {
+    assert(!is_immediate(r) && nodes_[r].type >= Type::List);  // a container: check type() first
     const Span& s = spans_[nodes_[r].payload];
     return Items(items_.data() + s.offset, s.size);
   }
@@ -56,7 +67,7 @@ class Document {
   // The value of a str key in a dict (the last one where a key repeats); nullptr-like -1 when absent.
   static constexpr Ref kAbsent = UINT32_MAX;
   Ref get(Ref dict, std::string_view key) const;
-  std::size_t node_count() const { return nodes_.size(); }
+  std::size_t node_count() const { return nodes_.size(); }  // Refs below it are nodes (immediates aside)
   void clear();  // frees everything
 
  private:
