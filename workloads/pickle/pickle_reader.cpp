@@ -50,7 +50,7 @@ Ref Document::get(Ref dict, std::string_view key) const {
 void Document::clear() {
   decltype(nodes_)().swap(nodes_);
   decltype(spans_)().swap(spans_);
-  decltype(items_)().swap(items_);
+  items_ = RefArray();
   decltype(text_)().swap(text_);
   root_ = 0;
 }
@@ -85,13 +85,10 @@ class Builder {
   }
 
   Document run() {
-    while (true) {
+    do {
       if (pos_ >= in_.size()) fail(pos_, "the pickle ends before its STOP opcode (truncated file?)");
       op_at_ = pos_;
-      const auto op = static_cast<unsigned char>(in_[pos_++]);
-      if (op == '.') break;  // STOP
-      step(op);
-    }
+    } while (step(static_cast<unsigned char>(in_[pos_++])));
     if (stack_.size() != 1 || !marks_.empty())
       fail(op_at_, fmt::format("STOP with {} values and {} marks on the stack (expected one value)", stack_.size(),
                                marks_.size()));
@@ -157,8 +154,7 @@ class Builder {
   Ref add_container(Type type, std::size_t from = 0, std::size_t to = 0) {
     const std::uint64_t n = to - from;
     doc_.spans_.push_back({doc_.items_.size(), n, n});
-    doc_.items_.insert(doc_.items_.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from),
-                       stack_.begin() + static_cast<std::ptrdiff_t>(to));
+    doc_.items_.append(stack_.data() + from, n);
     return add(type, doc_.spans_.size() - 1);
   }
   // Appends stack_[from, to) to the items of container span `span`.
@@ -169,8 +165,7 @@ class Builder {
     if (s.size + n > s.capacity && s.offset + s.capacity == items.size()) {  // the last in items_: grows in place
       // Appended, not resized then copied over: no zero-fill of what is written at once.
       items.resize(s.offset + s.size);
-      items.insert(items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from),
-                   stack_.begin() + static_cast<std::ptrdiff_t>(to));
+      items.append(stack_.data() + from, n);
       s.size += n;
       s.capacity = s.size;
       return;
@@ -178,13 +173,11 @@ class Builder {
       const std::uint64_t room = std::max(s.size + n, 2 * s.capacity);
       const std::uint64_t at = items.size();
       items.resize(at + room);
-      std::copy(items.begin() + static_cast<std::ptrdiff_t>(s.offset),
-                items.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size), items.begin() + static_cast<std::ptrdiff_t>(at));
+      if (s.size) std::memmove(&items[at], &items[s.offset], s.size * sizeof(Ref));
       s.offset = at;
       s.capacity = room;
     }
-    std::copy(stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.begin() + static_cast<std::ptrdiff_t>(to),
-              items.begin() + static_cast<std::ptrdiff_t>(s.offset + s.size));
+    if (n) std::memcpy(&items[s.offset + s.size], stack_.data() + from, n * sizeof(Ref));
     s.size += n;
   }
   Ref add_int(std::int64_t v) {
@@ -425,31 +418,33 @@ class Builder {
                              name, escape_excerpt(std::string_view(reinterpret_cast<const char*>(&op), 1))));
   }
 
-  [[gnu::always_inline]] void step(unsigned char op) {  // one call site: the loop in run()
+  // One opcode; false at STOP.
+  [[gnu::always_inline]] bool step(unsigned char op) {  // one call site: the loop in run()
     switch (op) {
+      case '.': return false;  // STOP
       // Framing and protocol.
       case 0x80: {  // PROTO
         auto v = le(1);
         if (v > 5) fail(op_at_, fmt::format("pickle protocol {} (this reader knows protocols 0 to 5)", v));
-        return;
+        return true;
       }
       case 0x95: {  // FRAME: the length of the next frame; checked, then ignored
         auto n = le(8);
         if (n > in_.size() - pos_) fail(op_at_, fmt::format("FRAME of {} bytes but only {} are left (truncated file?)", n, in_.size() - pos_));
-        return;
+        return true;
       }
       // Marks and stack.
-      case '(': marks_.push_back(stack_.size()); return;  // MARK
-      case '0': pop(); return;                            // POP
-      case '1': drop_mark(last_mark()); return;           // POP_MARK
-      case '2': push(top()); return;                      // DUP
+      case '(': marks_.push_back(stack_.size()); return true;  // MARK
+      case '0': pop(); return true;                            // POP
+      case '1': drop_mark(last_mark()); return true;           // POP_MARK
+      case '2': push(top()); return true;                      // DUP
       // Constants and numbers.
-      case 'N': push(add(Type::None, 0)); return;
-      case 0x88: push(add(Type::Bool, 1)); return;  // NEWTRUE
-      case 0x89: push(add(Type::Bool, 0)); return;  // NEWFALSE
-      case 'K': push(add_int(static_cast<std::int64_t>(le(1)))); return;  // BININT1
-      case 'M': push(add_int(static_cast<std::int64_t>(le(2)))); return;  // BININT2
-      case 'J': push(add_int(static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4))))); return;  // BININT
+      case 'N': push(add(Type::None, 0)); return true;
+      case 0x88: push(add(Type::Bool, 1)); return true;  // NEWTRUE
+      case 0x89: push(add(Type::Bool, 0)); return true;  // NEWFALSE
+      case 'K': push(add_int(static_cast<std::int64_t>(le(1)))); return true;  // BININT1
+      case 'M': push(add_int(static_cast<std::int64_t>(le(2)))); return true;  // BININT2
+      case 'J': push(add_int(static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4))))); return true;  // BININT
       case 0x8a: {  // LONG1
         const std::uint64_t n = le(1);
         // The common case (addresses, times): 1 to 8 bytes, read as one 8-byte load where the
@@ -458,19 +453,19 @@ class Builder {
           const std::int64_t v = sign_extended(little_endian(in_.data() + pos_, 8), n);
           pos_ += n;
           push(add_int(v));
-          return;
+          return true;
         }
         push(add_long(take(n)));
-        return;
+        return true;
       }
       case 0x8b: {                                     // LONG4
         auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)));
         if (n < 0) fail(op_at_, "LONG4 with a negative length");
         push(add_long(take(static_cast<std::uint64_t>(n))));
-        return;
+        return true;
       }
-      case 'I': push(text_int(line(), false)); return;  // INT
-      case 'L': push(text_int(line(), true)); return;   // LONG
+      case 'I': push(text_int(line(), false)); return true;  // INT
+      case 'L': push(text_int(line(), true)); return true;   // LONG
       case 'G': {                                       // BINFLOAT: big-endian double
         auto s = take(8);
         std::uint64_t bits = 0;
@@ -478,7 +473,7 @@ class Builder {
         double d;
         std::memcpy(&d, &bits, sizeof d);
         push(add_float(d));
-        return;
+        return true;
       }
       case 'F': {  // FLOAT (text)
         std::string s(line());
@@ -487,57 +482,57 @@ class Builder {
         if (s.empty() || end != s.c_str() + s.size())
           fail(op_at_, fmt::format("FLOAT '{}' is not a number", escape_excerpt(s)));
         push(add_float(d));
-        return;
+        return true;
       }
       // Strings and bytes.
-      case 0x8c: push(add_text(Type::Str, take(le(1)))); return;  // SHORT_BINUNICODE
-      case 'X': push(add_text(Type::Str, take(le(4)))); return;   // BINUNICODE
-      case 0x8d: push(add_text(Type::Str, take(le(8)))); return;  // BINUNICODE8
-      case 'V': push(add_text(Type::Str, raw_unicode_escape(line()))); return;  // UNICODE
-      case 'U': push(add_text(Type::Str, take(le(1)))); return;   // SHORT_BINSTRING (py2 str)
+      case 0x8c: push(add_text(Type::Str, take(le(1)))); return true;  // SHORT_BINUNICODE
+      case 'X': push(add_text(Type::Str, take(le(4)))); return true;   // BINUNICODE
+      case 0x8d: push(add_text(Type::Str, take(le(8)))); return true;  // BINUNICODE8
+      case 'V': push(add_text(Type::Str, raw_unicode_escape(line()))); return true;  // UNICODE
+      case 'U': push(add_text(Type::Str, take(le(1)))); return true;   // SHORT_BINSTRING (py2 str)
       case 'T': {                                                 // BINSTRING
         auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)));
         if (n < 0) fail(op_at_, "BINSTRING with a negative length");
         push(add_text(Type::Str, take(static_cast<std::uint64_t>(n))));
-        return;
+        return true;
       }
-      case 'S': push(add_text(Type::Str, quoted_string(line()))); return;  // STRING
-      case 'C': push(add_text(Type::Bytes, take(le(1)))); return;          // SHORT_BINBYTES
-      case 'B': push(add_text(Type::Bytes, take(le(4)))); return;          // BINBYTES
-      case 0x8e: push(add_text(Type::Bytes, take(le(8)))); return;         // BINBYTES8
-      case 0x96: push(add_text(Type::Bytes, take(le(8)))); return;         // BYTEARRAY8
+      case 'S': push(add_text(Type::Str, quoted_string(line()))); return true;  // STRING
+      case 'C': push(add_text(Type::Bytes, take(le(1)))); return true;          // SHORT_BINBYTES
+      case 'B': push(add_text(Type::Bytes, take(le(4)))); return true;          // BINBYTES
+      case 0x8e: push(add_text(Type::Bytes, take(le(8)))); return true;         // BINBYTES8
+      case 0x96: push(add_text(Type::Bytes, take(le(8)))); return true;         // BYTEARRAY8
       // Containers.
-      case ']': push(add_container(Type::List)); return;   // EMPTY_LIST
-      case '}': push(add_container(Type::Dict)); return;   // EMPTY_DICT
-      case ')': push(add_container(Type::Tuple)); return;  // EMPTY_TUPLE
-      case 0x8f: push(add_container(Type::Set)); return;   // EMPTY_SET
-      case 'l': mark_container(Type::List); return;   // LIST
-      case 't': mark_container(Type::Tuple); return;  // TUPLE
-      case 0x91: mark_container(Type::Set); return;   // FROZENSET
+      case ']': push(add_container(Type::List)); return true;   // EMPTY_LIST
+      case '}': push(add_container(Type::Dict)); return true;   // EMPTY_DICT
+      case ')': push(add_container(Type::Tuple)); return true;  // EMPTY_TUPLE
+      case 0x8f: push(add_container(Type::Set)); return true;   // EMPTY_SET
+      case 'l': mark_container(Type::List); return true;   // LIST
+      case 't': mark_container(Type::Tuple); return true;  // TUPLE
+      case 0x91: mark_container(Type::Set); return true;   // FROZENSET
       case 'd': {                                     // DICT
         const std::size_t m = last_mark();
         if ((stack_.size() - m) % 2) fail(op_at_, fmt::format("DICT with an odd number of values ({})", stack_.size() - m));
         mark_container(Type::Dict);
-        return;
+        return true;
       }
-      case 0x85: push(mark_tuple(1)); return;  // TUPLE1
-      case 0x86: push(mark_tuple(2)); return;  // TUPLE2
-      case 0x87: push(mark_tuple(3)); return;  // TUPLE3
+      case 0x85: push(mark_tuple(1)); return true;  // TUPLE1
+      case 0x86: push(mark_tuple(2)); return true;  // TUPLE2
+      case 0x87: push(mark_tuple(3)); return true;  // TUPLE3
       case 'a': {  // APPEND: the list is below the value
         need_values(2);
         const std::size_t v = stack_.size() - 1;
         append_items(container(stack_[v - 1], Type::List, Type::List, "APPEND"), v, v + 1);
         stack_.pop_back();
-        return;
+        return true;
       }
-      case 'e': append_mark(Type::List, "APPENDS"); return;  // APPENDS
-      case 0x90: append_mark(Type::Set, "ADDITEMS"); return;  // ADDITEMS
+      case 'e': append_mark(Type::List, "APPENDS"); return true;  // APPENDS
+      case 0x90: append_mark(Type::Set, "ADDITEMS"); return true;  // ADDITEMS
       case 's': {                                             // SETITEM: the dict is below key and value
         need_values(3);
         const std::size_t k = stack_.size() - 2;
         append_items(container(stack_[k - 1], Type::Dict, Type::Dict, "SETITEM"), k, k + 2);
         stack_.resize(k);
-        return;
+        return true;
       }
       case 'u': {  // SETITEMS
         const std::size_t m = check_container_below_mark();
@@ -545,16 +540,25 @@ class Builder {
         if ((stack_.size() - m) % 2) fail(op_at_, fmt::format("SETITEMS with an odd number of values ({})", stack_.size() - m));
         append_items(dict, m, stack_.size());
         drop_mark(m);
-        return;
+        return true;
       }
       // Memo.
-      case 0x94: memo_put(memo_count_); return;  // MEMOIZE: index = entries stored so far (len(memo))
-      case 'q': memo_put(le(1)); return;          // BINPUT
-      case 'r': memo_put(le(4)); return;          // LONG_BINPUT
-      case 'p': memo_put(decimal(line(), "PUT index")); return;
-      case 'h': memo_get(le(1)); return;  // BINGET
-      case 'j': memo_get(le(4)); return;  // LONG_BINGET
-      case 'g': memo_get(decimal(line(), "GET index")); return;
+      case 0x94:  // MEMOIZE: index = entries stored so far (len(memo))
+        // The usual case inline: the next index, a value on the stack (memo_count_ counts
+        // stored entries, each stored by an opcode before this one: below the input's length).
+        if (memo_count_ == memo_.size() && memo_count_ < UINT32_MAX - 1 && stack_.size() > base()) {
+          memo_.push_back(stack_.back());
+          ++memo_count_;
+          return true;
+        }
+        memo_put(memo_count_);
+        return true;
+      case 'q': memo_put(le(1)); return true;          // BINPUT
+      case 'r': memo_put(le(4)); return true;          // LONG_BINPUT
+      case 'p': memo_put(decimal(line(), "PUT index")); return true;
+      case 'h': memo_get(le(1)); return true;  // BINGET
+      case 'j': memo_get(le(4)); return true;  // LONG_BINGET
+      case 'g': memo_get(decimal(line(), "GET index")); return true;
       // Refused: these name Python code or objects.
       case 'c': refuse("GLOBAL", op);
       case 0x93: refuse("STACK_GLOBAL", op);
