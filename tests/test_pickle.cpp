@@ -107,6 +107,32 @@ TEST_P(PickleValues, ReadsEveryPlainTypeAsPythonWroteIt) {
 
 INSTANTIATE_TEST_SUITE_P(Protocols, PickleValues, ::testing::Range(0, 6));
 
+// Ints 0 <= v < 2^30 are held in their Ref (no node); the ones around that edge, bools (which
+// stay bools), a memoized small int read twice, and an int where a container is expected.
+TEST(PickleReader, SmallIntsAndTheirEdgeReadBackExactly) {
+  // [2^30 - 1, 2^30, LONG1 2^30 - 1, True, 0, -1, memo'd 7 twice]
+  const std::string bytes("\x80\x02](J\xff\xff\xff\x3fJ\x00\x00\x00\x40\x8a\x04\xff\xff\xff\x3f\x88K\x00"
+                          "J\xff\xff\xff\xffK\x07q\x01h\x01" "e.",
+                          36);
+  Document d = pickle::parse(bytes, "x.pickle");
+  const Ref list = d.root();
+  ASSERT_EQ(d.type(list), Type::List);
+  const std::vector<std::int64_t> want = {(1 << 30) - 1, 1 << 30, (1 << 30) - 1, 1, 0, -1, 7, 7};
+  ASSERT_EQ(d.size(list), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const Ref r = d.items(list)[i];
+    EXPECT_EQ(d.type(r), i == 3 ? Type::Bool : Type::Int) << i;
+    ASSERT_TRUE(d.is_int(r)) << i;
+    EXPECT_EQ(d.as_int(r), want[i]) << i;
+    EXPECT_NE(r, Document::kAbsent) << i;
+  }
+  EXPECT_EQ(d.items(list)[6], d.items(list)[7]);  // one value, read twice from the memo
+  // Only the list, 2^30, -1 and True are nodes.
+  EXPECT_EQ(d.node_count(), 4u);
+  EXPECT_EQ(error_of("K\x05K\x06" "a."), "x.pickle: byte 4: APPEND applies to a list, found a int");
+  EXPECT_EQ(error_of("K\x05(K\x06K\x07u."), "x.pickle: byte 7: SETITEMS applies to a dict, found a int");
+}
+
 TEST(PickleReader, RefusesOpcodesThatNamePythonCode) {
   // What Python writes for a set under protocol 2: GLOBAL '__builtin__ set' then REDUCE.
   std::string e = error_of(synthetic("refused_set_p2.pickle"));
