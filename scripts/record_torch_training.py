@@ -90,6 +90,11 @@ RUNS.append(dict(name="snap_late_start", model=SNAP_MODEL, lengths=SNAP_LEN, ste
 # A ring buffer that overflowed: the trace keeps only the last 30,000 entries.
 RUNS.append(dict(name="snap_ring_overflow", model=SNAP_MODEL, lengths=SNAP_LEN, steps=12,
                  alloc_conf="", seed=7, group="snapshot", max_entries=30000))
+# The speed benchmark's long snapshot (scripts/measure_speed.py): snap_default's loop for 120
+# steps, about 450,000 trace entries, so that a replay's fixed costs (process start, the tables)
+# are a small part of its time.
+RUNS.append(dict(name="snap_speed_120steps", model=SNAP_MODEL, lengths=SNAP_LEN, steps=120,
+                 alloc_conf="", seed=7, group="speed", record_from_start=True))
 RUNS.append(dict(name="snap_frames_p2", model=dict(GPT_1024, layers=2, hidden=512, heads=8),
                  lengths={"uniform": [64, 256]}, steps=3, alloc_conf="", seed=3,
                  frames=True, protocol=2, group="snapshot", record_from_start=True))

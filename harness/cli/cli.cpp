@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <iostream>
 #include <unordered_map>
 
@@ -363,8 +365,18 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     }
     settings.event_sink = &*rmm_log;
   }
+  // The self-check replays the snapshot once more on its own simulated device: on a second
+  // thread beside the run, started when the run's device says its capacity.
+  const bool self_check = snapshot && own_settings;
+  std::future<SnapshotCheck> check;
+  if (self_check)
+    settings.on_device_ready = [&](const DeviceInfo& d) {
+      check = std::async(std::launch::async, check_snapshot_replay, std::cref(*snapshot), std::cref(options),
+                         d.capacity_bytes);
+    };
   CaseSpec cs{a.allocator, options, make_workload};
   CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
+  settings.on_device_ready = nullptr;
   if (!result.device) throw DeviceError(result.error);  // as making the device would have
   report.device = *result.device;
   report.cases.push_back(std::move(result));
@@ -383,9 +395,10 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (!a.quiet)  // what the reader found on the way (the notes of the start were printed before)
     for (std::size_t i = meta.notes.size(); i < report.cases[0].workload_notes.size(); ++i)
       std::cerr << "gpumembench: trace " << a.trace << ": " << report.cases[0].workload_notes[i] << "\n";
-  if (snapshot && own_settings) {
-    SnapshotCheck check = check_snapshot_replay(*snapshot, options, report.device.capacity_bytes);
-    std::cout << to_text(check) << (check.checked ? " (on the simulated device)" : "") << "\n";
+  if (self_check) {
+    const SnapshotCheck c =
+        check.valid() ? check.get() : check_snapshot_replay(*snapshot, options, report.device.capacity_bytes);
+    std::cout << to_text(c) << (c.checked ? " (on the simulated device)" : "") << "\n";
   }
   if (!a.export_snapshot.empty()) {
     // The export replays on the simulated device, reading the trace again (a snapshot: from memory).

@@ -58,6 +58,10 @@ struct RunSettings {
   // happens, through logging adaptors around the allocator and its device (--export-rmm-log).
   // The release of what is still live when the workload ends is not reported.
   AllocatorEventSink* event_sink = nullptr;
+  // Called once the first run's device is made, before the run, with what result.device will
+  // hold: work that needs the device's figures can start beside the run (the CLI starts a
+  // snapshot's self-check on another thread).
+  std::function<void(const DeviceInfo&)> on_device_ready;
 };
 
 // Called after every step: (repeat index, step, steps in total).
