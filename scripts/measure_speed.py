@@ -9,8 +9,11 @@ Runs, each `--runs` times (medians, quartiles and ranges reported, with the load
     through `caching` on sim: on one core (taskset -c 1: parse and simulation share it) and with
     every core (the trace is parsed on a second thread while the first simulates);
   - its peak RSS, against a 1-event replay's (memory does not grow with the trace);
-  - a recorded PyTorch snapshot (tests/data/torch_snapshots/snap_default.pickle.gz: 94,588 trace
-    entries, 63,111 allocs and frees) replayed end to end, the command a user runs;
+  - recorded PyTorch snapshots replayed end to end, the command a user runs:
+    tests/data/torch_snapshots/snap_default.pickle.gz (94,588 trace entries, 63,111 allocs and
+    frees) on one core, and snap_speed_120steps.pickle.gz (the same loop for 120 steps: 452,603
+    entries, 301,783 allocs and frees) on one core and with every core (the self-check's second
+    replay runs beside the replay);
   - configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events);
   - the Google Benchmark rows for the same paths (bench/).
 Wall time and CPU time (user + sys of all threads) come from os.wait4, so they are exact to the
@@ -59,16 +62,20 @@ def main():
     with open(tiny, "w") as f:
         f.write("action,id,bytes,stream\nalloc,0,1285,0\n")
     snap = os.path.join(ROOT, "tests", "data", "torch_snapshots", "snap_default.pickle.gz")
+    snap_long = os.path.join(ROOT, "tests", "data", "torch_snapshots", "snap_speed_120steps.pickle.gz")
     csv = [gmb, "replay", "--device", "sim", "-q", "--trace", trace, "--allocator", "caching", "--capacity", "80GiB"]
     one = ["taskset", "-c", "1"]
     rows = []
     load = [os.getloadavg()[0]]
 
-    res = {"one": [], "all": [], "snap": [], "dyn": []}
+    res = {"one": [], "all": [], "snap": [], "long1": [], "long": [], "dyn": []}
     for i in range(a.runs):  # interleaved, so that a busy minute falls on every measure alike
         res["one"].append(run(one + csv))
         res["all"].append(run(csv))
         res["snap"].append(run(one + [gmb, "replay", "--device", "sim", "-q", "--trace", snap, "--allocator", "caching"]))
+        long_cmd = [gmb, "replay", "--device", "sim", "-q", "--trace", snap_long, "--allocator", "caching"]
+        res["long1"].append(run(one + long_cmd))
+        res["long"].append(run(long_cmd))
         load.append(os.getloadavg()[0])
     for i in range(max(3, a.runs // 3)):
         res["dyn"].append(run([gmb, "--config", os.path.join(ROOT, "configs", "dynamic_seq.yaml"), "--device", "sim", "-q"]))
@@ -96,6 +103,14 @@ def main():
                  "`taskset -c 1 gpumembench replay --device sim -q --trace tests/data/torch_snapshots/snap_default.pickle.gz --allocator caching`",
                  f"{spread([x * 1000 for x in ws], 'ms', 1)}: {94588 / statistics.median(ws) / 1e6:.2f} M entries/s, "
                  f"{63111 / statistics.median(ws) / 1e6:.2f} M events/s; CPU {spread([x * 1000 for x in cs], 'ms', 1)}"))
+    for key, how in (("long1", "on one core"), ("long", "with every core")):
+        ws = [w for w, _, _ in res[key]]
+        cs = [c for _, c, _ in res[key]]
+        rows.append((f"recorded PyTorch snapshot, 120 steps (452,603 entries, 301,783 allocs and frees), end to end {how}: wall",
+                     f"`{'taskset -c 1 ' if key == 'long1' else ''}gpumembench replay --device sim -q --trace "
+                     "tests/data/torch_snapshots/snap_speed_120steps.pickle.gz --allocator caching`",
+                     f"{spread([x * 1000 for x in ws], 'ms', 1)}: {452603 / statistics.median(ws) / 1e6:.2f} M entries/s, "
+                     f"{301783 / statistics.median(ws) / 1e6:.2f} M events/s; CPU {spread([x * 1000 for x in cs], 'ms', 1)}"))
     cd = [c for _, c, _ in res["dyn"]]
     wd = [w for w, _, _ in res["dyn"]]
     rows.append(("configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events): CPU",
