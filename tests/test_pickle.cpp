@@ -133,6 +133,25 @@ TEST(PickleReader, SmallIntsAndTheirEdgeReadBackExactly) {
   EXPECT_EQ(error_of("K\x05(K\x06K\x07u."), "x.pickle: byte 7: SETITEMS applies to a dict, found a int");
 }
 
+// Equal short strs written anew (not through the memo) may share one node; what each reads is
+// its own text, a NUL inside included.
+TEST(PickleReader, ShortStringsReadBackExactly) {
+  // ['N/A', 'N/A', 'a', 'a\0', 'abcdefgh', 'abcdefghi', 'N/A']
+  const std::string bytes(
+      "\x80\x04](\x8c\x03N/A\x8c\x03N/A\x8c\x01" "a\x8c\x02" "a\x00\x8c\x08" "abcdefgh\x8c\x09" "abcdefghi"
+      "\x8c\x03N/Ae.",
+      49);
+  Document d = pickle::parse(bytes, "x.pickle");
+  const std::vector<std::string> want = {"N/A", "N/A", "a", std::string("a\0", 2), "abcdefgh", "abcdefghi", "N/A"};
+  ASSERT_EQ(d.size(d.root()), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(d.type(d.items(d.root())[i]), Type::Str) << i;
+    EXPECT_EQ(d.as_bytes(d.items(d.root())[i]), want[i]) << i;
+  }
+  EXPECT_EQ(d.items(d.root())[0], d.items(d.root())[6]);
+  EXPECT_NE(d.items(d.root())[2], d.items(d.root())[3]);
+}
+
 TEST(PickleReader, RefusesOpcodesThatNamePythonCode) {
   // What Python writes for a set under protocol 2: GLOBAL '__builtin__ set' then REDUCE.
   std::string e = error_of(synthetic("refused_set_p2.pickle"));

@@ -145,11 +145,33 @@ class Builder {
     return static_cast<Ref>(doc_.nodes_.size() - 1);
   }
   Ref add_text(Type type, std::string_view bytes) {
+    if (type == Type::Str && bytes.size() <= 8) return short_str(bytes);
     if (bytes.size() >= UINT32_MAX) fail(op_at_, "a string of 4 GiB or more");
     std::uint64_t at = doc_.text_.size();
     doc_.text_.append(bytes.data(), bytes.size());
     return add(type, at, static_cast<std::uint32_t>(bytes.size()));
   }
+  // A str of at most 8 bytes: one node for every equal one met recently (a direct-mapped cache
+  // of 256). Strings are values, so sharing a node changes nothing a reader sees; a snapshot
+  // writes some values anew in every trace entry (compile_context 'N/A'): 450,000 nodes and
+  // 7 MB less for a 450,000-entry trace.
+  Ref short_str(std::string_view bytes) {
+    std::uint64_t content = 0;  // the bytes and the length: equal for equal strings only
+    std::memcpy(&content, bytes.data(), bytes.size());
+    const auto size = static_cast<std::uint32_t>(bytes.size());
+    ShortStr& slot = short_strs_[((content * 0x9E3779B97F4A7C15ull) >> 56) ^ size];
+    if (slot.ref != Document::kAbsent && slot.content == content && slot.size == size) return slot.ref;
+    std::uint64_t at = doc_.text_.size();
+    doc_.text_.append(bytes.data(), bytes.size());
+    slot = {content, size, add(Type::Str, at, size)};
+    return slot.ref;
+  }
+  struct ShortStr {
+    std::uint64_t content = 0;
+    std::uint32_t size = 0;
+    Ref ref = Document::kAbsent;
+  };
+  ShortStr short_strs_[256];
   // A container holding the values stack_[from, to) (none by default).
   Ref add_container(Type type, std::size_t from = 0, std::size_t to = 0) {
     const std::uint64_t n = to - from;
