@@ -19,7 +19,9 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-OpReader reader_of(const std::vector<Op>& ops) {
+using SnapshotOps = decltype(PyTorchSnapshot::ops);
+
+OpReader reader_of(const SnapshotOps& ops) {
   auto at = std::make_shared<std::size_t>(0);
   return [&ops, at](std::vector<Op>& out, std::size_t max) {
     std::size_t n = std::min(max, ops.size() - *at);
@@ -29,7 +31,7 @@ OpReader reader_of(const std::vector<Op>& ops) {
   };
 }
 
-std::string ops_text(const std::vector<Op>& ops) {
+std::string ops_text(const SnapshotOps& ops) {
   std::string out;
   for (const Op& op : ops)
     out += op.kind == Op::Kind::Alloc ? fmt::format("a{}:{}@{} ", op.id, op.bytes, op.stream) : fmt::format("f{} ", op.id);
@@ -80,7 +82,7 @@ TEST(SnapshotExport, KeepsOomsOriginsAndExpandableMaps) {
 }
 
 TEST(SnapshotExport, AnUnwritablePathIsAnErrorAndLeavesNothing) {
-  std::vector<Op> ops;
+  SnapshotOps ops;
   EXPECT_THROW(export_snapshot("/nonexistent-dir/x.pickle", reader_of(ops), "caching", {}, 0), std::runtime_error);
 }
 

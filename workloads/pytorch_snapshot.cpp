@@ -505,8 +505,8 @@ class Converter {
       for (std::size_t i = 0; i < k; ++i) order[i] = i;
       std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return initial_[a].address < initial_[b].address; });
       std::vector<BufferId> initial_id(k);
-      std::vector<Op> ops;
-      std::vector<std::uint32_t> origins;
+      decltype(s_.ops) ops;
+      decltype(s_.op_origin) origins;
       ops.reserve(k + s_.ops.size());
       origins.reserve(k + s_.ops.size());
       for (std::size_t j = 0; j < k; ++j) {

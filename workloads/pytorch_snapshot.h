@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "devices/device_call.h"  // the same four calls, replayed
+#include "common/huge_page_allocator.h"
 #include "workloads/trace_source.h"
 #include "workloads/workload.h"
 
@@ -56,13 +57,15 @@ struct PyTorchSnapshot {
   bool native_allocator = true;          // false for backend:cudaMallocAsync
   Bytes device_capacity = 0;             // never recorded by PyTorch: 0
   std::vector<std::string> notes;
-  std::vector<Op> ops;                   // Alloc/Free; source_line = trace entry index + 1 (0: a block alive at start)
+  // Alloc/Free; source_line = trace entry index + 1 (0: a block alive at start). Tens of MB for
+  // a long trace, filled once: huge pages (a 4 KiB page fault every 100 ops otherwise).
+  std::vector<Op, HugePageAllocator<Op>> ops;
   std::uint64_t blocks_alive_at_start = 0;  // the first ops
   bool has_trace = false;                // false: only the segments (state at the time of the snapshot)
   std::vector<RecordedSegmentEvent> segment_events;
   std::vector<RecordedOom> ooms;
   // Where each Alloc came from: op_origin[i] indexes origins (0 = unknown).
-  std::vector<std::uint32_t> op_origin;
+  std::vector<std::uint32_t, HugePageAllocator<std::uint32_t>> op_origin;
   std::vector<std::string> origins{""};
 };
 
