@@ -17,6 +17,7 @@
 #include "allocators/call_run.h"
 #include "devices/recorded_placement_device.h"
 #include "allocators/registry.h"
+#include "common/huge_page_allocator.h"
 #include "common/units.h"
 #include "harness/run/buffer_table.h"
 #include "harness/run/step_ops_ahead.h"
@@ -425,8 +426,11 @@ struct CaseRun {
   static constexpr std::size_t kUsageWindow = std::size_t(1) << 17;
   static_assert((kUsageWindow & (kUsageWindow - 1)) == 0, "the ring's index wraps by a mask");
   // Sample g (g-th since the run began) at [2 (g mod kUsageWindow)]: allocated, then reserved.
-  // Not initialised: only written samples are read.
-  std::unique_ptr<Bytes[]> usage_mem{};
+  // Not initialised: only written samples are read. One huge page (2 MiB), not 512 page faults.
+  struct UsageMemFree {
+    void operator()(Bytes* p) const { HugePageAllocator<Bytes>().deallocate(p, 2 * kUsageWindow); }
+  };
+  std::unique_ptr<Bytes[], UsageMemFree> usage_mem{};
   std::uint64_t usage_count = 0;  // samples written
   struct UsageRun {
     std::uint64_t first_sample, first_event, step;  // sample first_sample + j is event first_event + j
@@ -570,7 +574,7 @@ struct CaseRun {
     op_view.stream_at = offsetof(Op, stream);
     op_view.slot_at = offsetof(Op, slot);
     if (first_run && settings.oom_block_map) {
-      usage_mem.reset(new Bytes[2 * kUsageWindow]);  // not initialised (above)
+      usage_mem.reset(HugePageAllocator<Bytes>().allocate(2 * kUsageWindow));  // not initialised (above)
       usage_runs.reserve(1024);
     }
     // A workload of unknown length (a trace stream) runs until a step says it is the end.
