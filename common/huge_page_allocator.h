@@ -32,11 +32,22 @@
 
 namespace gmb {
 
+#if GMB_HUGE_PAGES
+// The blocks of kHugeThreshold bytes or more: mapped with the huge-page advice and, once freed,
+// kept for reuse (up to 512 MiB in all; a block may serve a smaller one later, the rest kept).
+// Memory the process has already touched needs no page faults and no zero-fill by the kernel:
+// a snapshot's inflated pickle, freed once parsed, holds the ops converted from it.
+namespace huge_pages {
+void* take(std::size_t bytes);  // bytes >= HugePageAllocator's kHugeThreshold; throws std::bad_alloc
+void give(void* block);         // a block take() returned
+void release_kept();            // unmaps the blocks kept for reuse (live ones stay)
+}  // namespace huge_pages
+#endif
+
 template <class T>
 struct HugePageAllocator {
   using value_type = T;
   static constexpr std::size_t kHugeThreshold = std::size_t(2) << 20;
-  static constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
   HugePageAllocator() = default;
   template <class U>
@@ -46,12 +57,7 @@ struct HugePageAllocator {
 #if GMB_HUGE_PAGES
     if (n > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
     const std::size_t bytes = n * sizeof(T);
-    if (bytes >= kHugeThreshold) {
-      void* p = mmap(nullptr, mapped(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-      madvise(p, mapped(bytes), MADV_HUGEPAGE);  // advice: without it the pages are small ones
-      return static_cast<T*>(p);
-    }
+    if (bytes >= kHugeThreshold) return static_cast<T*>(huge_pages::take(bytes));
 #endif
     return std::allocator<T>().allocate(n);
   }
@@ -59,7 +65,7 @@ struct HugePageAllocator {
   void deallocate(T* p, std::size_t n) {
 #if GMB_HUGE_PAGES
     if (n * sizeof(T) >= kHugeThreshold) {
-      munmap(p, mapped(n * sizeof(T)));
+      huge_pages::give(p);
       return;
     }
 #endif
@@ -70,9 +76,6 @@ struct HugePageAllocator {
   bool operator==(const HugePageAllocator<U>&) const { return true; }
   template <class U>
   bool operator!=(const HugePageAllocator<U>&) const { return false; }
-
- private:
-  static std::size_t mapped(std::size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
 };
 
 }  // namespace gmb

@@ -567,10 +567,11 @@ std::vector<std::pair<Bytes, DevPtr>> recorded_placements(const PyTorchSnapshot&
   return out;
 }
 
-PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device) {
-  Document doc;
+namespace {
+
+Document parse_snapshot(std::string_view pickle_bytes, const std::string& file) {
   try {
-    doc = pickle::parse(pickle_bytes, file);
+    return pickle::parse(pickle_bytes, file);
   } catch (const pickle::PickleError& e) {
     // Keep the message, name the place the same way as the other snapshot errors.
     std::string msg = e.what();
@@ -578,6 +579,18 @@ PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const st
     if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
     throw TraceError::at_byte(file, e.offset, msg);
   }
+}
+
+}  // namespace
+
+PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device) {
+  const Document doc = parse_snapshot(pickle_bytes, file);
+  return Converter(doc, file).run(device);
+}
+
+PyTorchSnapshot convert_pytorch_snapshot(WholeContent&& pickle_bytes, const std::string& file, int device) {
+  const Document doc = parse_snapshot(pickle_bytes, file);
+  WholeContent().swap(pickle_bytes);
   return Converter(doc, file).run(device);
 }
 

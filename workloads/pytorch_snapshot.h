@@ -78,6 +78,9 @@ std::vector<std::pair<Bytes, DevPtr>> recorded_placements(const PyTorchSnapshot&
 // that is not what PyTorch writes at its path in the pickle ("segments[3].blocks: expected a
 // list, found str").
 PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device = -1);
+// The same, the pickle's bytes freed once parsed: the conversion's ops then take their memory
+// (huge_page_allocator.h keeps freed blocks), not pages the kernel has to zero-fill.
+PyTorchSnapshot convert_pytorch_snapshot(WholeContent&& pickle_bytes, const std::string& file, int device = -1);
 
 // The converted snapshot behind a source open_trace made for a snapshot; nullptr for other formats.
 const PyTorchSnapshot* pytorch_snapshot_of(const TraceSource& source);

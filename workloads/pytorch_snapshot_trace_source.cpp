@@ -73,11 +73,11 @@ std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteIn
   // starting like a pickle) would be read into memory without end.
   if (!in->regular_file())
     in->fail_at(0, "a PyTorch snapshot is read whole: give it as a regular file (plain or .gz), not a pipe or device");
-  const WholeContent content = in->read_rest(kMaxSnapshotBytes, "the snapshot's content");
+  WholeContent content = in->read_rest(kMaxSnapshotBytes, "the snapshot's content");
   const bool gzip = in->gzip();
   const std::string path = in->path();
   in.reset();
-  auto s = std::make_shared<const PyTorchSnapshot>(convert_pytorch_snapshot(content, path, options.device));
+  auto s = std::make_shared<const PyTorchSnapshot>(convert_pytorch_snapshot(std::move(content), path, options.device));
   return std::make_unique<PyTorchSnapshotSource>(std::move(s), gzip);
 }
 
