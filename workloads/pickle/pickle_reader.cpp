@@ -1,6 +1,7 @@
 #include "workloads/pickle/pickle_reader.h"
 
 #include <cstring>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -49,7 +50,6 @@ Ref Document::get(Ref dict, std::string_view key) const {
 
 void Document::clear() {
   decltype(nodes_)().swap(nodes_);
-  decltype(spans_)().swap(spans_);
   items_ = RefArray();
   decltype(text_)().swap(text_);
   root_ = 0;
@@ -79,7 +79,6 @@ class Builder {
     // one per 2 bytes of input; reserved, not touched (huge_page_allocator.h maps large blocks),
     // so a vector of several MB is not copied as it grows.
     doc_.nodes_.reserve(data.size() / 8);
-    doc_.spans_.reserve(data.size() / 64);
     doc_.items_.reserve(data.size() / 2);
     memo_.reserve(data.size() / 16);  // a snapshot memoizes about one value per 36 bytes
   }
@@ -141,7 +140,7 @@ class Builder {
 
   [[gnu::always_inline]] Ref add(Type type, std::uint64_t payload, std::uint32_t length = 0) {
     if (__builtin_expect(doc_.nodes_.size() >= Document::kImmediate - 1, 0)) fail(op_at_, "too many values");
-    doc_.nodes_.push_back(Node{type, length, payload});
+    doc_.nodes_.push_back(Node{type, false, length, payload});
     return static_cast<Ref>(doc_.nodes_.size() - 1);
   }
   Ref add_text(Type type, std::string_view bytes) {
@@ -175,32 +174,37 @@ class Builder {
   // A container holding the values stack_[from, to) (none by default).
   Ref add_container(Type type, std::size_t from = 0, std::size_t to = 0) {
     const std::uint64_t n = to - from;
-    doc_.spans_.push_back({doc_.items_.size(), n, n});
+    if (n > UINT32_MAX) fail(op_at_, "a container of 2^32 items or more");
+    const std::uint64_t at = doc_.items_.size();
     doc_.items_.append(stack_.data() + from, n);
-    return add(type, doc_.spans_.size() - 1);
+    return add(type, at, static_cast<std::uint32_t>(n));
   }
-  // Appends stack_[from, to) to the items of container span `span`.
-  void append_items(std::uint64_t span, std::size_t from, std::size_t to) {
+  // Appends stack_[from, to) to the items of container c.
+  void append_items(Ref c, std::size_t from, std::size_t to) {
     auto& items = doc_.items_;
-    Document::Span& s = doc_.spans_[span];
-    const std::uint64_t n = to - from;
-    if (s.size + n > s.capacity && s.offset + s.capacity == items.size()) {  // the last in items_: grows in place
+    Node& node = doc_.nodes_[c];
+    const std::uint64_t size = node.length, n = to - from;
+    if (size + n > UINT32_MAX) fail(op_at_, "a container of 2^32 items or more");
+    const std::uint64_t room = node.moved ? room_.at(c) : size;  // items_[payload, payload + room) is c's
+    if (size + n > room && node.payload + room == items.size()) {  // the last in items_: grows in place
       // Appended, not resized then copied over: no zero-fill of what is written at once.
-      items.resize(s.offset + s.size);
+      items.resize(node.payload + size);
       items.append(stack_.data() + from, n);
-      s.size += n;
-      s.capacity = s.size;
+      node.length = static_cast<std::uint32_t>(size + n);
+      if (node.moved) room_.erase(c);
+      node.moved = false;
       return;
-    } else if (s.size + n > s.capacity) {  // moves to the end with twice the room
-      const std::uint64_t room = std::max(s.size + n, 2 * s.capacity);
+    } else if (size + n > room) {  // moves to the end with twice the room
+      const std::uint64_t more = std::max(size + n, 2 * room);
       const std::uint64_t at = items.size();
-      items.resize(at + room);
-      if (s.size) std::memmove(&items[at], &items[s.offset], s.size * sizeof(Ref));
-      s.offset = at;
-      s.capacity = room;
+      items.resize(at + more);
+      if (size) std::memmove(&items[at], &items[node.payload], size * sizeof(Ref));
+      node.payload = at;
+      node.moved = true;
+      room_[c] = more;
     }
-    if (n) std::memcpy(&items[s.offset + s.size], stack_.data() + from, n * sizeof(Ref));
-    s.size += n;
+    if (n) std::memcpy(&items[node.payload + size], stack_.data() + from, n * sizeof(Ref));
+    node.length = static_cast<std::uint32_t>(size + n);
   }
   Ref add_int(std::int64_t v) {
     if (static_cast<std::uint64_t>(v) < static_cast<std::uint64_t>(Document::kImmediateLimit))
@@ -264,7 +268,7 @@ class Builder {
   // APPENDS, ADDITEMS: the values above the last mark join the container below it.
   void append_mark(Type type, const char* op_name) {
     const std::size_t m = check_container_below_mark();
-    const std::uint64_t c = container(stack_[m - 1], type, type, op_name);
+    const Ref c = container(stack_[m - 1], type, type, op_name);
     append_items(c, m, stack_.size());
     drop_mark(m);
   }
@@ -278,12 +282,12 @@ class Builder {
     marks_.pop_back();
     stack_.resize(m);
   }
-  // The span of container r, which must be of type want1 or want2.
-  std::uint64_t container(Ref r, Type want1, Type want2, const char* op_name) {
+  // Container r, which must be of type want1 or want2.
+  Ref container(Ref r, Type want1, Type want2, const char* op_name) {
     Type t = doc_.type(r);
     if (t != want1 && t != want2)
       fail(op_at_, fmt::format("{} applies to a {}, found a {}", op_name, type_name(want1), type_name(t)));
-    return doc_.nodes_[r].payload;
+    return r;
   }
 
   // The memo is a vector: Python numbers it 0, 1, 2... An index may skip ahead, but never past
@@ -558,7 +562,7 @@ class Builder {
       }
       case 'u': {  // SETITEMS
         const std::size_t m = check_container_below_mark();
-        const std::uint64_t dict = container(stack_[m - 1], Type::Dict, Type::Dict, "SETITEMS");
+        const Ref dict = container(stack_[m - 1], Type::Dict, Type::Dict, "SETITEMS");
         if ((stack_.size() - m) % 2) fail(op_at_, fmt::format("SETITEMS with an odd number of values ({})", stack_.size() - m));
         append_items(dict, m, stack_.size());
         drop_mark(m);
@@ -611,6 +615,7 @@ class Builder {
   static constexpr Ref kNoMemo = UINT32_MAX;
   std::vector<Ref, HugePageAllocator<Ref>> memo_;  // reserved with the nodes (Builder())
   std::size_t memo_count_ = 0;
+  std::unordered_map<Ref, std::uint64_t> room_;  // containers whose room (items) is more than their items
   Document doc_;
 };
 

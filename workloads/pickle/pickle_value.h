@@ -116,8 +116,7 @@ class Document {
   // List, Tuple, Set: the items; Dict: keys and values interleaved (k0, v0, k1, v1...).
   Items items(Ref r) const {
     assert(!is_immediate(r) && nodes_[r].type >= Type::List);  // a container: check type() first
-    const Span& s = spans_[nodes_[r].payload];
-    return Items(items_.data() + s.offset, s.size);
+    return Items(items_.data() + nodes_[r].payload, nodes_[r].length);
   }
   std::size_t size(Ref r) const;  // items, or pairs for a dict
   // The value of a str key in a dict (the last one where a key repeats); nullptr-like -1 when absent.
@@ -128,23 +127,21 @@ class Document {
 
  private:
   friend class Builder;
+  // A container's items are items_[payload, payload + length). While parsing, one that grows
+  // past its room moves to the end of items_ with twice the room (the old place is left unused:
+  // appends cost O(1) on average, and items_ stays within a few times the items); `moved` says
+  // its room is larger than its items (the Builder keeps how large).
   struct Node {
     Type type;
-    std::uint32_t length;   // Str/Bytes/BigInt: byte length
+    bool moved = false;
+    std::uint32_t length;   // Str/Bytes/BigInt: byte length; containers: items
     std::uint64_t payload;  // Int/Bool: the value; Float: the bits; Str/Bytes/BigInt: offset into
-                            // text_; containers: index into spans_
-  };
-  // A container's items: items_[offset, offset + size), room for `capacity` there. A container
-  // that grows past its room moves to the end of items_ with twice the room (the old place is
-  // left unused): appends cost O(1) on average, and items_ stays within a few times the items.
-  struct Span {
-    std::uint64_t offset, size, capacity;
+                            // text_; containers: offset into items_
   };
   // Filled once, tens of megabytes for a large snapshot: huge pages where the system has them.
   template <class T>
   using Store = std::vector<T, HugePageAllocator<T>>;
   Store<Node> nodes_;
-  Store<Span> spans_;
   RefArray items_;
   std::basic_string<char, std::char_traits<char>, HugePageAllocator<char>> text_;
   Ref root_ = 0;
