@@ -3,8 +3,9 @@
 // parsed snapshot's nodes) otherwise takes a page fault every 4 KiB, a sixth of the parse time
 // on the build machine; with 2 MiB pages it takes one per 2 MiB. Smaller blocks, and systems
 // without madvise, use std::allocator. Where the kernel gives no huge page the memory is the
-// same as plain mmap's. Under AddressSanitizer every block comes from std::allocator, so that
-// ASan watches the bounds of the large ones too.
+// same as plain mmap's. Freed large blocks are kept for reuse (huge_pages below). Under
+// AddressSanitizer every block comes from std::allocator, so that ASan watches the bounds of the
+// large ones too.
 #pragma once
 
 #include <cstddef>
