@@ -146,7 +146,11 @@ class Builder {
   Ref add_text(Type type, std::string_view bytes) {
     if (type == Type::Str && bytes.size() <= 8) return short_str(bytes);
     if (bytes.size() >= UINT32_MAX) fail(op_at_, "a string of 4 GiB or more");
-    std::uint64_t at = doc_.text_.size();
+    return store_text(type, bytes);
+  }
+  // A new node for bytes, appended to text_ (below 4 GiB: add_text checks).
+  Ref store_text(Type type, std::string_view bytes) {
+    const std::uint64_t at = doc_.text_.size();
     doc_.text_.append(bytes.data(), bytes.size());
     return add(type, at, static_cast<std::uint32_t>(bytes.size()));
   }
@@ -160,9 +164,7 @@ class Builder {
     const auto size = static_cast<std::uint32_t>(bytes.size());
     ShortStr& slot = short_strs_[((content * 0x9E3779B97F4A7C15ull) >> 56) ^ size];
     if (slot.ref != Document::kAbsent && slot.content == content && slot.size == size) return slot.ref;
-    std::uint64_t at = doc_.text_.size();
-    doc_.text_.append(bytes.data(), bytes.size());
-    slot = {content, size, add(Type::Str, at, size)};
+    slot = {content, size, store_text(Type::Str, bytes)};
     return slot.ref;
   }
   struct ShortStr {
