@@ -38,6 +38,9 @@ TraceError TraceError::in_content(const std::string& file, const std::string& wh
 namespace {
 
 constexpr std::size_t kBlock = std::size_t(1) << 20;  // bytes read per refill
+// The most a file's own word on its length (a gzip length field) is trusted for sizing room:
+// a file that lies costs no more than this before it is found out.
+constexpr std::uint64_t kTrustedLengthAtMost = std::uint64_t(1) << 30;
 
 class FileBytes final : public ByteInput {
  public:
@@ -79,11 +82,15 @@ class GzipBytes final : public ByteInput {
   }
   bool gzip() const override { return true; }
   bool whole_content(std::uint64_t max_bytes, WholeContent& out) override;
-  // The last member's length field, read without moving the stream; no more than deflate can
-  // inflate that file to (1032 to 1).
+  // The last member's length field, read without moving the stream.
   std::uint64_t size_hint() const override {
     unsigned char tail[4];
     if (file_bytes_ < 18 || ::pread(::fileno(f_), tail, 4, static_cast<off_t>(file_bytes_ - 4)) != 4) return 0;
+    return length_field(tail);
+  }
+  // The length field `tail` (the file's last 4 bytes), no more than deflate can inflate this
+  // file to (1032 to 1).
+  std::uint64_t length_field(const unsigned char* tail) const {
     return std::min<std::uint64_t>(isize(tail), file_bytes_ * 1032);
   }
   // A gzip member's ISIZE field (its last 4 bytes, little-endian): its inflated length modulo 2^32.
@@ -178,9 +185,9 @@ bool GzipBytes::whole_content(std::uint64_t max_bytes, WholeContent& out) {
   // The last member's length field is at the file's end (the only member's, mostly); an
   // earlier member's is not known before it is inflated: then four times its compressed bytes
   // to start with, doubled until it fits. The field is trusted as far as read_rest trusts
-  // size_hint (deflate's 1032 to 1, 1 GiB): a file that lies about it costs no more room.
-  const std::uint64_t last_isize = std::min<std::uint64_t>(
-      {isize(reinterpret_cast<const unsigned char*>(packed.data() + packed.size() - 4)), 1032 * file_bytes_, 1ull << 30});
+  // size_hint (deflate's 1032 to 1, kTrustedLengthAtMost): a file that lies costs no more room.
+  const std::uint64_t last_isize = std::min(
+      length_field(reinterpret_cast<const unsigned char*>(packed.data() + packed.size() - 4)), kTrustedLengthAtMost);
   std::size_t in_at = 0;
   while (in_at < packed.size()) {
     const std::size_t left = packed.size() - in_at;
@@ -249,8 +256,8 @@ WholeContent ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what
   };
   // Produced straight into the result, not through the buffer, in room made once where the
   // file says its length (a snapshot of hundreds of MB would otherwise be copied at every
-  // doubling, and once more from the buffer). The hint is trusted up to 1 GiB: a file that
-  // lies about its length makes the result grow as it would without one.
+  // doubling, and once more from the buffer). The hint is trusted up to kTrustedLengthAtMost:
+  // a file that lies about its length makes the result grow as it would without one.
   {
     // The whole content at once where the input can (then what was consumed is dropped).
     WholeContent whole;
@@ -265,7 +272,7 @@ WholeContent ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what
   const std::string_view b = buffered();
   if (b.size() > max_bytes) too_large();
   const std::uint64_t cap = max_bytes + 1;  // one byte more than allowed: the test for too much
-  std::uint64_t room = b.size() + std::max<std::uint64_t>(std::min<std::uint64_t>(size_hint(), 1ull << 30), kBlock);
+  std::uint64_t room = b.size() + std::max<std::uint64_t>(std::min(size_hint(), kTrustedLengthAtMost), kBlock);
   WholeContent content;
   content.resize(static_cast<std::size_t>(std::min(room, cap)));
   if (!b.empty()) std::memcpy(content.data(), b.data(), b.size());  // b.data() is null before the first refill
