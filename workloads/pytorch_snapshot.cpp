@@ -1,7 +1,10 @@
 #include "workloads/pytorch_snapshot.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <exception>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -49,11 +52,15 @@ struct InitialBlock {
 
 constexpr BufferId kInitialTag = BufferId(1) << 63;
 
+class TraceSink;
+
 class Converter {
  public:
   Converter(const Document& doc, const std::string& file) : d_(doc), file_(file) {}
 
-  PyTorchSnapshot run(int want_device) {
+  // sink: the traces converted while parsing (nullptr: none, every trace is in the Document).
+  PyTorchSnapshot run(int want_device, const TraceSink* sink) {
+    sink_ = sink;
     Ref root = d_.root();
     Ref segments = Document::kAbsent, traces = Document::kAbsent, settings = Document::kAbsent;
     if (d_.type(root) == Type::List) {
@@ -83,14 +90,50 @@ class Converter {
     Ref trace = traces != Document::kAbsent && s_.device < static_cast<int>(d_.size(traces))
                     ? d_.items(traces)[static_cast<std::size_t>(s_.device)]
                     : Document::kAbsent;
-    s_.has_trace = trace != Document::kAbsent && d_.size(trace) > 0;
-    if (s_.has_trace) convert_trace(trace);
+    s_.has_trace = trace != Document::kAbsent && entries_of(traces, static_cast<std::size_t>(s_.device)) > 0;
+    if (s_.has_trace) convert_trace(traces, trace);
     if (segments != Document::kAbsent) read_blocks_alive(segments);
     finish();
     return std::move(s_);
   }
 
+  // One device's trace, entry by entry: begin_trace, convert_entry for entries 0, 1, 2...,
+  // end_trace (its notes). A TraceSink calls them while the pickle is parsed.
+  void begin_trace(int device, std::size_t expected_entries) {
+    s_.device = device;
+    key_class_.assign(d_.node_count(), kUnclassified);
+    s_.ops.reserve(s_.ops.size() + expected_entries);  // at most one op per entry (two for an oom)
+    s_.op_origin.reserve(s_.op_origin.size() + expected_entries);
+  }
+  // While a TraceSink converts: where each container looked into goes (pickle::ListSink::take).
+  void record_reads(std::vector<Ref>* reads) { reads_ = reads; }
+  // The Document dropped its nodes from `floor` on (pickle::ListSink::nodes_dropped).
+  void forget_nodes_from(Ref floor) {
+    if (key_class_.size() > floor) key_class_.resize(floor);
+  }
+  // Takes over the trace `from` converted (its ops, live blocks, streams, origins).
+  void adopt_trace(Converter&& from) {
+    s_.ops = std::move(from.s_.ops);
+    s_.op_origin = std::move(from.s_.op_origin);
+    s_.segment_events = std::move(from.s_.segment_events);
+    s_.ooms = std::move(from.s_.ooms);
+    s_.origins = std::move(from.s_.origins);
+    streams_ = std::move(from.streams_);
+    live_ = std::move(from.live_);
+    initial_ = std::move(from.initial_);
+    free_ids_ = std::move(from.free_ids_);
+    next_id_ = from.next_id_;
+    origin_index_ = std::move(from.origin_index_);
+    delayed_frees_ = from.delayed_frees_;
+    ignored_ = from.ignored_;
+    requested_pending_ = from.requested_pending_;
+  }
+
  private:
+  // The entries of device_traces[device]: in the Document, or (a list the sink claimed) converted.
+  std::uint64_t entries_of(Ref traces, std::size_t device) const;
+  void convert_trace(Ref traces, Ref trace);
+
   template <class Path>
   [[noreturn]] void bad(const Path& where, const std::string& expected) const {
     if constexpr (std::is_invocable_v<Path>) throw TraceError::in_content(file_, where(), "expected " + expected);
@@ -153,7 +196,7 @@ class Converter {
     std::map<int, std::uint64_t> events;  // device -> trace entries (0 for devices with segments only)
     if (traces != Document::kAbsent)
       for (std::size_t i = 0; i < d_.size(traces); ++i) {
-        auto n = d_.size(d_.items(traces)[i]);
+        auto n = entries_of(traces, i);
         if (n) events[static_cast<int>(i)] = n;
       }
     std::map<int, std::uint64_t> seg_devices;
@@ -238,11 +281,14 @@ class Converter {
 
   std::uint32_t origin_of(Ref entry) { return origin_of_frames(d_.get(entry, "frames")); }
   std::uint32_t origin_of_frames(Ref frames) {
-    if (frames == Document::kAbsent || d_.type(frames) != Type::List || d_.size(frames) == 0) return 0;
+    if (frames == Document::kAbsent || d_.type(frames) != Type::List) return 0;
+    if (reads_) reads_->push_back(frames);
+    if (d_.size(frames) == 0) return 0;
     // The innermost frame of the user's Python code: not PyTorch's, not C/C++ (stacks="all").
     Ref pick = Document::kAbsent, first_py = Document::kAbsent;
     for (Ref f : d_.items(frames)) {
       if (d_.type(f) != Type::Dict) continue;
+      if (reads_) reads_->push_back(f);
       Ref fn = d_.get(f, "filename");
       if (fn == Document::kAbsent || d_.type(fn) != Type::Str) continue;
       std::string_view name = d_.as_bytes(fn);
@@ -313,6 +359,7 @@ class Converter {
   std::vector<std::uint8_t> key_class_;  // by node: the EntryKey of a key node
   EntryKey classify_key(Ref k) {
     if (Document::is_immediate(k)) return kOtherKey;  // an int key: no node, not a name
+    if (__builtin_expect(k >= key_class_.size(), 0)) key_class_.resize(d_.node_count(), kUnclassified);  // a parse goes on
     std::uint8_t& c = key_class_[k];
     if (c != kUnclassified) return static_cast<EntryKey>(c);
     static constexpr std::pair<const char*, EntryKey> kNames[] = {{"action", kAction}, {"addr", kAddr},
@@ -331,114 +378,123 @@ class Converter {
     return f;
   }
 
-  void convert_trace(Ref trace) {
-    const int dev = s_.device;
-    std::uint64_t delayed_frees = 0, ignored = 0, requested_pending = 0;
+  void convert_trace_entries(Ref trace) {
     const auto& entries = d_.items(trace);
-    key_class_.assign(d_.node_count(), kUnclassified);
-    s_.ops.reserve(s_.ops.size() + entries.size());  // at most one op per entry (two for an oom)
-    s_.op_origin.reserve(s_.op_origin.size() + entries.size());
-    EntryFields f, prev;
-    for (std::size_t i = 0; i < entries.size(); ++i, prev = f) {
-      Ref e = entries[i];
-      auto where = [&] { return fmt::format("device_traces[{}][{}]", dev, i); };
-      expect(e, Type::Dict, where);
-      f = entry_fields(e);
-      std::string_view action = str_of(f[kAction], "action", where);
-      if (action == "snapshot" || action == "user_defined") {
-        ++ignored;
-        continue;
-      }
-      if (action == "oom") {
-        Bytes size = uint_of(f[kSize], "size", where);
-        Ref df = f[kDeviceFree];
-        Bytes device_free = df != Document::kAbsent && d_.is_int(df) && d_.as_int(df) > 0 ? static_cast<Bytes>(d_.as_int(df)) : 0;
-        StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
-        s_.ooms.push_back({size, device_free, s_.ops.size(), i});
-        BufferId id = new_id();
-        std::uint32_t origin = origin_of_frames(f[kFrames]);
-        push_op(Op::Kind::Alloc, id, size, stream, i, origin);
-        push_op(Op::Kind::Free, id, 0, stream, i, 0);
-        free_ids_.push_back(id);
-        continue;
-      }
-      DevPtr addr = uint_of(f[kAddr], "addr", where);
-      Bytes size = uint_of(f[kSize], "size", where);
-      if (action == "alloc") {
-        StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
-        if (live_.find(addr))
-          throw TraceError::in_content(file_, where(),
-                              fmt::format("alloc at address {:#x}, which is already allocated and was never freed "
-                                          "(free_completed) in the trace",
-                                          addr));
-        const Live l{new_id(), size, stream, false};
-        live_.put(addr, l);
-        push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames]));
-      } else if (action == "free_requested" || action == "free_completed") {
-        Live* it = live_.find(addr);
-        if (!it) {
-          // Allocated before the trace's first entry (the ring buffer dropped its alloc).
-          StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
-          BufferId tagged = kInitialTag | initial_.size();
-          initial_.push_back({addr, size, stream, tagged, 0});
-          live_.put(addr, Live{tagged, size, stream, false});
-          it = live_.find(addr);
-        }
-        if (action == "free_requested") {
-          if (!it->free_requested) ++requested_pending;
-          it->free_requested = true;
-          continue;
-        }
-        if (it->free_requested) {
-          --requested_pending;
-          // A free_completed that is not right after its free_requested waited on another stream.
-          if (i == 0 || !is_free_requested_of(prev, addr)) ++delayed_frees;
-        }
-        push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
-        if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
-        Live gone;
-        live_.take(addr, gone);
-      } else if (action == "segment_alloc" || action == "segment_free" || action == "segment_map" ||
-                 action == "segment_unmap") {
-        RecordedSegmentEvent ev;
-        ev.kind = action == "segment_alloc"  ? RecordedSegmentEvent::Kind::Malloc
-                  : action == "segment_free" ? RecordedSegmentEvent::Kind::Free
-                  : action == "segment_map"  ? RecordedSegmentEvent::Kind::Map
-                                             : RecordedSegmentEvent::Kind::Unmap;
-        ev.bytes = size;
-        ev.address = addr;
-        ev.before_op = s_.ops.size();
-        ev.entry = i;
-        s_.segment_events.push_back(ev);
-      } else {
-        throw TraceError::in_content(file_, where() + ".action",
-                            fmt::format("expected one of alloc, free_requested, free_completed, segment_alloc, "
-                                        "segment_free, segment_map, segment_unmap, oom, snapshot, user_defined; "
-                                        "found '{}'",
-                                        pickle::escape_excerpt(action, 40)));
+    begin_trace(s_.device, entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) convert_entry(entries[i], i);
+    end_trace();
+  }
+
+ public:
+  void convert_entry(Ref e, std::uint64_t i) {
+    const int dev = s_.device;
+    auto where = [&] { return fmt::format("device_traces[{}][{}]", dev, i); };
+    expect(e, Type::Dict, where);
+    if (reads_) reads_->push_back(e);
+    const EntryFields f = entry_fields(e);
+    std::string_view action = str_of(f[kAction], "action", where);
+    // Whether the entry before was the free_requested of an address, and which.
+    const bool after_free_requested = prev_free_requested_;
+    const DevPtr requested_addr = prev_requested_addr_;
+    prev_free_requested_ = false;
+    if (action == "free_requested") {
+      Ref p = f[kAddr];
+      if (p != Document::kAbsent && d_.is_int(p)) {
+        prev_free_requested_ = true;
+        prev_requested_addr_ = static_cast<DevPtr>(d_.as_int(p));
       }
     }
-    if (delayed_frees)
+    if (action == "snapshot" || action == "user_defined") {
+      ++ignored_;
+      return;
+    }
+    if (action == "oom") {
+      Bytes size = uint_of(f[kSize], "size", where);
+      Ref df = f[kDeviceFree];
+      Bytes device_free = df != Document::kAbsent && d_.is_int(df) && d_.as_int(df) > 0 ? static_cast<Bytes>(d_.as_int(df)) : 0;
+      StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
+      s_.ooms.push_back({size, device_free, s_.ops.size(), i});
+      BufferId id = new_id();
+      std::uint32_t origin = origin_of_frames(f[kFrames]);
+      push_op(Op::Kind::Alloc, id, size, stream, i, origin);
+      push_op(Op::Kind::Free, id, 0, stream, i, 0);
+      free_ids_.push_back(id);
+      return;
+    }
+    DevPtr addr = uint_of(f[kAddr], "addr", where);
+    Bytes size = uint_of(f[kSize], "size", where);
+    if (action == "alloc") {
+      StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
+      if (live_.find(addr))
+        throw TraceError::in_content(file_, where(),
+                                     fmt::format("alloc at address {:#x}, which is already allocated and was never "
+                                                 "freed (free_completed) in the trace",
+                                                 addr));
+      const Live l{new_id(), size, stream, false};
+      live_.put(addr, l);
+      push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames]));
+    } else if (action == "free_requested" || action == "free_completed") {
+      Live* it = live_.find(addr);
+      if (!it) {
+        // Allocated before the trace's first entry (the ring buffer dropped its alloc).
+        StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
+        BufferId tagged = kInitialTag | initial_.size();
+        initial_.push_back({addr, size, stream, tagged, 0});
+        live_.put(addr, Live{tagged, size, stream, false});
+        it = live_.find(addr);
+      }
+      if (action == "free_requested") {
+        if (!it->free_requested) ++requested_pending_;
+        it->free_requested = true;
+        return;
+      }
+      if (it->free_requested) {
+        --requested_pending_;
+        // A free_completed that is not right after its free_requested waited on another stream.
+        if (!after_free_requested || requested_addr != addr) ++delayed_frees_;
+      }
+      push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
+      if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
+      Live gone;
+      live_.take(addr, gone);
+    } else if (action == "segment_alloc" || action == "segment_free" || action == "segment_map" ||
+               action == "segment_unmap") {
+      RecordedSegmentEvent ev;
+      ev.kind = action == "segment_alloc"  ? RecordedSegmentEvent::Kind::Malloc
+                : action == "segment_free" ? RecordedSegmentEvent::Kind::Free
+                : action == "segment_map"  ? RecordedSegmentEvent::Kind::Map
+                                           : RecordedSegmentEvent::Kind::Unmap;
+      ev.bytes = size;
+      ev.address = addr;
+      ev.before_op = s_.ops.size();
+      ev.entry = i;
+      s_.segment_events.push_back(ev);
+    } else {
+      throw TraceError::in_content(file_, where() + ".action",
+                                   fmt::format("expected one of alloc, free_requested, free_completed, segment_alloc, "
+                                               "segment_free, segment_map, segment_unmap, oom, snapshot, user_defined; "
+                                               "found '{}'",
+                                               pickle::escape_excerpt(action, 40)));
+    }
+  }
+
+  void end_trace() {
+    if (delayed_frees_)
       s_.notes.push_back(fmt::format("{} blocks returned to the allocator later than their free was requested "
                                      "(used on another stream: record_stream); replayed at free_completed",
-                                     delayed_frees));
-    if (requested_pending)
+                                     delayed_frees_));
+    if (requested_pending_)
       s_.notes.push_back(fmt::format("{} blocks were freed but not yet returned when the snapshot was taken "
                                      "(free_requested without free_completed): still live at the end",
-                                     requested_pending));
-    if (ignored) s_.notes.push_back(fmt::format("{} snapshot/user_defined entries ignored", ignored));
+                                     requested_pending_));
+    if (ignored_) s_.notes.push_back(fmt::format("{} snapshot/user_defined entries ignored", ignored_));
     if (!s_.ooms.empty())
       s_.notes.push_back(fmt::format("{} recorded OOMs: each is replayed as an allocation of its size, freed right "
                                      "away if it succeeds",
                                      s_.ooms.size()));
   }
 
-  bool is_free_requested_of(const EntryFields& e, DevPtr addr) const {  // e: the entry before
-    Ref a = e[kAction], p = e[kAddr];
-    return a != Document::kAbsent && d_.type(a) == Type::Str && d_.as_bytes(a) == "free_requested" &&
-           p != Document::kAbsent && d_.is_int(p) && static_cast<DevPtr>(d_.as_int(p)) == addr;
-  }
-
+ private:
   // Blocks alive when the snapshot was taken that the trace never allocated: alive since before
   // its first entry (or, without a trace, the whole state to replay).
   void read_blocks_alive(Ref segments) {
@@ -549,7 +605,12 @@ class Converter {
 
   const Document& d_;
   const std::string& file_;
+  const TraceSink* sink_ = nullptr;
+  std::vector<Ref>* reads_ = nullptr;
   PyTorchSnapshot s_;
+  std::uint64_t delayed_frees_ = 0, ignored_ = 0, requested_pending_ = 0;
+  bool prev_free_requested_ = false;  // the entry before: a free_requested of prev_requested_addr_
+  DevPtr prev_requested_addr_ = 0;
   std::unordered_map<std::int64_t, StreamId> streams_;
   LiveMap<Live> live_;
   std::vector<InitialBlock> initial_;
@@ -557,6 +618,122 @@ class Converter {
   BufferId next_id_ = 0;
   std::unordered_map<std::string, std::uint32_t> origin_index_;
 };
+
+// Converts the traces while the pickle is parsed (pickle::ListSink): the lists of
+// device_traces, found by their place in the snapshot dict as Python's pickler writes it,
+//   root dict, MARK, key, value, ..., 'device_traces', outer list, [MARK,] device lists...
+// Each entry is converted as it comes, and the parser drops each batch of entries once it is
+// converted: the tree never holds the trace. A device's conversion error is kept and thrown
+// only if that device is replayed, after the checks that come before it (as Converter::run
+// without a sink would meet them).
+class TraceSink final : public pickle::ListSink {
+ public:
+  TraceSink(const std::string& file, std::size_t input_bytes) : file_(file), input_bytes_(input_bytes) {}
+
+  bool claim(const Document& doc, const Ref* stack, std::size_t size, std::size_t p, const std::size_t* marks,
+             std::size_t n_marks) override {
+    (void)size;
+    std::size_t below = 0;  // the marks at or below p
+    while (below < n_marks && marks[below] <= p) ++below;
+    if (below == 0 || below > 2 || marks[0] != 1 || doc.type(stack[0]) != Type::Dict) return false;
+    // One device list: [root, (mark) ..., 'device_traces', outer, list]; several:
+    // [root, (mark) ..., 'device_traces', outer, (mark) list0, list1, ...].
+    const std::size_t outer_at = below == 1 ? p - 1 : marks[1] - 1;
+    if (outer_at < 2 || outer_at % 2 != 0) return false;  // the root's values sit at 2, 4, 6...
+    const Ref outer = stack[outer_at], key = stack[outer_at - 1];
+    if (doc.type(outer) != Type::List || doc.type(key) != Type::Str || doc.as_bytes(key) != "device_traces") return false;
+    const std::size_t device = doc.size(outer) + (below == 1 ? 0 : p - marks[1]);
+    if (device > static_cast<std::size_t>(INT32_MAX)) return false;
+    Claim c;
+    c.root = stack[0];
+    c.outer = outer;
+    c.list = stack[p];
+    c.device = device;
+    c.converter = std::make_unique<Converter>(doc, file_);
+    // Reserved, not touched (huge pages): a trace entry takes 40 bytes of pickle or more.
+    c.converter->begin_trace(static_cast<int>(device), input_bytes_ / 40);
+    claims_.push_back(std::move(c));
+    return true;
+  }
+
+  void take(const Document&, Ref list, const Ref* items, std::size_t n, std::vector<Ref>& read) override {
+    Claim& c = claim_of(list);
+    if (!c.error) {
+      c.converter->record_reads(&read);
+      try {
+        for (std::size_t k = 0; k < n; ++k) c.converter->convert_entry(items[k], c.entries + k);
+      } catch (...) {
+        c.error = std::current_exception();  // thrown if this device is replayed
+      }
+      c.converter->record_reads(nullptr);
+    }
+    c.entries += n;
+  }
+
+  void nodes_dropped(Ref floor) override {
+    for (Claim& c : claims_) c.converter->forget_nodes_from(floor);
+  }
+
+  // After the parse: every claimed list sits where it was claimed (else the parse is redone
+  // without a sink: SinkRestart).
+  void check_places(const Document& doc) const {
+    for (const Claim& c : claims_)
+      if (doc.root() != c.root || doc.type(c.outer) != Type::List || c.device >= doc.size(c.outer) ||
+          doc.items(c.outer)[c.device] != c.list)
+        throw pickle::SinkRestart{};
+  }
+
+  // The entries of device_traces[device] the sink took (traces: that list of lists).
+  std::uint64_t entries(Ref traces, std::size_t device) const {
+    const Claim* c = find(traces, device);
+    return c ? c->entries : 0;
+  }
+  // The converted trace of device_traces[device], or nullptr; throws the conversion's error.
+  Converter* converted(Ref traces, std::size_t device) const {
+    const Claim* c = find(traces, device);
+    if (!c) return nullptr;
+    if (c->error) std::rethrow_exception(c->error);
+    return c->converter.get();
+  }
+
+ private:
+  struct Claim {
+    Ref root = 0, outer = 0, list = 0;
+    std::size_t device = 0;
+    std::unique_ptr<Converter> converter;
+    std::uint64_t entries = 0;
+    std::exception_ptr error;
+  };
+  Claim& claim_of(Ref list) {
+    if (claims_[last_].list != list)
+      for (std::size_t i = 0; i < claims_.size(); ++i)
+        if (claims_[i].list == list) last_ = i;
+    return claims_[last_];
+  }
+  const Claim* find(Ref traces, std::size_t device) const {
+    for (const Claim& c : claims_)
+      if (c.outer == traces && c.device == device) return &c;
+    return nullptr;
+  }
+
+  const std::string& file_;
+  std::size_t input_bytes_;
+  std::vector<Claim> claims_;
+  std::size_t last_ = 0;
+};
+
+std::uint64_t Converter::entries_of(Ref traces, std::size_t device) const {
+  return d_.size(d_.items(traces)[device]) + (sink_ ? sink_->entries(traces, device) : 0);
+}
+
+void Converter::convert_trace(Ref traces, Ref trace) {
+  if (Converter* done = sink_ ? sink_->converted(traces, static_cast<std::size_t>(s_.device)) : nullptr) {
+    adopt_trace(std::move(*done));
+    end_trace();
+    return;
+  }
+  convert_trace_entries(trace);
+}
 
 }  // namespace
 
@@ -569,9 +746,9 @@ std::vector<std::pair<Bytes, DevPtr>> recorded_placements(const PyTorchSnapshot&
 
 namespace {
 
-Document parse_snapshot(std::string_view pickle_bytes, const std::string& file) {
+Document parse_snapshot(std::string_view pickle_bytes, const std::string& file, pickle::ListSink* sink) {
   try {
-    return pickle::parse(pickle_bytes, file);
+    return pickle::parse(pickle_bytes, file, sink);
   } catch (const pickle::PickleError& e) {
     // Keep the message, name the place the same way as the other snapshot errors.
     std::string msg = e.what();
@@ -581,17 +758,34 @@ Document parse_snapshot(std::string_view pickle_bytes, const std::string& file) 
   }
 }
 
+// The trace converted while parsing; where the pickle refers back to what was converted
+// (pickle::SinkRestart), parsed again whole and converted after. `owned`: the pickle's bytes,
+// freed once parsed.
+PyTorchSnapshot convert(std::string_view pickle_bytes, const std::string& file, int device, WholeContent* owned) {
+  try {
+    TraceSink sink(file, pickle_bytes.size());
+    const Document doc = parse_snapshot(pickle_bytes, file, &sink);
+    sink.check_places(doc);
+    if (owned) WholeContent().swap(*owned);
+    return Converter(doc, file).run(device, &sink);
+  } catch (const pickle::SinkRestart&) {
+  }
+  return convert_pytorch_snapshot_unstreamed(pickle_bytes, file, device);
+}
+
 }  // namespace
 
+PyTorchSnapshot convert_pytorch_snapshot_unstreamed(std::string_view pickle_bytes, const std::string& file, int device) {
+  const Document doc = parse_snapshot(pickle_bytes, file, nullptr);
+  return Converter(doc, file).run(device, nullptr);
+}
+
 PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const std::string& file, int device) {
-  const Document doc = parse_snapshot(pickle_bytes, file);
-  return Converter(doc, file).run(device);
+  return convert(pickle_bytes, file, device, nullptr);
 }
 
 PyTorchSnapshot convert_pytorch_snapshot(WholeContent&& pickle_bytes, const std::string& file, int device) {
-  const Document doc = parse_snapshot(pickle_bytes, file);
-  WholeContent().swap(pickle_bytes);
-  return Converter(doc, file).run(device);
+  return convert(pickle_bytes, file, device, &pickle_bytes);
 }
 
 }  // namespace gmb

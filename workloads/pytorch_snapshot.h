@@ -81,6 +81,10 @@ PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const st
 // The same, the pickle's bytes freed once parsed: the conversion's ops then take their memory
 // (huge_page_allocator.h keeps freed blocks), not pages the kernel has to zero-fill.
 PyTorchSnapshot convert_pytorch_snapshot(WholeContent&& pickle_bytes, const std::string& file, int device = -1);
+// The conversion in two passes, the whole pickle parsed before any entry is converted: what
+// convert_pytorch_snapshot falls back to for a pickle that refers back to converted entries,
+// and what tests compare it with. The same result, slower, with the whole tree in memory.
+PyTorchSnapshot convert_pytorch_snapshot_unstreamed(std::string_view pickle_bytes, const std::string& file, int device = -1);
 
 // The converted snapshot behind a source open_trace made for a snapshot; nullptr for other formats.
 const PyTorchSnapshot* pytorch_snapshot_of(const TraceSource& source);

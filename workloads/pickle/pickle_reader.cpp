@@ -1,6 +1,8 @@
 #include "workloads/pickle/pickle_reader.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -49,7 +51,7 @@ Ref Document::get(Ref dict, std::string_view key) const {
 }
 
 void Document::clear() {
-  decltype(nodes_)().swap(nodes_);
+  nodes_ = HugeArray<Node>();
   items_ = RefArray();
   decltype(text_)().swap(text_);
   root_ = 0;
@@ -72,7 +74,7 @@ std::string escape_excerpt(std::string_view bytes, std::size_t max_chars) {
 // The pickle machine: a value stack, a stack of marks, and the memo.
 class Builder {
  public:
-  Builder(std::string_view data, const std::string& file) : in_(data), file_(file) {
+  Builder(std::string_view data, const std::string& file, ListSink* sink) : in_(data), file_(file), sink_(sink) {
     // Most opcodes of a snapshot add a node and take 2 to 10 bytes: room for the usual count up
     // front, so the node vector is not copied as it grows (still proportional to the input).
     // Items: a snapshot's are mostly memo references (2 to 5 bytes each) and small values, under
@@ -140,7 +142,7 @@ class Builder {
 
   [[gnu::always_inline]] Ref add(Type type, std::uint64_t payload, std::uint32_t length = 0) {
     if (__builtin_expect(doc_.nodes_.size() >= Document::kImmediate - 1, 0)) fail(op_at_, "too many values");
-    doc_.nodes_.push_back(Node{type, false, length, payload});
+    doc_.nodes_.push_back(Node{type, false, false, false, length, payload});
     return static_cast<Ref>(doc_.nodes_.size() - 1);
   }
   Ref add_text(Type type, std::string_view bytes) {
@@ -185,6 +187,10 @@ class Builder {
   void append_items(Ref c, std::size_t from, std::size_t to) {
     auto& items = doc_.items_;
     Node& node = doc_.nodes_[c];
+    if (sink_) {
+      if (node.taken) throw SinkRestart{};  // the sink has read it: its items are final
+      if (c < lowest_target_) lowest_target_ = c;
+    }
     const std::uint64_t size = node.length, n = to - from;
     if (size + n > UINT32_MAX) fail(op_at_, "a container of 2^32 items or more");
     const std::uint64_t room = node.moved ? room_.at(c) : size;  // items_[payload, payload + room) is c's
@@ -271,8 +277,18 @@ class Builder {
   void append_mark(Type type, const char* op_name) {
     const std::size_t m = check_container_below_mark();
     const Ref c = container(stack_[m - 1], type, type, op_name);
+    if (sink_ && type == Type::List && to_sink(c, m - 1)) return sink_batch(c, m);
     append_items(c, m, stack_.size());
     drop_mark(m);
+  }
+  // The values above mark m, to the sink as items of list c; then what was made for them dropped.
+  [[gnu::noinline]] void sink_batch(Ref c, std::size_t m) {
+    give(c, m, stack_.size() - m);
+    if (!has_floor()) return drop_mark(m);  // (the mark was above c when made: it has one)
+    const Floor f = floors_.back();
+    const bool clean = lowest_target_ >= f.nodes;  // no older container took a newer value
+    drop_mark(m);
+    if (clean && !memo_irregular_) drop_nodes(f);
   }
   // The values above the last mark are stack_[mark, stack_.size()); the caller uses them, then
   // drops them and the mark (drop_mark).
@@ -281,8 +297,100 @@ class Builder {
     return marks_.back();
   }
   void drop_mark(std::size_t m) {
+    if (sink_ && has_floor()) {
+      lowest_target_ = std::min(lowest_target_, floors_.back().lowest_target);
+      floors_.pop_back();
+    }
     marks_.pop_back();
     stack_.resize(m);
+  }
+  // With a sink, a mark above a list (the one APPENDS would fill) keeps a Floor.
+  void push_mark() {
+    marks_.push_back(stack_.size());
+    if (sink_ && !stack_.empty() && stack_.back() < Document::kImmediate &&
+        doc_.nodes_[stack_.back()].type == Type::List)
+      push_floor();
+  }
+  [[gnu::noinline]] void push_floor() {
+    floors_.push_back(Floor{marks_.size() - 1, static_cast<Ref>(doc_.nodes_.size()), lowest_target_,
+                            doc_.items_.size(), doc_.text_.size(), memo_.size()});
+    lowest_target_ = kNoTarget;
+  }
+  bool has_floor() const { return !floors_.empty() && floors_.back().mark == marks_.size() - 1; }
+
+  // With a sink. Lists whose items it takes are `claimed` (their node says so). What the
+  // Document holds at a mark: after a batch the sink took, everything made since is dropped.
+  struct Floor {
+    std::size_t mark;   // its index in marks_
+    Ref nodes;
+    Ref lowest_target;  // the lowest-numbered container that took items between the floor before and this mark
+    std::uint64_t items, text, memo;
+  };
+  static constexpr Ref kNoTarget = UINT32_MAX;
+  bool claimed(Ref r) const { return r < Document::kImmediate && doc_.nodes_[r].claimed; }
+  // True: list c (at stack_[p]) is the sink's, now or from before.
+  [[gnu::noinline]] bool to_sink(Ref c, std::size_t p) {
+    Node& node = doc_.nodes_[c];
+    if (node.claimed) return true;
+    // At most kMaxClaims lists (a snapshot has one per device): each claim scans the memo.
+    if (node.length != 0 || claims_ >= kMaxClaims ||
+        !sink_->claim(doc_, stack_.data(), stack_.size(), p, marks_.data(), marks_.size()))
+      return false;
+    node.claimed = true;
+    ++claims_;
+    for (Ref& r : memo_)  // memoized when made (Python memoizes every list): never to be used again
+      if (r == c) r = kConsumed;
+    return true;
+  }
+  static constexpr int kMaxClaims = 64;
+  // Hands stack_[from, from + n) to the sink as items of list c. The containers it read are
+  // marked `taken`: a later append to one restarts the parse without the sink.
+  [[gnu::noinline]] void give(Ref c, std::size_t from, std::size_t n) {
+    read_.clear();
+    sink_->take(doc_, c, stack_.data() + from, n, read_);
+    for (Ref r : read_)
+      if (r < doc_.nodes_.size()) doc_.nodes_[r].taken = true;
+  }
+  // Drops the nodes, items and text made since the mark of floor f. The memo's later slots
+  // name the only ones that can be used again: a str, bytes or number among them is kept (moved
+  // down, in memo order), a container is gone (kConsumed: a BINGET of it restarts the parse).
+  // Callers check first that no container older than the mark took a newer value, and that the
+  // memo was filled in order (so no slot before f.memo names a newer node).
+  [[gnu::noinline]] void drop_nodes(const Floor& f) {
+    auto& nodes = doc_.nodes_;
+    const Ref floor = f.nodes;
+    kept_nodes_.clear();
+    kept_text_.clear();
+    for (std::size_t i = f.memo; i < memo_.size(); ++i) {
+      Ref& r = memo_[i];
+      if (r < floor || r >= Document::kImmediate) continue;  // older, an immediate, or none
+      Node& n = nodes[r];
+      if (n.type >= Type::List) {
+        r = kConsumed;
+        continue;
+      }
+      if (!n.moved) {  // `moved` marks a scalar already kept; payload is then its new number
+        Node k = n;
+        if (n.type == Type::Str || n.type == Type::Bytes || n.type == Type::BigInt) {
+          k.payload = f.text + kept_text_.size();
+          kept_text_.append(doc_.text_.data() + n.payload, n.length);
+        }
+        n.moved = true;
+        n.payload = floor + kept_nodes_.size();
+        kept_nodes_.push_back(k);
+      }
+      r = static_cast<Ref>(n.payload);
+    }
+    for (ShortStr& s : short_strs_)
+      if (s.ref != Document::kAbsent && s.ref >= floor)
+        s.ref = nodes[s.ref].moved ? static_cast<Ref>(nodes[s.ref].payload) : Document::kAbsent;
+    nodes.resize(floor);
+    nodes.append(kept_nodes_.data(), kept_nodes_.size());
+    doc_.text_.resize(f.text);
+    doc_.text_.append(kept_text_);
+    doc_.items_.resize(f.items);
+    for (auto it = room_.begin(); it != room_.end();) it = it->first >= floor ? room_.erase(it) : std::next(it);
+    sink_->nodes_dropped(floor);
   }
   // Container r, which must be of type want1 or want2.
   Ref container(Ref r, Type want1, Type want2, const char* op_name) {
@@ -297,14 +405,20 @@ class Builder {
   void memo_put(std::uint64_t index) {
     if (index > UINT32_MAX - 1 || index >= in_.size())
       fail(op_at_, fmt::format("memo index {} is larger than the pickle", index));
+    if (sink_) {
+      if (claimed(top())) throw SinkRestart{};
+      if (index < memo_.size()) memo_irregular_ = true;  // a slot filled late or again
+    }
     if (index == memo_.size()) memo_.push_back(kNoMemo);  // the usual: the next index
     else if (index > memo_.size()) memo_.resize(index + 1, kNoMemo);
     if (memo_[index] == kNoMemo) ++memo_count_;
     memo_[index] = top();
   }
   void memo_get(std::uint64_t index) {
-    if (index >= memo_.size() || memo_[index] == kNoMemo)
+    if (__builtin_expect(index >= memo_.size() || memo_[index] >= kConsumed, 0)) {
+      if (index < memo_.size() && memo_[index] == kConsumed) throw SinkRestart{};
       fail(op_at_, fmt::format("memo index {} was never stored", index));
+    }
     push(memo_[index]);
   }
   std::uint64_t decimal(std::string_view s, const char* what) {
@@ -462,10 +576,13 @@ class Builder {
         return true;
       }
       // Marks and stack.
-      case '(': marks_.push_back(stack_.size()); return true;  // MARK
+      case '(': push_mark(); return true;                      // MARK
       case '0': pop(); return true;                            // POP
       case '1': drop_mark(last_mark()); return true;           // POP_MARK
-      case '2': push(top()); return true;                      // DUP
+      case '2':                                                // DUP
+        if (sink_ && claimed(top())) throw SinkRestart{};
+        push(top());
+        return true;
       // Constants and numbers.
       case 'N': push(add(Type::None, 0)); return true;
       case 0x88: push(add(Type::Bool, 1)); return true;  // NEWTRUE
@@ -549,7 +666,9 @@ class Builder {
       case 'a': {  // APPEND: the list is below the value
         need_values(2);
         const std::size_t v = stack_.size() - 1;
-        append_items(container(stack_[v - 1], Type::List, Type::List, "APPEND"), v, v + 1);
+        const Ref list = container(stack_[v - 1], Type::List, Type::List, "APPEND");
+        if (sink_ && to_sink(list, v - 1)) give(list, v, 1);  // no mark: nothing dropped
+        else append_items(list, v, v + 1);
         stack_.pop_back();
         return true;
       }
@@ -574,7 +693,8 @@ class Builder {
       case 0x94:  // MEMOIZE: index = entries stored so far (len(memo))
         // The usual case inline: the next index, a value on the stack (memo_count_ counts
         // stored entries, each stored by an opcode before this one: below the input's length).
-        if (memo_count_ == memo_.size() && memo_count_ < UINT32_MAX - 1 && stack_.size() > base()) {
+        if (memo_count_ == memo_.size() && memo_count_ < UINT32_MAX - 1 && stack_.size() > base() &&
+            !(sink_ && claimed(stack_.back()))) {
           memo_.push_back(stack_.back());
           ++memo_count_;
           return true;
@@ -615,12 +735,23 @@ class Builder {
   std::vector<Ref> stack_;
   std::vector<std::size_t> marks_;
   static constexpr Ref kNoMemo = UINT32_MAX;
+  static constexpr Ref kConsumed = UINT32_MAX - 1;  // a container a sink took, or one dropped with its batch
   std::vector<Ref, HugePageAllocator<Ref>> memo_;  // reserved with the nodes (Builder())
   std::size_t memo_count_ = 0;
   std::unordered_map<Ref, std::uint64_t> room_;  // containers whose room (items) is more than their items
   Document doc_;
+  ListSink* sink_ = nullptr;
+  std::vector<Floor> floors_;  // with a sink: one per mark
+  Ref lowest_target_ = kNoTarget;
+  bool memo_irregular_ = false;
+  int claims_ = 0;
+  std::vector<Ref> read_;  // what the sink read of the last items it took
+  std::vector<Node> kept_nodes_;
+  std::string kept_text_;
 };
 
-Document parse(std::string_view data, const std::string& file) { return Builder(data, file).run(); }
+Document parse(std::string_view data, const std::string& file) { return Builder(data, file, nullptr).run(); }
+
+Document parse(std::string_view data, const std::string& file, ListSink* sink) { return Builder(data, file, sink).run(); }
 
 }  // namespace gmb::pickle

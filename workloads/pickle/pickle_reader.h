@@ -9,8 +9,10 @@
 // never recurses (a pickle can nest as deep as it likes without using the C++ stack).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "workloads/pickle/pickle_value.h"
 
@@ -19,5 +21,35 @@ namespace gmb::pickle {
 // Parses one pickle (up to its STOP opcode; bytes after it are an error). `file` names the
 // input in error messages.
 Document parse(std::string_view data, const std::string& file);
+
+// Takes the items of lists it chooses as the parser meets them, instead of the Document keeping
+// them: a snapshot's trace of a million entries is converted batch by batch, and the nodes of
+// each batch (the entry dicts, their ints and strs) are dropped once it is taken, so the tree
+// never holds the trace. The list stays in the Document, empty.
+class ListSink {
+ public:
+  virtual ~ListSink() = default;
+  // An empty list about to receive its first items: stack[p] is the list, stack[0, size) the
+  // parser's value stack and marks[0, n_marks) its marks (stack sizes, ascending). True: this
+  // list's items go to take() from now on, in order. Asked again at the list's next append
+  // while it stays empty.
+  virtual bool claim(const Document& doc, const Ref* stack, std::size_t size, std::size_t p,
+                     const std::size_t* marks, std::size_t n_marks) = 0;
+  // Items appended to a claimed list, in order. Nodes they refer to live until nodes_dropped().
+  // Every container whose items it looked at goes into `read`: a later change to one of them
+  // (an append through the memo) restarts the parse without the sink.
+  virtual void take(const Document& doc, Ref list, const Ref* items, std::size_t n, std::vector<Ref>& read) = 0;
+  // The nodes from `floor` on were dropped, after a take(): the memoized strs and numbers among
+  // them live on under new numbers from `floor` on. Forget whatever was kept by node number.
+  virtual void nodes_dropped(Ref floor) = 0;
+};
+
+// Thrown by parse() with a sink when the pickle refers back to something the sink took (a trace
+// entry memoized and used again, a claimed list referenced twice): such a pickle is parsed
+// again without a sink. Python's pickler never writes one for a snapshot.
+struct SinkRestart {};
+
+// parse() with a sink (nullptr: the plain parse). Throws SinkRestart as above.
+Document parse(std::string_view data, const std::string& file, ListSink* sink);
 
 }  // namespace gmb::pickle

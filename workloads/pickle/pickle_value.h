@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -42,38 +43,50 @@ class Items {
   std::size_t size_;
 };
 
-// The items of every container of a Document, end to end: a vector of Refs whose append is a
-// room test and a copy loop. std::vector's insert at the end is a general routine, about 60
-// instructions for a dict's dozen items, a twentieth of a snapshot's parse. Room doubles as it
-// fills; large blocks are huge pages (huge_page_allocator.h).
-class RefArray {
+// A growable array of a trivially copyable T whose appends are a room test and a copy, inline
+// at every call site: a Document's nodes (one per value) and the items of every container, end
+// to end. std::vector's insert at the end is a general routine, about 60 instructions for a
+// dict's dozen items, a twentieth of a snapshot's parse, and its push_back stops being inlined
+// into the parser's loop as the loop grows. Room doubles as it fills; large blocks are huge
+// pages (huge_page_allocator.h).
+template <class T>
+class HugeArray {
+  static_assert(std::is_trivially_copyable_v<T>);
+
  public:
-  RefArray() = default;
-  RefArray(RefArray&& o) noexcept { swap(o); }
-  RefArray& operator=(RefArray&& o) noexcept {
-    RefArray gone(std::move(o));
+  HugeArray() = default;
+  HugeArray(HugeArray&& o) noexcept { swap(o); }
+  HugeArray& operator=(HugeArray&& o) noexcept {
+    HugeArray gone(std::move(o));
     swap(gone);
     return *this;
   }
-  ~RefArray() {
-    if (data_) HugePageAllocator<Ref>().deallocate(data_, capacity_);
+  ~HugeArray() {
+    if (data_) HugePageAllocator<T>().deallocate(data_, capacity_);
   }
-  const Ref* data() const { return data_; }
+  const T* data() const { return data_; }
+  T* data() { return data_; }
   std::size_t size() const { return size_; }
-  Ref& operator[](std::size_t i) { return data_[i]; }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
   void reserve(std::size_t n) {
     if (n <= capacity_) return;
-    Ref* p = HugePageAllocator<Ref>().allocate(n);
-    if (size_) std::memcpy(p, data_, size_ * sizeof(Ref));
-    if (data_) HugePageAllocator<Ref>().deallocate(data_, capacity_);
+    T* p = HugePageAllocator<T>().allocate(n);
+    if (size_) std::memcpy(static_cast<void*>(p), data_, size_ * sizeof(T));
+    if (data_) HugePageAllocator<T>().deallocate(data_, capacity_);
     data_ = p;
     capacity_ = n;
   }
-  void append(const Ref* from, std::size_t n) {
-    if (capacity_ - size_ < n) reserve(std::max(2 * capacity_, size_ + n));
-    Ref* to = data_ + size_;
+  [[gnu::always_inline]] void push_back(const T& v) {
+    if (__builtin_expect(capacity_ == size_, 0)) grow(1);
+    data_[size_++] = v;
+  }
+  void append(const T* from, std::size_t n) {
+    if (capacity_ - size_ < n) grow(n);
+    T* to = data_ + size_;
     std::size_t i = 0;
-    for (; i + 4 <= n; i += 4) std::memcpy(to + i, from + i, 4 * sizeof(Ref));  // one 16-byte move
+    if constexpr (sizeof(T) == 4)
+      for (; i + 4 <= n; i += 4) std::memcpy(to + i, from + i, 4 * sizeof(T));  // one 16-byte move
     for (; i < n; ++i) to[i] = from[i];
     size_ += n;
   }
@@ -81,20 +94,22 @@ class RefArray {
   void resize(std::size_t n) {
     if (n > size_) {
       if (n > capacity_) reserve(std::max(2 * capacity_, n));
-      std::memset(data_ + size_, 0, (n - size_) * sizeof(Ref));
+      std::memset(static_cast<void*>(data_ + size_), 0, (n - size_) * sizeof(T));
     }
     size_ = n;
   }
 
  private:
-  void swap(RefArray& o) noexcept {
+  [[gnu::noinline]] void grow(std::size_t n) { reserve(std::max(2 * capacity_, size_ + n)); }
+  void swap(HugeArray& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
     std::swap(capacity_, o.capacity_);
   }
-  Ref* data_ = nullptr;
+  T* data_ = nullptr;
   std::size_t size_ = 0, capacity_ = 0;
 };
+using RefArray = HugeArray<Ref>;
 
 // A parsed pickle. Nodes are immutable once parsing ends.
 class Document {
@@ -130,10 +145,14 @@ class Document {
   // A container's items are items_[payload, payload + length). While parsing, one that grows
   // past its room moves to the end of items_ with twice the room (the old place is left unused:
   // appends cost O(1) on average, and items_ stays within a few times the items); `moved` says
-  // its room is larger than its items (the Builder keeps how large).
+  // its room is larger than its items (the Builder keeps how large). With a ListSink
+  // (pickle_reader.h): `claimed`, a list whose items go to the sink instead; `taken`, a
+  // container the sink has read.
   struct Node {
     Type type;
     bool moved = false;
+    bool claimed = false;
+    bool taken = false;
     std::uint32_t length;   // Str/Bytes/BigInt: byte length; containers: items
     std::uint64_t payload;  // Int/Bool: the value; Float: the bits; Str/Bytes/BigInt: offset into
                             // text_; containers: offset into items_
@@ -141,7 +160,7 @@ class Document {
   // Filled once, tens of megabytes for a large snapshot: huge pages where the system has them.
   template <class T>
   using Store = std::vector<T, HugePageAllocator<T>>;
-  Store<Node> nodes_;
+  HugeArray<Node> nodes_;
   RefArray items_;
   std::basic_string<char, std::char_traits<char>, HugePageAllocator<char>> text_;
   Ref root_ = 0;
