@@ -1,11 +1,12 @@
 // Mutated snapshots (bit flips, truncations, splices of two files, byte runs copied or repeated)
 // must either convert or fail with a TraceError naming the place: never crash, hang or
-// allocate without bound. Deterministic: a fixed seed, the same inputs every run. The libFuzzer
+// allocate without bound; and the streamed conversion must give what the two-pass one gives. Deterministic: a fixed seed, the same inputs every run. The libFuzzer
 // target tests/fuzz/fuzz_snapshot.cpp explores further (clang; not part of CI).
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "snapshot_text.h"
 #include "test_helpers.h"
 #include "workloads/pickle/pickle_reader.h"
 #include "workloads/pytorch_snapshot.h"
@@ -71,6 +72,10 @@ TEST(PickleFuzz, MutatedSnapshotsConvertOrFailCleanly) {
       ASSERT_LE(d.node_count(), input.size()) << "iteration " << i;
     } catch (const pickle::PickleError&) {
     }
+    // The trace converted while parsing gives what the two-pass conversion gives, error or not.
+    ASSERT_EQ(testing::conversion_text([&] { return convert_pytorch_snapshot(input, "fuzz.pickle"); }),
+              testing::conversion_text([&] { return convert_pytorch_snapshot_unstreamed(input, "fuzz.pickle"); }))
+        << "iteration " << i;
     try {
       PyTorchSnapshot s = convert_pytorch_snapshot(input, "fuzz.pickle");
       ASSERT_LE(s.ops.size(), 2 * input.size()) << "iteration " << i;

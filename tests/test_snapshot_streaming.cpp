@@ -1,0 +1,273 @@
+// A snapshot's trace is converted while its pickle is parsed, each batch of entries dropped
+// from the tree once converted (pickle::ListSink, workloads/pytorch_snapshot.cpp). It must give
+// exactly what the two-pass conversion gives (convert_pytorch_snapshot_unstreamed): on every
+// synthetic and recorded snapshot, and on pickles that refer back to what was converted, where
+// the parse starts again without the sink.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "snapshot_text.h"
+#include "test_helpers.h"
+#include "torch_snapshot_data.h"
+#include "workloads/pickle/pickle_reader.h"
+#include "workloads/pytorch_snapshot.h"
+
+namespace gmb {
+namespace {
+
+using pickle::Document;
+using pickle::Ref;
+using pickle::Type;
+
+std::string file_bytes(const std::string& path) {
+  auto in = ByteInput::open(path);
+  const WholeContent content = in->read_rest(kMaxSnapshotBytes, "the snapshot");
+  return std::string(content.data(), content.size());
+}
+
+std::string streamed(const std::string& bytes, const std::string& name, int device = -1) {
+  return testing::conversion_text([&] { return convert_pytorch_snapshot(bytes, name, device); });
+}
+std::string two_pass(const std::string& bytes, const std::string& name, int device = -1) {
+  return testing::conversion_text([&] { return convert_pytorch_snapshot_unstreamed(bytes, name, device); });
+}
+
+TEST(SnapshotStreaming, EverySyntheticSnapshotConvertsAsInTwoPasses) {
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::source_path("tests/data/torch_snapshots/synthetic"))) {
+    const std::string bytes = file_bytes(entry.path().string());
+    const std::string name = entry.path().filename().string();
+    for (int device : {-1, 0, 1}) {
+      EXPECT_EQ(streamed(bytes, name, device), two_pass(bytes, name, device)) << name << " device " << device;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 3 * 17);
+}
+
+TEST(SnapshotStreaming, EveryRecordedSnapshotConvertsAsInTwoPasses) {
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::torch_snapshot_dir())) {
+    const std::string path = entry.path().string();
+    if (path.size() < 10 || path.substr(path.size() - 10) != ".pickle.gz") continue;
+    const std::string bytes = file_bytes(path);
+    const std::string text = streamed(bytes, path);
+    ASSERT_EQ(text.rfind("error", 0), std::string::npos) << text.substr(0, 300);
+    EXPECT_EQ(text, two_pass(bytes, path)) << path;
+    ++compared;
+  }
+  EXPECT_GE(compared, 12);
+}
+
+// Pickle opcodes by hand (protocol 2), for pickles Python's pickler would not write.
+class Bytes2 {
+ public:
+  Bytes2() : b_("\x80\x02", 2) {}
+  Bytes2& op(char c) { b_ += c; return *this; }
+  Bytes2& str(std::string_view s) { op('X'); le(s.size(), 4); b_ += s; return *this; }
+  Bytes2& integer(std::int64_t v) {
+    if (v >= INT32_MIN && v <= INT32_MAX) { op('J'); le(static_cast<std::uint64_t>(v), 4); }
+    else { op('\x8a'); op('\x08'); le(static_cast<std::uint64_t>(v), 8); }
+    return *this;
+  }
+  // BINPUT: memoizes the top of the stack; returns its index.
+  std::uint32_t put() { op('r'); le(memo_, 4); return memo_++; }
+  Bytes2& get(std::uint32_t index) { op('j'); le(index, 4); return *this; }
+  // One trace entry: {'action': a, 'addr': addr, 'size': size, 'stream': 0}, memoized.
+  std::uint32_t entry(std::string_view action, std::uint64_t addr, std::uint64_t size) {
+    op('}');
+    std::uint32_t at = put();
+    op('(').str("action").str(action).str("addr").integer(static_cast<std::int64_t>(addr));
+    str("size").integer(static_cast<std::int64_t>(size)).str("stream").integer(0).op('u');
+    return at;
+  }
+  const std::string& bytes() const { return b_; }
+
+ private:
+  void le(std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) b_ += static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+  std::string b_;
+  std::uint32_t memo_ = 0;
+};
+
+// {'segments': [], 'device_traces': [[n entries: alloc, then free_completed, of 1 MiB blocks]],
+// 'allocator_settings': {}}, the entries in APPENDS batches of 1000 as Python writes them; `tail`
+// adds opcodes after the trace list is closed, before the root's SETITEMS.
+template <class Tail>
+std::string snapshot_with(int n, std::vector<std::uint32_t>& entry_memo, Tail&& tail) {
+  Bytes2 p;
+  p.op('}');
+  p.put();
+  p.op('(').str("segments").op(']');
+  p.put();
+  p.str("device_traces").op(']');
+  p.put();
+  p.op(']');
+  p.put();
+  for (int i = 0; i < n; ++i) {
+    if (i % 1000 == 0) p.op('(');
+    const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 2) * (1 << 20);
+    entry_memo.push_back(p.entry(i % 2 ? "free_completed" : "alloc", addr, 1 << 20));
+    if (i % 1000 == 999 || i == n - 1) p.op('e');
+  }
+  p.op('a');  // the device's list into device_traces
+  tail(p);
+  p.str("allocator_settings").op('}').op('u').op('.');
+  return p.bytes();
+}
+
+TEST(SnapshotStreaming, ATraceOfThreeBatchesConvertsWhole) {
+  std::vector<std::uint32_t> memo;
+  const std::string bytes = snapshot_with(2500, memo, [](Bytes2&) {});
+  PyTorchSnapshot s = convert_pytorch_snapshot(bytes, "batches.pickle");
+  ASSERT_EQ(s.ops.size(), 2500u);
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    EXPECT_EQ(s.ops[i].kind, i % 2 ? Op::Kind::Free : Op::Kind::Alloc) << i;
+    EXPECT_EQ(s.ops[i].source_line, i + 1) << i;
+  }
+  EXPECT_EQ(testing::snapshot_text(s), two_pass(bytes, "batches.pickle"));
+}
+
+// An entry of the first batch (dropped from the tree once converted) fetched from the memo again
+// and stored as the value of another key: the parse starts again without the sink and gives
+// the two-pass result, entry included.
+TEST(SnapshotStreaming, AnEntryUsedAgainAfterItsBatchRestartsTheParse) {
+  std::vector<std::uint32_t> memo;
+  const std::string bytes =
+      snapshot_with(2500, memo, [&](Bytes2& p) { p.str("external_annotations").get(memo[10]); });
+  const std::string text = streamed(bytes, "again.pickle");
+  EXPECT_EQ(text.rfind("error", 0), std::string::npos) << text;
+  EXPECT_EQ(text, two_pass(bytes, "again.pickle"));
+}
+
+// The last entry is appended alone (APPEND, no mark: not dropped), converted, then changed
+// through the memo (its size set to 3 MiB): the result must show the change, as the two-pass
+// conversion, which reads the entry after the whole pickle, does.
+TEST(SnapshotStreaming, AnEntryChangedAfterItWasConvertedRestartsTheParse) {
+  Bytes2 p;
+  p.op('}');
+  p.put();
+  p.op('(').str("segments").op(']');
+  p.put();
+  p.str("device_traces").op(']');
+  p.put();
+  p.op(']');
+  p.put();
+  const std::uint32_t e = p.entry("alloc", 0x7f0000000000ull, 1 << 20);
+  p.op('a');                                                 // the entry into the device's list, alone
+  p.get(e).str("size").integer(3 << 20).op('s').op('0');     // changed afterwards, then popped
+  p.op('a');                                                 // the device's list into device_traces
+  p.str("allocator_settings").op('}').op('u').op('.');
+  PyTorchSnapshot s = convert_pytorch_snapshot(p.bytes(), "changed.pickle");
+  ASSERT_EQ(s.ops.size(), 1u);
+  EXPECT_EQ(s.ops[0].bytes, Bytes(3) << 20);
+  EXPECT_EQ(testing::snapshot_text(s), two_pass(p.bytes(), "changed.pickle"));
+}
+
+// device_traces = [L, L], one list twice (from the memo): both devices have its events.
+TEST(SnapshotStreaming, ADeviceListUsedTwiceRestartsTheParse) {
+  Bytes2 p;
+  p.op('}');
+  p.put();
+  p.op('(').str("segments").op(']');
+  p.put();
+  p.str("device_traces").op(']');
+  p.put();
+  p.op('(').op(']');
+  const std::uint32_t list = p.put();
+  p.op('(');
+  p.entry("alloc", 0x7f0000000000ull, 1 << 20);
+  p.entry("alloc", 0x7f0000100000ull, 2 << 20);
+  p.op('e');
+  p.get(list).op('e');  // device_traces gets L twice
+  p.str("allocator_settings").op('}').op('u').op('.');
+  PyTorchSnapshot s = convert_pytorch_snapshot(p.bytes(), "twice.pickle", 1);
+  EXPECT_EQ(s.devices_with_events, (std::vector<int>{0, 1}));
+  EXPECT_EQ(s.ops.size(), 2u);
+  EXPECT_EQ(testing::snapshot_text(s), two_pass(p.bytes(), "twice.pickle", 1));
+}
+
+// The errors of a streamed conversion are the two-pass ones, in the same order: a bad entry of
+// the replayed device is reported after the pickle is known to be whole and after the checks of
+// the settings; a bad entry of another device is no error.
+TEST(SnapshotStreaming, ErrorsComeInTheTwoPassOrder) {
+  std::vector<std::uint32_t> memo;
+  std::string bad_entry = snapshot_with(1500, memo, [](Bytes2&) {});
+  const std::string needle = "free_completed";
+  bad_entry.replace(bad_entry.find(needle, bad_entry.size() / 2), needle.size(), "free_complete!");
+  EXPECT_NE(streamed(bad_entry, "bad.pickle").find("device_traces[0]["), std::string::npos) << streamed(bad_entry, "bad.pickle");
+  EXPECT_EQ(streamed(bad_entry, "bad.pickle"), two_pass(bad_entry, "bad.pickle"));
+  // The same pickle cut short: the cut is the error, not the entry before it.
+  const std::string cut = bad_entry.substr(0, bad_entry.size() - 3);
+  EXPECT_NE(streamed(cut, "bad.pickle").find("truncated"), std::string::npos) << streamed(cut, "bad.pickle");
+  EXPECT_EQ(streamed(cut, "bad.pickle"), two_pass(cut, "bad.pickle"));
+}
+
+// The sink at the pickle level: a list it claims stays empty in the Document, the sink gets
+// every item in order, and the tree does not hold them.
+class CollectingSink final : public pickle::ListSink {
+ public:
+  bool claim(const Document& doc, const Ref* stack, std::size_t, std::size_t p, const std::size_t*,
+             std::size_t) override {
+    return p >= 1 && doc.type(stack[p - 1]) == Type::Str && doc.as_bytes(stack[p - 1]) == "stream";
+  }
+  void take(const Document& doc, Ref, const Ref* items, std::size_t n, std::vector<Ref>& read) override {
+    for (std::size_t i = 0; i < n; ++i) {
+      read.push_back(items[i]);
+      sizes.push_back(doc.as_int(doc.get(items[i], "size")));
+    }
+  }
+  void nodes_dropped(Ref floor) override { drops.push_back(floor); }
+  std::vector<std::int64_t> sizes;
+  std::vector<Ref> drops;
+};
+
+TEST(PickleSink, TakesTheItemsOfAClaimedListAndDropsTheirNodes) {
+  std::vector<std::uint32_t> memo;
+  Bytes2 p;
+  p.op('}');
+  p.put();
+  p.op('(').str("stream").op(']');
+  p.put();
+  for (int i = 0; i < 5000; ++i) {
+    if (i % 1000 == 0) p.op('(');
+    p.entry("alloc", (std::uint64_t(1) << 40) + static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i));
+    if (i % 1000 == 999) p.op('e');
+  }
+  p.op('u').op('.');
+  CollectingSink sink;
+  Document d = pickle::parse(p.bytes(), "sink.pickle", &sink);
+  ASSERT_EQ(sink.sizes.size(), 5000u);
+  for (int i = 0; i < 5000; ++i) ASSERT_EQ(sink.sizes[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(d.size(d.get(d.root(), "stream")), 0u);
+  EXPECT_EQ(sink.drops.size(), 5u);
+  // Each entry has a dict and an addr above 2^30 (two nodes); five batches dropped leave the
+  // root, the list, the memoized key strs and little else.
+  EXPECT_LT(d.node_count(), 100u);
+  // Without the sink: every entry in the tree.
+  Document whole = pickle::parse(p.bytes(), "sink.pickle");
+  EXPECT_EQ(whole.size(whole.get(whole.root(), "stream")), 5000u);
+  EXPECT_GT(whole.node_count(), 10000u);
+}
+
+TEST(PickleSink, AMemoReferenceToADroppedContainerRestarts) {
+  Bytes2 p;
+  p.op('}');
+  p.put();
+  p.op('(').str("stream").op(']');
+  p.put();
+  p.op('(');
+  const std::uint32_t e = p.entry("alloc", 1, 2);
+  p.op('e');
+  p.str("again").get(e).op('u').op('.');
+  CollectingSink sink;
+  EXPECT_THROW(pickle::parse(p.bytes(), "sink.pickle", &sink), pickle::SinkRestart);
+  Document whole = pickle::parse(p.bytes(), "sink.pickle");
+  EXPECT_EQ(whole.get(whole.root(), "again"), whole.items(whole.get(whole.root(), "stream"))[0]);
+}
+
+}  // namespace
+}  // namespace gmb
