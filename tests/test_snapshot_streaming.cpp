@@ -1,8 +1,10 @@
 // A snapshot's trace is converted while its pickle is parsed, each batch of entries dropped
-// from the tree once converted (pickle::ListSink, workloads/pytorch_snapshot.cpp). It must give
-// exactly what the two-pass conversion gives (convert_pytorch_snapshot_unstreamed): on every
-// synthetic and recorded snapshot, and on pickles that refer back to what was converted, where
-// the parse starts again without the sink.
+// from the tree once converted (pickle::ListSink, workloads/pytorch_snapshot.cpp), and with two
+// cores the pickle is parsed as it is read and inflated on the other (ContentFeed). It must give
+// exactly what the two-pass conversion of the content read whole gives
+// (convert_pytorch_snapshot_unstreamed): on every synthetic and recorded snapshot, on pickles
+// that refer back to what was converted (the parse starts again without the sink), and, error
+// for error, on damaged files.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "snapshot_text.h"
 #include "test_helpers.h"
 #include "torch_snapshot_data.h"
+#include "workloads/content_feed.h"
 #include "workloads/pickle/pickle_reader.h"
 #include "workloads/pytorch_snapshot.h"
 
@@ -25,6 +28,13 @@ std::string file_bytes(const std::string& path) {
   auto in = ByteInput::open(path);
   const WholeContent content = in->read_rest(kMaxSnapshotBytes, "the snapshot");
   return std::string(content.data(), content.size());
+}
+
+std::string file_bytes_raw(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::string streamed(const std::string& bytes, const std::string& name, int device = -1) {
@@ -59,6 +69,74 @@ TEST(SnapshotStreaming, EveryRecordedSnapshotConvertsAsInTwoPasses) {
     ++compared;
   }
   EXPECT_GE(compared, 12);
+}
+
+// The file as make_pytorch_snapshot_source reads it with two cores: the format's head peeked
+// first (as open_trace does), then the rest through a ContentFeed.
+std::string through_feed(const std::string& path, std::uint64_t max_bytes = kMaxSnapshotBytes) {
+  return testing::conversion_text([&] {
+    auto in = ByteInput::open(path);
+    in->peek(64);
+    auto feed = ContentFeed::start(in, max_bytes, "the snapshot's content");
+    if (!feed) throw std::runtime_error("no room reserved");
+    return convert_pytorch_snapshot(*feed, path);
+  });
+}
+// ... and with one core: read whole, then converted.
+std::string read_whole(const std::string& path, std::uint64_t max_bytes = kMaxSnapshotBytes) {
+  return testing::conversion_text([&] {
+    auto in = ByteInput::open(path);
+    in->peek(64);
+    WholeContent content = in->read_rest(max_bytes, "the snapshot's content");
+    return convert_pytorch_snapshot_unstreamed(content, path);
+  });
+}
+
+TEST(SnapshotFeed, EveryRecordedSnapshotConvertsAsWhenReadWhole) {
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::torch_snapshot_dir())) {
+    const std::string path = entry.path().string();
+    if (path.size() < 10 || path.substr(path.size() - 10) != ".pickle.gz") continue;
+    const std::string text = through_feed(path);
+    ASSERT_EQ(text.rfind("error", 0), std::string::npos) << text.substr(0, 300);
+    EXPECT_EQ(text, read_whole(path)) << path;
+    ++compared;
+  }
+  EXPECT_GE(compared, 12);
+}
+
+// Damaged files fail with the message reading them whole gives: the gzip stream's own error
+// before anything the pickle's bytes would say, the size limit, a cut plain pickle.
+TEST(SnapshotFeed, DamagedFilesGiveTheErrorsOfReadingWhole) {
+  const auto dir = testing::temp_dir("feed");
+  const std::string gz = file_bytes_raw(testing::source_path("tests/data/torch_snapshots/snap_frames_p2.pickle.gz"));
+  const std::string plain = file_bytes(testing::source_path("tests/data/torch_snapshots/snap_frames_p2.pickle.gz"));
+  std::string corrupt = gz;
+  corrupt[corrupt.size() / 2] = static_cast<char>(corrupt[corrupt.size() / 2] ^ 0x55);
+  std::string bad_crc = gz;
+  bad_crc[bad_crc.size() - 6] = static_cast<char>(bad_crc[bad_crc.size() - 6] ^ 1);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"cut.pickle.gz", gz.substr(0, gz.size() / 2)},
+      {"corrupt.pickle.gz", corrupt},
+      {"bad_crc.pickle.gz", bad_crc},
+      {"trailing.pickle.gz", gz + "junk"},
+      {"cut.pickle", plain.substr(0, plain.size() / 3)},
+      {"whole.pickle", plain},
+  };
+  for (const auto& [name, bytes] : files) {
+    const std::string path = (dir / name).string();
+    testing::write_text(path, bytes);
+    const std::string want = read_whole(path);
+    EXPECT_EQ(through_feed(path), want) << name;
+    if (name != "whole.pickle") {
+      EXPECT_EQ(want.rfind("error: ", 0), 0u) << name << ": " << want.substr(0, 200);
+    }
+  }
+  // Larger than the most read whole (here 64 KiB).
+  const std::string path = (dir / "whole.pickle").string();
+  EXPECT_NE(read_whole(path, 64 << 10).find("larger than"), std::string::npos);
+  EXPECT_EQ(through_feed(path, 64 << 10), read_whole(path, 64 << 10));
+  std::filesystem::remove_all(dir);
 }
 
 // Pickle opcodes by hand (protocol 2), for pickles Python's pickler would not write.

@@ -297,6 +297,35 @@ WholeContent ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what
   return content;
 }
 
+std::uint64_t ByteInput::stream_rest(char* dst, std::uint64_t max_bytes, std::string_view what,
+                                     const std::function<void(std::uint64_t)>& arrived) {
+  auto too_large = [&] {
+    fail(fmt::format("{} is larger than {} MiB (the most read whole)", what, max_bytes >> 20));
+  };
+  const std::string_view b = buffered();
+  if (b.size() > max_bytes) too_large();
+  if (!b.empty()) std::memcpy(dst, b.data(), b.size());
+  consume(b.size());
+  std::uint64_t filled = b.size();
+  arrived(filled);
+  const std::uint64_t cap = max_bytes + 1;  // one byte more than allowed: the test for too much
+  while (!ended_) {
+    if (filled >= cap) too_large();
+    // A quarter of a block at a time: the reader on the other thread starts early and follows
+    // closely, reading what is still in the cache.
+    const std::size_t n = produce(dst + filled, static_cast<std::size_t>(std::min<std::uint64_t>(cap - filled, kBlock / 4)));
+    if (n == 0) {
+      ended_ = true;
+      break;
+    }
+    filled += n;
+    base_ += n;
+    arrived(filled);
+  }
+  if (filled > max_bytes) too_large();
+  return filled;
+}
+
 bool ByteInput::refill() { return refill_at_most(SIZE_MAX); }
 
 bool ByteInput::refill_at_most(std::size_t want) {

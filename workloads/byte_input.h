@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,9 +50,18 @@ class ByteInput {
   // that are parsed whole (pickles). TraceError when it holds more than max_bytes (`what` names
   // the content in the message).
   WholeContent read_rest(std::uint64_t max_bytes, std::string_view what);
+  // read_rest into `dst`, which has room for max_bytes + 1 (content_feed.h reserves it), block
+  // by block through produce(): arrived(n) after each block, n the bytes there so far. Returns
+  // the content's length; throws what read_rest throws.
+  std::uint64_t stream_rest(char* dst, std::uint64_t max_bytes, std::string_view what,
+                            const std::function<void(std::uint64_t)>& arrived);
   // A regular file (not a pipe, FIFO or character device such as /dev/zero): its length is
   // bounded by what the disk holds.
   bool regular_file() const { return regular_file_; }
+  // What the file says the whole content's length is, 0 where it does not say (a pipe): only a
+  // hint, for sizing (a gzip stream's own length field, taken modulo 2^32, is that of its last
+  // member).
+  virtual std::uint64_t size_hint() const { return 0; }
 
   // For binary readers: exactly n bytes, or TraceError "truncated: ... at byte N (expected
   // <what>)".
@@ -66,10 +76,7 @@ class ByteInput {
   bool refill_at_most(std::size_t want);  // refill(), producing at most `want` bytes
   // Appends up to `room` bytes of content at `dst`; 0 at the end. Throws TraceError.
   virtual std::size_t produce(char* dst, std::size_t room) = 0;
-  // What the file says the whole content's length is, 0 where it does not say (a pipe): only a
-  // hint, for sizing (a gzip stream's own length field, taken modulo 2^32, is that of its last
-  // member).
-  virtual std::uint64_t size_hint() const { return 0; }
+
   // The whole content from its first byte, at most max_bytes, where this input can give it
   // faster than produce() block by block: false where it cannot or does not (read_rest then
   // streams, which also gives the precise message for damaged input).

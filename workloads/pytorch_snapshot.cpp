@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/live_map.h"
+#include "workloads/content_feed.h"
 #include "workloads/pickle/pickle_reader.h"
 
 namespace gmb {
@@ -746,7 +747,8 @@ std::vector<std::pair<Bytes, DevPtr>> recorded_placements(const PyTorchSnapshot&
 
 namespace {
 
-Document parse_snapshot(std::string_view pickle_bytes, const std::string& file, pickle::ListSink* sink) {
+template <class Bytes>
+Document parse_snapshot(Bytes&& pickle_bytes, const std::string& file, pickle::ListSink* sink) {
   try {
     return pickle::parse(pickle_bytes, file, sink);
   } catch (const pickle::PickleError& e) {
@@ -786,6 +788,24 @@ PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const st
 
 PyTorchSnapshot convert_pytorch_snapshot(WholeContent&& pickle_bytes, const std::string& file, int device) {
   return convert(pickle_bytes, file, device, &pickle_bytes);
+}
+
+PyTorchSnapshot convert_pytorch_snapshot(ContentFeed& feed, const std::string& file, int device) {
+  try {
+    TraceSink sink(file, feed.expected_size());
+    Document doc;
+    try {
+      doc = parse_snapshot(static_cast<pickle::ArrivingBytes&>(feed), file, &sink);
+    } catch (...) {
+      feed.finish();  // the reading's own error first (a damaged gzip stream), as read_rest gives it
+      throw;
+    }
+    feed.finish();  // a gzip stream whose check fails after a whole pickle
+    sink.check_places(doc);
+    return Converter(doc, file).run(device, &sink);
+  } catch (const pickle::SinkRestart&) {
+  }
+  return convert_pytorch_snapshot_unstreamed(feed.finish(), file, device);
 }
 
 }  // namespace gmb

@@ -81,6 +81,9 @@ PyTorchSnapshot convert_pytorch_snapshot(std::string_view pickle_bytes, const st
 // The same, the pickle's bytes freed once parsed: the conversion's ops then take their memory
 // (huge_page_allocator.h keeps freed blocks), not pages the kernel has to zero-fill.
 PyTorchSnapshot convert_pytorch_snapshot(WholeContent&& pickle_bytes, const std::string& file, int device = -1);
+// The same, the pickle parsed as it arrives (read and inflated on another thread).
+class ContentFeed;
+PyTorchSnapshot convert_pytorch_snapshot(ContentFeed& feed, const std::string& file, int device = -1);
 // The conversion in two passes, the whole pickle parsed before any entry is converted: what
 // convert_pytorch_snapshot falls back to for a pickle that refers back to converted entries,
 // and what tests compare it with. The same result, slower, with the whole tree in memory.

@@ -4,6 +4,7 @@
 // distinct origins, shared by every replay_from_start() reader.
 #include <fmt/format.h>
 
+#include "workloads/content_feed.h"
 #include "workloads/pytorch_snapshot.h"
 
 namespace gmb {
@@ -73,11 +74,19 @@ std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteIn
   // starting like a pickle) would be read into memory without end.
   if (!in->regular_file())
     in->fail_at(0, "a PyTorch snapshot is read whole: give it as a regular file (plain or .gz), not a pipe or device");
-  WholeContent content = in->read_rest(kMaxSnapshotBytes, "the snapshot's content");
   const bool gzip = in->gzip();
   const std::string path = in->path();
-  in.reset();
-  auto s = std::make_shared<const PyTorchSnapshot>(convert_pytorch_snapshot(std::move(content), path, options.device));
+  // With a second core the pickle is parsed as it is read and inflated there (content_feed.h);
+  // on one core, read whole first (libdeflate inflates it whole, faster than block by block).
+  std::shared_ptr<const PyTorchSnapshot> s;
+  if (ContentFeed::usable_cores() >= 2)
+    if (auto feed = ContentFeed::start(in, kMaxSnapshotBytes, "the snapshot's content"))
+      s = std::make_shared<const PyTorchSnapshot>(convert_pytorch_snapshot(*feed, path, options.device));
+  if (!s) {
+    WholeContent content = in->read_rest(kMaxSnapshotBytes, "the snapshot's content");
+    in.reset();
+    s = std::make_shared<const PyTorchSnapshot>(convert_pytorch_snapshot(std::move(content), path, options.device));
+  }
   return std::make_unique<PyTorchSnapshotSource>(std::move(s), gzip);
 }
 

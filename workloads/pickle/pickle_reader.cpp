@@ -74,25 +74,28 @@ std::string escape_excerpt(std::string_view bytes, std::size_t max_chars) {
 // The pickle machine: a value stack, a stack of marks, and the memo.
 class Builder {
  public:
-  Builder(std::string_view data, const std::string& file, ListSink* sink) : in_(data), file_(file), sink_(sink) {
+  // data: the bytes, or (arriving) those there so far; expected: the whole length, for sizing.
+  Builder(std::string_view data, std::size_t expected, const std::string& file, ListSink* sink, ArrivingBytes* arriving)
+      : in_(data), file_(file), sink_(sink), arriving_(arriving) {
     // Most opcodes of a snapshot add a node and take 2 to 10 bytes: room for the usual count up
     // front, so the node vector is not copied as it grows (still proportional to the input).
     // Items: a snapshot's are mostly memo references (2 to 5 bytes each) and small values, under
     // one per 2 bytes of input; reserved, not touched (huge_page_allocator.h maps large blocks),
     // so a vector of several MB is not copied as it grows.
-    doc_.nodes_.reserve(data.size() / 8);
-    doc_.items_.reserve(data.size() / 2);
-    memo_.reserve(data.size() / 16);  // a snapshot memoizes about one value per 36 bytes
+    doc_.nodes_.reserve(expected / 8);
+    doc_.items_.reserve(expected / 2);
+    memo_.reserve(expected / 16);  // a snapshot memoizes about one value per 36 bytes
   }
 
   Document run() {
     do {
-      if (pos_ >= in_.size()) fail(pos_, "the pickle ends before its STOP opcode (truncated file?)");
+      if (pos_ >= in_.size() && !arrive(pos_ + 1)) fail(pos_, "the pickle ends before its STOP opcode (truncated file?)");
       op_at_ = pos_;
     } while (step(static_cast<unsigned char>(in_[pos_++])));
     if (stack_.size() != 1 || !marks_.empty())
       fail(op_at_, fmt::format("STOP with {} values and {} marks on the stack (expected one value)", stack_.size(),
                                marks_.size()));
+    arrive(SIZE_MAX);  // all of it
     if (pos_ != in_.size())
       fail(pos_, fmt::format("{} bytes after the pickle's STOP opcode: '{}'", in_.size() - pos_,
                              escape_excerpt(in_.substr(pos_))));
@@ -106,17 +109,28 @@ class Builder {
   [[noreturn]] void fail(std::uint64_t at, const std::string& message) const { throw PickleError(file_, at, message); }
 
   std::string_view take(std::uint64_t n) {
-    if (__builtin_expect(n > in_.size() - pos_, 0)) truncated(n);
+    if (__builtin_expect(n > in_.size() - pos_, 0)) need(n);
     auto s = in_.substr(pos_, n);
     pos_ += n;
     return s;
   }
   // n <= 8 little-endian bytes (n is a constant at every call: inlined, one load).
   [[gnu::always_inline]] std::uint64_t le(std::size_t n) {
-    if (__builtin_expect(n > in_.size() - pos_, 0)) truncated(n);
+    if (__builtin_expect(n > in_.size() - pos_, 0)) need(n);
     const std::uint64_t v = little_endian(in_.data() + pos_, n);
     pos_ += n;
     return v;
+  }
+  // n more bytes from pos_ on: waits for them where they are still arriving; else the error.
+  [[gnu::cold, gnu::noinline]] void need(std::uint64_t n) {
+    if (!have(n)) truncated(n);
+  }
+  bool have(std::uint64_t n) { return n <= in_.size() - pos_ || arrive(n > SIZE_MAX - pos_ ? SIZE_MAX : pos_ + n); }
+  // Arriving bytes: waits until there are k (SIZE_MAX: all there will be); true when there are.
+  [[gnu::cold, gnu::noinline]] bool arrive(std::size_t k) {
+    if (!arriving_) return in_.size() >= k;
+    in_ = std::string_view(arriving_->data(), arriving_->wait_for(k));
+    return in_.size() >= k;
   }
   [[noreturn, gnu::cold, gnu::noinline]] void truncated(std::uint64_t n) {
     fail(op_at_, fmt::format("the opcode needs {} more bytes but only {} are left (truncated file?)", n,
@@ -134,7 +148,11 @@ class Builder {
   // A protocol 0 argument: the bytes up to the next newline.
   std::string_view line() {
     auto nl = in_.find('\n', pos_);
-    if (nl == std::string_view::npos) fail(op_at_, "a text argument without its ending newline (truncated file?)");
+    while (nl == std::string_view::npos) {
+      const std::size_t searched = in_.size();
+      if (!arrive(searched + 1)) fail(op_at_, "a text argument without its ending newline (truncated file?)");
+      nl = in_.find('\n', searched);
+    }
     auto s = in_.substr(pos_, nl - pos_);
     pos_ = nl + 1;
     return s;
@@ -403,7 +421,7 @@ class Builder {
   // The memo is a vector: Python numbers it 0, 1, 2... An index may skip ahead, but never past
   // the input's length, so the vector stays within four bytes per input byte.
   void memo_put(std::uint64_t index) {
-    if (index > UINT32_MAX - 1 || index >= in_.size())
+    if (index > UINT32_MAX - 1 || (index >= in_.size() && !arrive(index + 1)))
       fail(op_at_, fmt::format("memo index {} is larger than the pickle", index));
     if (sink_) {
       if (claimed(top())) throw SinkRestart{};
@@ -572,7 +590,7 @@ class Builder {
       }
       case 0x95: {  // FRAME: the length of the next frame; checked, then ignored
         auto n = le(8);
-        if (n > in_.size() - pos_) fail(op_at_, fmt::format("FRAME of {} bytes but only {} are left (truncated file?)", n, in_.size() - pos_));
+        if (!have(n)) fail(op_at_, fmt::format("FRAME of {} bytes but only {} are left (truncated file?)", n, in_.size() - pos_));
         return true;
       }
       // Marks and stack.
@@ -741,6 +759,7 @@ class Builder {
   std::unordered_map<Ref, std::uint64_t> room_;  // containers whose room (items) is more than their items
   Document doc_;
   ListSink* sink_ = nullptr;
+  ArrivingBytes* arriving_ = nullptr;  // in_ grows as they arrive
   std::vector<Floor> floors_;  // with a sink: one per mark
   Ref lowest_target_ = kNoTarget;
   bool memo_irregular_ = false;
@@ -750,8 +769,16 @@ class Builder {
   std::string kept_text_;
 };
 
-Document parse(std::string_view data, const std::string& file) { return Builder(data, file, nullptr).run(); }
+Document parse(std::string_view data, const std::string& file) {
+  return Builder(data, data.size(), file, nullptr, nullptr).run();
+}
 
-Document parse(std::string_view data, const std::string& file, ListSink* sink) { return Builder(data, file, sink).run(); }
+Document parse(std::string_view data, const std::string& file, ListSink* sink) {
+  return Builder(data, data.size(), file, sink, nullptr).run();
+}
+
+Document parse(ArrivingBytes& data, const std::string& file, ListSink* sink) {
+  return Builder(std::string_view(data.data(), 0), data.expected_size(), file, sink, &data).run();
+}
 
 }  // namespace gmb::pickle

@@ -52,4 +52,20 @@ struct SinkRestart {};
 // parse() with a sink (nullptr: the plain parse). Throws SinkRestart as above.
 Document parse(std::string_view data, const std::string& file, ListSink* sink);
 
+// Bytes that arrive while the parse runs, into one buffer that never moves (read and inflated
+// on another thread: workloads/content_feed.h).
+class ArrivingBytes {
+ public:
+  virtual ~ArrivingBytes() = default;
+  virtual const char* data() const = 0;
+  // Blocks until at least n bytes have arrived, or all there will be; returns how many have.
+  virtual std::size_t wait_for(std::size_t n) = 0;
+  // The length the content is expected to have (for sizing; 0: not known).
+  virtual std::size_t expected_size() const = 0;
+};
+
+// parse() of bytes as they arrive: the same Document, or the same error, as parse() of all of
+// them at once (a check that needs a byte not yet there waits for it, or for the end).
+Document parse(ArrivingBytes& data, const std::string& file, ListSink* sink);
+
 }  // namespace gmb::pickle
