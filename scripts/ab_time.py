@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Times several gpumembench binaries on the same command, alternately, on one core.
 
-    scripts/ab_time.py RUNS BIN [BIN...] -- ARGS...
+    scripts/ab_time.py [--all-cores] RUNS BIN [BIN...] -- ARGS...
 
-Runs `taskset -c 1 BIN ARGS...` RUNS times for each BIN, the order of the binaries reversed
+Runs `taskset -c 1 BIN ARGS...` (with --all-cores: `BIN ARGS...` on every core) RUNS times for each BIN, the order of the binaries reversed
 every other round (so a busy minute falls on all of them alike), and prints for each the median,
 lower quartile and minimum of its CPU time (user + sys of all threads, from os.wait4) and of its
 wall time. A shared machine moves single runs by 10% or more: compare binaries only within one
@@ -17,6 +17,10 @@ import time
 
 
 def main():
+    pin = ["taskset", "-c", "1"]
+    if len(sys.argv) > 1 and sys.argv[1] == "--all-cores":
+        pin = []
+        del sys.argv[1]
     if "--" not in sys.argv or len(sys.argv) < 4:
         sys.exit(__doc__)
     sep = sys.argv.index("--")
@@ -27,7 +31,7 @@ def main():
     for i in range(runs):
         for b in bins if i % 2 == 0 else bins[::-1]:
             t0 = time.perf_counter()
-            p = subprocess.Popen(["taskset", "-c", "1", b] + args, stdout=subprocess.DEVNULL)
+            p = subprocess.Popen(pin + [b] + args, stdout=subprocess.DEVNULL)
             _, status, ru = os.wait4(p.pid, 0)
             if status:
                 sys.exit(f"ab_time: {b} exited with status {status}")

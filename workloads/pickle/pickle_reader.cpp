@@ -82,8 +82,12 @@ class Builder {
     // Items: a snapshot's are mostly memo references (2 to 5 bytes each) and small values, under
     // one per 2 bytes of input; reserved, not touched (huge_page_allocator.h maps large blocks),
     // so a vector of several MB is not copied as it grows.
-    doc_.nodes_.reserve(expected / 8);
-    doc_.items_.reserve(expected / 2);
+    // With a sink the tree stays small (what is dropped is reused): no room up front, which
+    // would be a huge page of zeros each.
+    if (!sink_) {
+      doc_.nodes_.reserve(expected / 8);
+      doc_.items_.reserve(expected / 2);
+    }
     memo_.reserve(expected / 16);  // a snapshot memoizes about one value per 36 bytes
   }
 
