@@ -1,7 +1,8 @@
 // open_trace's reader for PyTorch snapshots: the pickle is read whole (its dict closes only at
-// the end), converted for one device (pytorch_snapshot.h), and the pickle's bytes and tree are
-// freed before the first op is handed out; what stays is the ops (about 40 bytes each) and the
-// distinct origins, shared by every replay_from_start() reader.
+// the end, with the allocator settings after the trace), its trace converted for one device
+// while it is parsed (pytorch_snapshot.h), and the pickle's bytes freed before the first op is
+// handed out; what stays is the ops (about 40 bytes each) and the distinct origins, shared by
+// every replay_from_start() reader.
 #include <fmt/format.h>
 
 #include "workloads/content_feed.h"
