@@ -7,7 +7,9 @@
 //   BM_SnapshotReplayCaching  what `gpumembench replay --trace snap_default.pickle.gz --allocator
 //                             caching --device sim` does: inflate, parse and convert once, then the
 //                             run through `caching` on sim (the need from the run's own steps);
-//                             /process_time: per CPU second of all threads
+//                             /process_time: per CPU second of all threads. With two cores or more
+//                             the file is inflated on a second thread as it is parsed
+//                             (content_feed.h); under `taskset -c 1`, read whole first
 //   BM_SnapshotReplayCaching120Steps  the same on snap_speed_120steps.pickle.gz (452,603 entries)
 #include <benchmark/benchmark.h>
 
