@@ -78,6 +78,27 @@ TEST(SnapshotStreaming, EveryRecordedSnapshotConvertsAsInTwoPasses) {
   }
 }
 
+// Pickles crafted to make the two conversions differ (scripts/make_adversarial_snapshots.py):
+// lists referenced twice before they fill, entries used again or changed after they were read,
+// memo gaps, APPEND per item, two devices. Cases 02 to 06b differed before a list fetched from
+// the memo or DUP'd was refused as a device list.
+TEST(SnapshotStreaming, CraftedPicklesConvertAsInTwoPasses) {
+  int compared = 0, converted = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           testing::source_path("tests/data/torch_snapshots/adversarial"))) {
+    const std::string bytes = file_bytes(entry.path().string());
+    const std::string name = entry.path().filename().string();
+    for (int device : {-1, 0, 1}) {
+      const std::string text = streamed(bytes, name, device);
+      EXPECT_EQ(text, two_pass(bytes, name, device)) << name << " device " << device;
+      ++compared;
+      converted += text.rfind("error", 0) != 0;
+    }
+  }
+  EXPECT_EQ(compared, 3 * 26);
+  EXPECT_GE(converted, 40);  // most convert: the comparison covers ops, not only errors
+}
+
 // The file as make_pytorch_snapshot_source reads it with two cores: the format's head peeked
 // first (as open_trace does), then the rest through a ContentFeed.
 std::string through_feed(const std::string& path, std::uint64_t max_bytes = kMaxSnapshotBytes) {

@@ -634,8 +634,8 @@ class TraceSink final : public pickle::ListSink {
   bool claim(const Document& doc, const Ref* stack, std::size_t size, std::size_t p, const std::size_t* marks,
              std::size_t n_marks) override {
     (void)size;
-    std::size_t below = 0;  // the marks at or below p
-    while (below < n_marks && marks[below] <= p) ++below;
+    std::size_t below = 0;  // the marks at or below p: 1 or 2 (counted no further)
+    while (below < n_marks && below < 3 && marks[below] <= p) ++below;
     if (below == 0 || below > 2 || marks[0] != 1 || doc.type(stack[0]) != Type::Dict) return false;
     // One device list: [root, (mark) ..., 'device_traces', outer, list]; several:
     // [root, (mark) ..., 'device_traces', outer, (mark) list0, list1, ...].
@@ -651,8 +651,9 @@ class TraceSink final : public pickle::ListSink {
     c.list = stack[p];
     c.device = device;
     c.converter = std::make_unique<Converter>(doc, file_);
-    // Reserved, not touched (huge pages): a trace entry takes 40 bytes of pickle or more.
-    c.converter->begin_trace(static_cast<int>(device), input_bytes_ / 40);
+    // The first device's ops reserved, not touched (huge pages): a trace entry takes 40 bytes
+    // of pickle or more. Other devices' (a snapshot seldom has two) grow as they come.
+    c.converter->begin_trace(static_cast<int>(device), claims_.empty() ? input_bytes_ / 40 : 0);
     claims_.push_back(std::move(c));
     return true;
   }
@@ -679,7 +680,7 @@ class TraceSink final : public pickle::ListSink {
   // without a sink: SinkRestart).
   void check_places(const Document& doc) const {
     for (const Claim& c : claims_)
-      if (doc.root() != c.root || doc.type(c.outer) != Type::List || c.device >= doc.size(c.outer) ||
+      if (doc.root() != c.root || doc.get(c.root, "device_traces") != c.outer || c.device >= doc.size(c.outer) ||
           doc.items(c.outer)[c.device] != c.list)
         throw pickle::SinkRestart{};
   }

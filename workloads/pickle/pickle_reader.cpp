@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -164,7 +165,7 @@ class Builder {
 
   [[gnu::always_inline]] Ref add(Type type, std::uint64_t payload, std::uint32_t length = 0) {
     if (__builtin_expect(doc_.nodes_.size() >= Document::kImmediate - 1, 0)) fail(op_at_, "too many values");
-    doc_.nodes_.push_back(Node{type, false, false, false, length, payload});
+    doc_.nodes_.push_back(Node{type, false, 0, length, payload});
     return static_cast<Ref>(doc_.nodes_.size() - 1);
   }
   Ref add_text(Type type, std::string_view bytes) {
@@ -210,7 +211,7 @@ class Builder {
     auto& items = doc_.items_;
     Node& node = doc_.nodes_[c];
     if (sink_) {
-      if (node.taken) throw SinkRestart{};  // the sink has read it: its items are final
+      if (node.sink & kTaken) throw SinkRestart{};  // the sink has read it: its items are final
       if (c < lowest_target_) lowest_target_ = c;
     }
     const std::uint64_t size = node.length, n = to - from;
@@ -349,29 +350,40 @@ class Builder {
     std::uint64_t items, text, memo;
   };
   static constexpr Ref kNoTarget = UINT32_MAX;
-  bool claimed(Ref r) const { return r < Document::kImmediate && doc_.nodes_[r].claimed; }
-  // True: list c (at stack_[p]) is the sink's, now or from before.
+  // Node::sink bits. kClaimed: a list whose items go to the sink. kTaken: a container the sink
+  // has read (its items are final). kShared: a list fetched from the memo or DUP'd, so maybe in
+  // two places: never claimed, since the sink takes items one place would show.
+  static constexpr std::uint8_t kClaimed = 1, kTaken = 2, kShared = 4;
+  bool claimed(Ref r) const { return r < Document::kImmediate && (doc_.nodes_[r].sink & kClaimed); }
+  // A value fetched again (memo, DUP): a claimed list so fetched restarts, another list is marked.
+  void fetched_again(Ref r) {
+    if (r >= Document::kImmediate) return;
+    Node& node = doc_.nodes_[r];
+    if (node.type != Type::List) return;
+    if (node.sink & kClaimed) throw SinkRestart{};
+    node.sink |= kShared;
+  }
+  // True: list c (at stack_[p]) is the sink's, now or from before. A list is claimed when it is
+  // empty, referenced once (Python's pickler fills a list where it first meets it, so the list
+  // of a device is never fetched again before its items), and never read by the sink.
   [[gnu::noinline]] bool to_sink(Ref c, std::size_t p) {
     Node& node = doc_.nodes_[c];
-    if (node.claimed) return true;
-    // At most kMaxClaims lists (a snapshot has one per device): each claim scans the memo.
-    if (node.length != 0 || claims_ >= kMaxClaims ||
+    if (node.sink & kClaimed) return true;
+    if (node.length != 0 || (node.sink & (kTaken | kShared)) || claims_ >= kMaxClaims ||
         !sink_->claim(doc_, stack_.data(), stack_.size(), p, marks_.data(), marks_.size()))
       return false;
-    node.claimed = true;
+    node.sink |= kClaimed;
     ++claims_;
-    for (Ref& r : memo_)  // memoized when made (Python memoizes every list): never to be used again
-      if (r == c) r = kConsumed;
     return true;
   }
-  static constexpr int kMaxClaims = 64;
+  static constexpr int kMaxClaims = 64;  // a snapshot has one list per device
   // Hands stack_[from, from + n) to the sink as items of list c. The containers it read are
   // marked `taken`: a later append to one restarts the parse without the sink.
   [[gnu::noinline]] void give(Ref c, std::size_t from, std::size_t n) {
     read_.clear();
     sink_->take(doc_, c, stack_.data() + from, n, read_);
     for (Ref r : read_)
-      if (r < doc_.nodes_.size()) doc_.nodes_[r].taken = true;
+      if (r < doc_.nodes_.size()) doc_.nodes_[r].sink |= kTaken;
   }
   // Drops the nodes, items and text made since the mark of floor f. The memo's later slots
   // name the only ones that can be used again: a str, bytes or number among them is kept (moved
@@ -411,7 +423,7 @@ class Builder {
     doc_.text_.resize(f.text);
     doc_.text_.append(kept_text_);
     doc_.items_.resize(f.items);
-    for (auto it = room_.begin(); it != room_.end();) it = it->first >= floor ? room_.erase(it) : std::next(it);
+    room_.erase(room_.lower_bound(floor), room_.end());
     sink_->nodes_dropped(floor);
   }
   // Container r, which must be of type want1 or want2.
@@ -441,6 +453,7 @@ class Builder {
       if (index < memo_.size() && memo_[index] == kConsumed) throw SinkRestart{};
       fail(op_at_, fmt::format("memo index {} was never stored", index));
     }
+    if (sink_) fetched_again(memo_[index]);
     push(memo_[index]);
   }
   std::uint64_t decimal(std::string_view s, const char* what) {
@@ -602,7 +615,7 @@ class Builder {
       case '0': pop(); return true;                            // POP
       case '1': drop_mark(last_mark()); return true;           // POP_MARK
       case '2':                                                // DUP
-        if (sink_ && claimed(top())) throw SinkRestart{};
+        if (sink_) fetched_again(top());
         push(top());
         return true;
       // Constants and numbers.
@@ -760,7 +773,9 @@ class Builder {
   static constexpr Ref kConsumed = UINT32_MAX - 1;  // a container a sink took, or one dropped with its batch
   std::vector<Ref, HugePageAllocator<Ref>> memo_;  // reserved with the nodes (Builder())
   std::size_t memo_count_ = 0;
-  std::unordered_map<Ref, std::uint64_t> room_;  // containers whose room (items) is more than their items
+  // Containers whose room (items) is more than their items; ordered, so that a drop removes
+  // those above its floor without walking the others.
+  std::map<Ref, std::uint64_t> room_;
   Document doc_;
   ListSink* sink_ = nullptr;
   ArrivingBytes* arriving_ = nullptr;  // in_ grows as they arrive

@@ -145,14 +145,13 @@ class Document {
   // A container's items are items_[payload, payload + length). While parsing, one that grows
   // past its room moves to the end of items_ with twice the room (the old place is left unused:
   // appends cost O(1) on average, and items_ stays within a few times the items); `moved` says
-  // its room is larger than its items (the Builder keeps how large). With a ListSink
-  // (pickle_reader.h): `claimed`, a list whose items go to the sink instead; `taken`, a
-  // container the sink has read.
+  // its room is larger than its items (the Builder keeps how large). `sink`: what a ListSink
+  // (pickle_reader.h) did with it, bits the Builder defines (a list whose items go to the sink,
+  // a container the sink has read, a list referenced a second time).
   struct Node {
     Type type;
     bool moved = false;
-    bool claimed = false;
-    bool taken = false;
+    std::uint8_t sink = 0;
     std::uint32_t length;   // Str/Bytes/BigInt: byte length; containers: items
     std::uint64_t payload;  // Int/Bool: the value; Float: the bits; Str/Bytes/BigInt: offset into
                             // text_; containers: offset into items_
