@@ -15,7 +15,8 @@ Runs, each `--runs` times (medians, quartiles and ranges reported, with the load
     entries, 301,783 allocs and frees) on one core and with every core (the self-check's second
     replay runs beside the replay);
   - configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events);
-  - the Google Benchmark rows for the same paths (bench/).
+  - the Google Benchmark rows for the same paths (bench/), on one core, and the 120-step snapshot
+    in process with every core.
 Wall time and CPU time (user + sys of all threads) come from os.wait4, so they are exact to the
 microsecond; this machine is shared, so the spread is reported, not only a median.
 """
@@ -125,6 +126,16 @@ def main():
                 parts = line.split()
                 rows.append((f"{parts[0]} (Google Benchmark, one core, median of 3)",
                              "`taskset -c 1 gpumembench_bench --benchmark_filter=... --benchmark_repetitions=3`",
+                             " ".join(parts[1:])))
+        # The 120-step snapshot in process with every core: the pickle inflated on a second core
+        # as it is parsed (workloads/content_feed.h).
+        out = subprocess.run([bench, "--benchmark_filter=BM_SnapshotReplayCaching120Steps", "--benchmark_repetitions=5",
+                              "--benchmark_report_aggregates_only=true"], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if "_median" in line:
+                parts = line.split()
+                rows.append((f"{parts[0]} (Google Benchmark, every core, median of 5)",
+                             "`gpumembench_bench --benchmark_filter=BM_SnapshotReplayCaching120Steps --benchmark_repetitions=5`",
                              " ".join(parts[1:])))
     load.append(os.getloadavg()[0])
     head = (f"Measured by `scripts/measure_speed.py --runs {a.runs}` at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
