@@ -2,6 +2,7 @@
 // pickle (the streamed one and the two-pass one must agree to the last field).
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
@@ -28,6 +29,23 @@ inline std::string snapshot_text(const PyTorchSnapshot& s) {
     out += fmt::format("oom {} free {} op {} entry {}\n", o.bytes, o.device_free, o.op, o.entry);
   out += fmt::format("origins {}\n", s.origins.size());
   return out;
+}
+
+// Where two texts first differ, line by line: what a failed comparison prints (a whole snapshot's
+// text is tens of MB; the test framework's diff of two would not fit in memory).
+inline std::string first_difference(const std::string& a, const std::string& b) {
+  std::size_t line = 1, from = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size() && a[i] == b[i]; ++i)
+    if (a[i] == '\n') {
+      ++line;
+      from = i + 1;
+    }
+  if (a == b) return "equal";
+  auto line_at = [&](const std::string& s) {
+    if (from >= s.size()) return std::string("<end>");
+    return s.substr(from, std::min(s.find('\n', from), s.size()) - from).substr(0, 300);
+  };
+  return fmt::format("line {}:\n  {}\n  {}", line, line_at(a), line_at(b));
 }
 
 // The text of a conversion, or "error: " and its message.

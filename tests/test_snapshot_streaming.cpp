@@ -9,6 +9,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 
 #include "snapshot_text.h"
 #include "test_helpers.h"
@@ -37,6 +39,12 @@ std::string file_bytes_raw(const std::string& path) {
   return ss.str();
 }
 
+// Two conversions' texts equal; where not, the first line that differs (not a diff of two
+// texts of tens of MB).
+void expect_same(const std::string& a, const std::string& b, const std::string& what) {
+  EXPECT_TRUE(a == b) << what << ": " << testing::first_difference(a, b);
+}
+
 std::string streamed(const std::string& bytes, const std::string& name, int device = -1) {
   return testing::conversion_text([&] { return convert_pytorch_snapshot(bytes, name, device); });
 }
@@ -50,7 +58,7 @@ TEST(SnapshotStreaming, EverySyntheticSnapshotConvertsAsInTwoPasses) {
     const std::string bytes = file_bytes(entry.path().string());
     const std::string name = entry.path().filename().string();
     for (int device : {-1, 0, 1}) {
-      EXPECT_EQ(streamed(bytes, name, device), two_pass(bytes, name, device)) << name << " device " << device;
+      expect_same(streamed(bytes, name, device), two_pass(bytes, name, device), fmt::format("{} device {}", name, device));
       ++compared;
     }
   }
@@ -74,7 +82,7 @@ TEST(SnapshotStreaming, EveryRecordedSnapshotConvertsAsInTwoPasses) {
     const std::string bytes = file_bytes(path);
     const std::string text = streamed(bytes, path);
     ASSERT_EQ(text.rfind("error", 0), std::string::npos) << text.substr(0, 300);
-    EXPECT_EQ(text, two_pass(bytes, path)) << path;
+    expect_same(text, two_pass(bytes, path), path);
   }
 }
 
@@ -90,7 +98,7 @@ TEST(SnapshotStreaming, CraftedPicklesConvertAsInTwoPasses) {
     const std::string name = entry.path().filename().string();
     for (int device : {-1, 0, 1}) {
       const std::string text = streamed(bytes, name, device);
-      EXPECT_EQ(text, two_pass(bytes, name, device)) << name << " device " << device;
+      expect_same(text, two_pass(bytes, name, device), fmt::format("{} device {}", name, device));
       ++compared;
       converted += text.rfind("error", 0) != 0;
     }
@@ -126,7 +134,7 @@ TEST(SnapshotFeed, EveryRecordedSnapshotConvertsAsWhenReadWhole) {
   for (const std::string& path : paths) {
     const std::string text = through_feed(path);
     ASSERT_EQ(text.rfind("error", 0), std::string::npos) << text.substr(0, 300);
-    EXPECT_EQ(text, read_whole(path)) << path;
+    expect_same(text, read_whole(path), path);
   }
 }
 
@@ -152,7 +160,7 @@ TEST(SnapshotFeed, DamagedFilesGiveTheErrorsOfReadingWhole) {
     const std::string path = (dir / name).string();
     testing::write_text(path, bytes);
     const std::string want = read_whole(path);
-    EXPECT_EQ(through_feed(path), want) << name;
+    expect_same(through_feed(path), want, name);
     if (name != "whole.pickle") {
       EXPECT_EQ(want.rfind("error: ", 0), 0u) << name << ": " << want.substr(0, 200);
     }
@@ -160,7 +168,7 @@ TEST(SnapshotFeed, DamagedFilesGiveTheErrorsOfReadingWhole) {
   // Larger than the most read whole (here 64 KiB).
   const std::string path = (dir / "whole.pickle").string();
   EXPECT_NE(read_whole(path, 64 << 10).find("larger than"), std::string::npos);
-  EXPECT_EQ(through_feed(path, 64 << 10), read_whole(path, 64 << 10));
+  expect_same(through_feed(path, 64 << 10), read_whole(path, 64 << 10), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -198,6 +206,27 @@ class Bytes2 {
     op(']');
     put();
   }
+  // A FRAME (protocol 4) announcing the next n bytes.
+  Bytes2& frame(std::uint64_t n) { op('\x95'); le(n, 8); return *this; }
+  // SHORT_BINUNICODE, then MEMOIZE (protocol 4's way of memoizing).
+  Bytes2& short_str_memoized(std::string_view s) {
+    op('\x8c'); le(s.size(), 1); b_ += s; op('\x94'); ++memo_;
+    return *this;
+  }
+  // A trace entry as Python writes it in protocol 4 after the first: MEMOIZE'd dict, keys
+  // fetched from the memo (`key_at`: the memo index of each key's str), values given as opcodes.
+  Bytes2& keyed_entry(const std::map<std::string, std::uint32_t>& key_at,
+                      const std::vector<std::pair<std::string, std::function<void(Bytes2&)>>>& items) {
+    op('}').op('\x94');
+    ++memo_;
+    op('(');
+    for (const auto& [k, value] : items) {
+      get(key_at.at(k));
+      value(*this);
+    }
+    return op('u');
+  }
+  std::uint32_t memo_count() const { return memo_; }
   const std::string& bytes() const { return b_; }
 
  private:
@@ -236,7 +265,7 @@ TEST(SnapshotStreaming, ATraceOfThreeBatchesConvertsWhole) {
     EXPECT_EQ(s.ops[i].kind, i % 2 ? Op::Kind::Free : Op::Kind::Alloc) << i;
     EXPECT_EQ(s.ops[i].source_line, i + 1) << i;
   }
-  EXPECT_EQ(testing::snapshot_text(s), two_pass(bytes, "batches.pickle"));
+  expect_same(testing::snapshot_text(s), two_pass(bytes, "batches.pickle"), "");
 }
 
 // An entry of the first batch (dropped from the tree once converted) fetched from the memo again
@@ -248,7 +277,7 @@ TEST(SnapshotStreaming, AnEntryUsedAgainAfterItsBatchRestartsTheParse) {
       snapshot_with(2500, memo, [&](Bytes2& p) { p.str("external_annotations").get(memo[10]); });
   const std::string text = streamed(bytes, "again.pickle");
   EXPECT_EQ(text.rfind("error", 0), std::string::npos) << text;
-  EXPECT_EQ(text, two_pass(bytes, "again.pickle"));
+  expect_same(text, two_pass(bytes, "again.pickle"), "");
 }
 
 // The last entry is appended alone (APPEND, no mark: not dropped), converted, then changed
@@ -265,7 +294,7 @@ TEST(SnapshotStreaming, AnEntryChangedAfterItWasConvertedRestartsTheParse) {
   PyTorchSnapshot s = convert_pytorch_snapshot(p.bytes(), "changed.pickle");
   ASSERT_EQ(s.ops.size(), 1u);
   EXPECT_EQ(s.ops[0].bytes, Bytes(3) << 20);
-  EXPECT_EQ(testing::snapshot_text(s), two_pass(p.bytes(), "changed.pickle"));
+  expect_same(testing::snapshot_text(s), two_pass(p.bytes(), "changed.pickle"), "");
 }
 
 // device_traces = [L, L], one list twice (from the memo): both devices have its events.
@@ -288,7 +317,7 @@ TEST(SnapshotStreaming, ADeviceListUsedTwiceRestartsTheParse) {
   PyTorchSnapshot s = convert_pytorch_snapshot(p.bytes(), "twice.pickle", 1);
   EXPECT_EQ(s.devices_with_events, (std::vector<int>{0, 1}));
   EXPECT_EQ(s.ops.size(), 2u);
-  EXPECT_EQ(testing::snapshot_text(s), two_pass(p.bytes(), "twice.pickle", 1));
+  expect_same(testing::snapshot_text(s), two_pass(p.bytes(), "twice.pickle", 1), "");
 }
 
 // The errors of a streamed conversion are the two-pass ones, in the same order: a bad entry of
@@ -300,11 +329,75 @@ TEST(SnapshotStreaming, ErrorsComeInTheTwoPassOrder) {
   const std::string needle = "free_completed";
   bad_entry.replace(bad_entry.find(needle, bad_entry.size() / 2), needle.size(), "free_complete!");
   EXPECT_NE(streamed(bad_entry, "bad.pickle").find("device_traces[0]["), std::string::npos) << streamed(bad_entry, "bad.pickle");
-  EXPECT_EQ(streamed(bad_entry, "bad.pickle"), two_pass(bad_entry, "bad.pickle"));
+  expect_same(streamed(bad_entry, "bad.pickle"), two_pass(bad_entry, "bad.pickle"), "");
   // The same pickle cut short: the cut is the error, not the entry before it.
   const std::string cut = bad_entry.substr(0, bad_entry.size() - 3);
   EXPECT_NE(streamed(cut, "bad.pickle").find("truncated"), std::string::npos) << streamed(cut, "bad.pickle");
-  EXPECT_EQ(streamed(cut, "bad.pickle"), two_pass(cut, "bad.pickle"));
+  expect_same(streamed(cut, "bad.pickle"), two_pass(cut, "bad.pickle"), "");
+}
+
+// Entries written as PyTorch's pickle (protocol 4) writes them after the first batch: keys and
+// action names fetched from the memo, a MEMOIZE'd 'N/A' str in every entry, FRAMEs between
+// opcodes. The batches after the first are read flat (ListSink::take_flat): the result must be
+// the two-pass one, errors included.
+using KeyAt = std::map<std::string, std::uint32_t>;  // the memo index of each key's str
+std::string keyed_snapshot(int n, const std::function<void(Bytes2&, const KeyAt&)>& odd_entry = nullptr) {
+  Bytes2 p;
+  p.device_list();
+  KeyAt key_at;
+  for (const char* k : {"action", "addr", "size", "stream", "compile_context", "alloc", "free_requested",
+                        "free_completed", "oom", "device_free"}) {
+    p.str(k);
+    key_at[k] = p.put();
+    p.op('0');  // POP: the str stays in the memo only
+  }
+  for (int i = 0; i < n; ++i) {
+    if (i % 1000 == 0) p.op('(');
+    if (i % 700 == 350) p.frame(100);  // a FRAME inside a batch, between two entries
+    const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 3) * (2 << 20);
+    const char* action = i % 3 == 0 ? "alloc" : i % 3 == 1 ? "free_requested" : "free_completed";
+    if (odd_entry && i == n - 10) {
+      odd_entry(p, key_at);
+    } else if (i == n / 2) {  // a recorded OOM, its size in a BININT2
+      p.keyed_entry(key_at, {{"action", [&](Bytes2& q) { q.get(key_at.at("oom")); }},
+                             {"size", [](Bytes2& q) { q.op('M').op('\x00').op('\x40'); }},
+                             {"device_free", [](Bytes2& q) { q.integer(12345); }},
+                             {"stream", [](Bytes2& q) { q.op('K').op('\x07'); }}});
+    } else {
+      p.keyed_entry(key_at, {{"action", [&](Bytes2& q) { q.get(key_at.at(action)); }},
+                             {"addr", [&](Bytes2& q) { q.integer(static_cast<std::int64_t>(addr)); }},
+                             {"size", [&](Bytes2& q) { q.integer((i % 5 + 1) << 20); }},
+                             {"stream", [&](Bytes2& q) { q.op('K').op(static_cast<char>(i % 2 ? 7 : 0)); }},
+                             {"compile_context", [](Bytes2& q) { q.short_str_memoized("N/A"); }}});
+    }
+    if (i % 1000 == 999 || i == n - 1) p.op('e');
+  }
+  p.op('a');
+  p.str("allocator_settings").op('}').op('u').op('.');
+  return p.bytes();
+}
+
+TEST(SnapshotStreaming, BatchesReadFlatConvertAsInTwoPasses) {
+  const std::string bytes = keyed_snapshot(3001);
+  const std::string text = streamed(bytes, "keyed.pickle");
+  ASSERT_EQ(text.rfind("error", 0), std::string::npos) << text.substr(0, 300);
+  EXPECT_NE(text.find("oom 16384 free 12345"), std::string::npos);
+  expect_same(text, two_pass(bytes, "keyed.pickle"), "");
+  // An entry the flat reader leaves to the general path (a value it does not read: None), and
+  // one whose action is an int: the same results and errors as the two-pass conversion.
+  const std::string none = keyed_snapshot(3001, [](Bytes2& p, const KeyAt& k) {
+    p.keyed_entry(k, {{"action", [&](Bytes2& q) { q.get(k.at("alloc")); }},
+                      {"addr", [](Bytes2& q) { q.integer(1 << 30); }},
+                      {"size", [](Bytes2& q) { q.op('N'); }}});
+  });
+  EXPECT_NE(streamed(none, "none.pickle").find("size: expected an int, found NoneType"), std::string::npos)
+      << streamed(none, "none.pickle").substr(0, 300);
+  expect_same(streamed(none, "none.pickle"), two_pass(none, "none.pickle"), "");
+  const std::string int_action = keyed_snapshot(3001, [](Bytes2& p, const KeyAt& k) {
+    p.keyed_entry(k, {{"action", [](Bytes2& q) { q.op('K').op('\x05'); }}});
+  });
+  EXPECT_NE(streamed(int_action, "int.pickle").find("action: expected a str, found int"), std::string::npos);
+  expect_same(streamed(int_action, "int.pickle"), two_pass(int_action, "int.pickle"), "");
 }
 
 // The sink at the pickle level: a list it claims stays empty in the Document, the sink gets
@@ -322,6 +415,15 @@ class CollectingSink final : public pickle::ListSink {
     }
   }
   void nodes_dropped(Ref floor) override { drops.push_back(floor); }
+  bool takes_flat() const override { return flat; }
+  void take_flat(const Document& doc, Ref, const Ref* kv, const std::uint32_t* ends, std::size_t n) override {
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::uint32_t i = j ? ends[j - 1] : 0; i + 1 < ends[j]; i += 2)
+        if (doc.as_bytes(kv[i]) == "size") sizes.push_back(doc.as_int(kv[i + 1]));
+    flat_entries += n;
+  }
+  bool flat = false;
+  std::size_t flat_entries = 0;
   std::vector<std::int64_t> sizes;
   std::vector<Ref> drops;
 };
@@ -352,6 +454,37 @@ TEST(PickleSink, TakesTheItemsOfAClaimedListAndDropsTheirNodes) {
   Document whole = pickle::parse(p.bytes(), "sink.pickle");
   EXPECT_EQ(whole.size(whole.get(whole.root(), "stream")), 5000u);
   EXPECT_GT(whole.node_count(), 10000u);
+}
+
+TEST(PickleSink, LaterBatchesOfTraceLikeDictsAreTakenFlat) {
+  Bytes2 p;
+  p.op('}');
+  p.put();
+  p.op('(').str("stream").op(']');
+  p.put();
+  std::map<std::string, std::uint32_t> key_at;
+  for (const char* k : {"action", "size"}) {
+    p.str(k);
+    key_at[k] = p.put();
+    p.op('0');
+  }
+  for (int i = 0; i < 3000; ++i) {
+    if (i % 1000 == 0) p.op('(');
+    p.keyed_entry(key_at, {{"action", [](Bytes2& q) { q.short_str_memoized("alloc"); }},
+                           {"size", [&](Bytes2& q) { q.integer(i); }}});
+    if (i % 1000 == 999) p.op('e');
+  }
+  // A batch is read flat with 272 bytes after each of its opcodes (the end of a pickle is read
+  // the general way): another value follows the list, as allocator_settings follows a trace.
+  p.str("after").str(std::string(300, 'x')).op('u').op('.');
+  CollectingSink sink;
+  sink.flat = true;
+  Document d = pickle::parse(p.bytes(), "flat.pickle", &sink);
+  EXPECT_EQ(sink.flat_entries, 2000u);  // the first batch claims the list the general way
+  ASSERT_EQ(sink.sizes.size(), 3000u);
+  for (int i = 0; i < 3000; ++i) ASSERT_EQ(sink.sizes[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(sink.drops.size(), 3u);
+  EXPECT_LT(d.node_count(), 100u);
 }
 
 TEST(PickleSink, AMemoReferenceToADroppedContainerRestarts) {

@@ -372,10 +372,9 @@ class Converter {
         if (d_.as_bytes(k) == name) c = key;
     return static_cast<EntryKey>(c);
   }
-  EntryFields entry_fields(Ref e) {  // e is a dict
+  EntryFields entry_fields(const Ref* kv, std::size_t n) {  // a dict's keys and values, interleaved
     EntryFields f;
-    const auto& kv = d_.items(e);
-    for (std::size_t j = 0; j + 1 < kv.size(); j += 2) f.value[classify_key(kv[j])] = kv[j + 1];
+    for (std::size_t j = 0; j + 1 < n; j += 2) f.value[classify_key(kv[j])] = kv[j + 1];
     return f;
   }
 
@@ -388,11 +387,18 @@ class Converter {
 
  public:
   void convert_entry(Ref e, std::uint64_t i) {
+    expect(e, Type::Dict, [&] { return fmt::format("device_traces[{}][{}]", s_.device, i); });
+    if (reads_) reads_->push_back(e);
+    const auto& kv = d_.items(e);
+    convert_fields(entry_fields(kv.begin(), kv.size()), i);
+  }
+  // An entry the parser read without making its dict (pickle::ListSink::take_flat).
+  void convert_flat_entry(const Ref* kv, std::size_t n, std::uint64_t i) { convert_fields(entry_fields(kv, n), i); }
+
+ private:
+  void convert_fields(const EntryFields& f, std::uint64_t i) {
     const int dev = s_.device;
     auto where = [&] { return fmt::format("device_traces[{}][{}]", dev, i); };
-    expect(e, Type::Dict, where);
-    if (reads_) reads_->push_back(e);
-    const EntryFields f = entry_fields(e);
     std::string_view action = str_of(f[kAction], "action", where);
     // Whether the entry before was the free_requested of an address, and which.
     const bool after_free_requested = prev_free_requested_;
@@ -656,6 +662,22 @@ class TraceSink final : public pickle::ListSink {
     c.converter->begin_trace(static_cast<int>(device), claims_.empty() ? input_bytes_ / 40 : 0);
     claims_.push_back(std::move(c));
     return true;
+  }
+
+  bool takes_flat() const override { return true; }
+  void take_flat(const Document&, Ref list, const Ref* kv, const std::uint32_t* ends, std::size_t n) override {
+    Claim& c = claim_of(list);
+    if (!c.error) {
+      try {
+        for (std::size_t k = 0; k < n; ++k) {
+          const std::uint32_t from = k ? ends[k - 1] : 0;
+          c.converter->convert_flat_entry(kv + from, ends[k] - from, c.entries + k);
+        }
+      } catch (...) {
+        c.error = std::current_exception();  // thrown if this device is replayed
+      }
+    }
+    c.entries += n;
   }
 
   void take(const Document&, Ref list, const Ref* items, std::size_t n, std::vector<Ref>& read) override {

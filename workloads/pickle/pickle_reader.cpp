@@ -304,6 +304,147 @@ class Builder {
     append_items(c, m, stack_.size());
     drop_mark(m);
   }
+  // A batch of claimed list c read flat (ListSink::takes_flat), right after its MARK: each item
+  // EMPTY_DICT [its memo] MARK (key value)* SETITEMS, with keys fetched from the memo that are
+  // strs and values that are ints, strs or memo fetches of no container, then the APPENDS.
+  // What the general path leaves after the batch's drop is left here too: the same memo (each
+  // dict's slot consumed, each str's slot its node), the same nodes for strs and ints (no dict
+  // nodes, no items, no marks). At anything else (another opcode or value, the memo filled out
+  // of order, bytes missing) the input and the memo go back to the MARK and the general path
+  // reads the batch; strs and ints it made stay, unused until the drop.
+  [[gnu::noinline]] void flat_batch(Ref c) {
+    const std::size_t at = pos_, memo_at = memo_.size(), count_at = memo_count_;
+    if (memo_count_ != memo_.size()) return;  // the memo filled out of order: the general path
+    flat_kv_.clear();
+    flat_ends_.clear();
+    auto undo = [&] {
+      pos_ = at;
+      memo_.resize(memo_at);
+      memo_count_ = count_at;
+    };
+    for (;;) {
+      int op = flat_next();
+      if (op == 'e') {  // APPENDS
+        op_at_ = pos_++;
+        break;
+      }
+      if (op != '}') return undo();
+      ++pos_;
+      op = flat_next();
+      if (op == 0x94 || op == 'q' || op == 'r') {  // the dict's memo: consumed, as its batch's drop would leave it
+        if (!flat_memoize(op, kConsumed)) return undo();
+        op = flat_next();
+      }
+      if (op != '(') return undo();
+      ++pos_;
+      for (;;) {
+        op = flat_next();
+        if (op == 'u') {  // SETITEMS
+          ++pos_;
+          break;
+        }
+        Ref key, value;
+        if (!flat_fetch(op, key) || doc_.type(key) != Type::Str) return undo();
+        op = flat_next();
+        if (op == 'h' || op == 'j') {
+          if (!flat_fetch(op, value)) return undo();
+        } else if (!flat_scalar(op, value)) {
+          return undo();
+        }
+        flat_kv_.push_back(key);
+        flat_kv_.push_back(value);
+      }
+      if (flat_kv_.size() > UINT32_MAX) return undo();
+      flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
+    }
+    sink_->take_flat(doc_, c, flat_kv_.data(), flat_ends_.data(), flat_ends_.size());
+    const Floor f = floors_.back();  // the batch's MARK has one (flat_batch's condition)
+    const bool clean = lowest_target_ >= f.nodes;
+    drop_mark(marks_.back());
+    if (clean && !memo_irregular_) drop_nodes(f);
+  }
+  // The flat reader reads an opcode only with kFlatRoom bytes after it in hand (the longest it
+  // reads without a check: LONG1's 8-byte load, a SHORT_BINUNICODE and its memo), so each read
+  // below needs no check of its own.
+  static constexpr std::size_t kFlatRoom = 272;  // BINUNICODE: 5 + 255
+  // The next opcode after any FRAMEs (their lengths checked as the general path checks them);
+  // -1 where fewer than kFlatRoom bytes are left (the general path reads the end of a pickle).
+  int flat_next() {
+    for (;;) {
+      if (__builtin_expect(in_.size() - pos_ < kFlatRoom, 0) && !arrive(pos_ + kFlatRoom)) return -1;
+      const unsigned char op = static_cast<unsigned char>(in_[pos_]);
+      if (op != 0x95) return op;
+      const std::uint64_t n = little_endian(in_.data() + pos_ + 1, 8);
+      pos_ += 9;  // (put back by the batch's undo)
+      if (!have(n)) return -1;
+    }
+  }
+  // MEMOIZE, or BINPUT / LONG_BINPUT of the next index (op, read by flat_next): stores r.
+  bool flat_memoize(int op, Ref r) {
+    if (memo_count_ != memo_.size() || memo_count_ >= UINT32_MAX - 1) return false;
+    if (op == 'q' && little_endian(in_.data() + pos_ + 1, 1) != memo_.size()) return false;
+    if (op == 'r' && little_endian(in_.data() + pos_ + 1, 4) != memo_.size()) return false;
+    pos_ += op == 0x94 ? 1 : op == 'q' ? 2 : 5;
+    memo_.push_back(r);
+    ++memo_count_;
+    return true;
+  }
+  // BINGET / LONG_BINGET (op) of a stored slot that is no container.
+  bool flat_fetch(int op, Ref& r) {
+    std::uint64_t index;
+    if (op == 'h') {
+      index = static_cast<unsigned char>(in_[pos_ + 1]);
+      pos_ += 2;
+    } else if (op == 'j') {
+      index = little_endian(in_.data() + pos_ + 1, 4);
+      pos_ += 5;
+    } else {
+      return false;
+    }
+    if (index >= memo_.size() || memo_[index] >= kConsumed) return false;
+    r = memo_[index];
+    return r >= Document::kImmediate || doc_.nodes_[r].type < Type::List;
+  }
+  // BININT1 / BININT2 / BININT / LONG1 of 8 bytes at most, or a str of 255 bytes at most with
+  // its memo if it has one: made as the general path makes them.
+  bool flat_scalar(int op, Ref& r) {
+    op_at_ = pos_;
+    const char* p = in_.data() + pos_ + 1;
+    switch (op) {
+      case 'K':
+        r = add_int(static_cast<std::int64_t>(little_endian(p, 1)));
+        pos_ += 2;
+        return true;
+      case 'M':
+        r = add_int(static_cast<std::int64_t>(little_endian(p, 2)));
+        pos_ += 3;
+        return true;
+      case 'J':
+        r = add_int(static_cast<std::int32_t>(static_cast<std::uint32_t>(little_endian(p, 4))));
+        pos_ += 5;
+        return true;
+      case 0x8a: {  // LONG1
+        const std::size_t n = static_cast<unsigned char>(p[0]);
+        if (n < 1 || n > 8) return false;
+        r = add_int(sign_extended(little_endian(p + 1, 8), n));
+        pos_ += 2 + n;
+        return true;
+      }
+      case 0x8c:    // SHORT_BINUNICODE
+      case 'X': {   // BINUNICODE (protocols 2 and 3), as long as a short one at most
+        const std::size_t head = op == 0x8c ? 2 : 5;
+        const std::uint64_t n = op == 0x8c ? little_endian(p, 1) : little_endian(p, 4);
+        if (n > 255) return false;
+        r = add_text(Type::Str, std::string_view(in_.data() + pos_ + head, static_cast<std::size_t>(n)));
+        pos_ += head + static_cast<std::size_t>(n);
+        const int next = flat_next();
+        if (next == 0x94 || next == 'q' || next == 'r') return flat_memoize(next, r);
+        return true;
+      }
+      default: return false;
+    }
+  }
+
   // The values above mark m, to the sink as items of list c; then what was made for them dropped.
   [[gnu::noinline]] void sink_batch(Ref c, std::size_t m) {
     give(c, m, stack_.size() - m);
@@ -611,7 +752,10 @@ class Builder {
         return true;
       }
       // Marks and stack.
-      case '(': push_mark(); return true;                      // MARK
+      case '(':  // MARK
+        push_mark();
+        if (flat_ && has_floor() && claimed(stack_[marks_.back() - 1])) flat_batch(stack_[marks_.back() - 1]);
+        return true;
       case '0': pop(); return true;                            // POP
       case '1': drop_mark(last_mark()); return true;           // POP_MARK
       case '2':                                                // DUP
@@ -784,6 +928,9 @@ class Builder {
   bool memo_irregular_ = false;
   int claims_ = 0;
   std::vector<Ref> read_;  // what the sink read of the last items it took
+  const bool flat_ = sink_ && sink_->takes_flat();
+  std::vector<Ref> flat_kv_;
+  std::vector<std::uint32_t> flat_ends_;
   std::vector<Node> kept_nodes_;
   std::string kept_text_;
 };
