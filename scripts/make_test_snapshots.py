@@ -41,10 +41,11 @@ class Trace:
         self.entries = []
         self.t = 1700000000000000
 
-    def add(self, action, addr, size, stream=0, fr=None, key="addr"):
+    def add(self, action, addr, size, stream=0, fr=None, key="addr", no_frames=False):
         self.t += 7
         e = {"action": action, key: addr, "size": size, "stream": stream, "time_us": self.t}
-        e["frames"] = fr if fr is not None else []
+        if not no_frames:
+            e["frames"] = fr if fr is not None else []
         self.entries.append(e)
 
 
@@ -203,10 +204,25 @@ def values(protocol):
     return v
 
 
+def long_trace():
+    # 1,200 entries without frames (as recorded with stacks off), so Python's pickler writes them
+    # in two APPENDS batches with memoized keys: the second is read flat (pickle::ListSink).
+    t = Trace()
+    t.add("segment_alloc", B, 64 * MiB, no_frames=True)
+    for i in range(400):
+        a = B + (i % 32) * MiB
+        t.add("alloc", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, no_frames=True)
+        t.add("free_requested", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, no_frames=True)
+        t.add("free_completed", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, no_frames=True)
+    return {"segments": [], "device_traces": [t.entries[:1200]], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
-             "expandable_oom": expandable_oom(), "rebuilt_settings": rebuilt_settings(), "legacy_list": legacy_list()}
+             "expandable_oom": expandable_oom(), "rebuilt_settings": rebuilt_settings(), "legacy_list": legacy_list(),
+             "long_trace": long_trace()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

@@ -59,7 +59,7 @@ std::string mutate(std::mt19937_64& rng, const std::vector<std::string>& corpus)
 TEST(PickleFuzz, MutatedSnapshotsConvertOrFailCleanly) {
   std::vector<std::string> corpus;
   for (const char* name : {"basic.pickle", "basic_p2.pickle", "two_streams.pickle", "overflow.pickle",
-                           "two_devices.pickle", "expandable_oom.pickle", "legacy_list.pickle", "values_p0.pickle",
+                           "two_devices.pickle", "expandable_oom.pickle", "legacy_list.pickle", "values_p0.pickle", "long_trace.pickle",
                            "values_p4.pickle"})
     corpus.push_back(synthetic(name));
   std::mt19937_64 rng(20261130);
