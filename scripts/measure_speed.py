@@ -118,25 +118,20 @@ def main():
                  "`gpumembench --config configs/dynamic_seq.yaml --device sim -q`",
                  f"{spread(cd)}; wall {spread(wd)}"))
     if os.path.exists(bench):
-        out = subprocess.run(one + [bench, "--benchmark_filter=BM_NativeCsvRead|BM_TraceReplayCaching/|BM_SnapshotReplayCaching|BM_SnapshotConvert",
-                                    "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"],
-                             capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if "_median" in line:
-                parts = line.split()
-                rows.append((f"{parts[0]} (Google Benchmark, one core, median of 3)",
-                             "`taskset -c 1 gpumembench_bench --benchmark_filter=... --benchmark_repetitions=3`",
-                             " ".join(parts[1:])))
+        def bench_rows(cmd, filt, reps, how, shown):
+            out = subprocess.run(cmd + [bench, f"--benchmark_filter={filt}", f"--benchmark_repetitions={reps}",
+                                        "--benchmark_report_aggregates_only=true"],
+                                 capture_output=True, text=True, check=True).stdout
+            for line in out.splitlines():
+                if "_median" in line:
+                    parts = line.split()
+                    rows.append((f"{parts[0]} (Google Benchmark, {how}, median of {reps})", shown, " ".join(parts[1:])))
+        bench_rows(one, "BM_NativeCsvRead|BM_TraceReplayCaching/|BM_SnapshotReplayCaching|BM_SnapshotConvert", 3, "one core",
+                   "`taskset -c 1 gpumembench_bench --benchmark_filter=... --benchmark_repetitions=3`")
         # The 120-step snapshot in process with every core: the pickle inflated on a second core
         # as it is parsed (workloads/content_feed.h).
-        out = subprocess.run([bench, "--benchmark_filter=BM_SnapshotReplayCaching120Steps", "--benchmark_repetitions=5",
-                              "--benchmark_report_aggregates_only=true"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if "_median" in line:
-                parts = line.split()
-                rows.append((f"{parts[0]} (Google Benchmark, every core, median of 5)",
-                             "`gpumembench_bench --benchmark_filter=BM_SnapshotReplayCaching120Steps --benchmark_repetitions=5`",
-                             " ".join(parts[1:])))
+        bench_rows([], "BM_SnapshotReplayCaching120Steps", 5, "every core",
+                   "`gpumembench_bench --benchmark_filter=BM_SnapshotReplayCaching120Steps --benchmark_repetitions=5`")
     load.append(os.getloadavg()[0])
     head = (f"Measured by `scripts/measure_speed.py --runs {a.runs}` at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
             f"{os.cpu_count()} cores, load average {min(load):.1f}-{max(load):.1f} during the runs.\n\n")

@@ -227,6 +227,13 @@ class Bytes2 {
     return op('u');
   }
   std::uint32_t memo_count() const { return memo_; }
+  // {'stream': [ then the list's items, for the sink tests (CollectingSink claims it).
+  void stream_list() {
+    op('}');
+    put();
+    op('(').str("stream").op(']');
+    put();
+  }
   const std::string& bytes() const { return b_; }
 
  private:
@@ -431,10 +438,7 @@ class CollectingSink final : public pickle::ListSink {
 TEST(PickleSink, TakesTheItemsOfAClaimedListAndDropsTheirNodes) {
   std::vector<std::uint32_t> memo;
   Bytes2 p;
-  p.op('}');
-  p.put();
-  p.op('(').str("stream").op(']');
-  p.put();
+  p.stream_list();
   for (int i = 0; i < 5000; ++i) {
     if (i % 1000 == 0) p.op('(');
     p.entry("alloc", (std::uint64_t(1) << 40) + static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i));
@@ -458,10 +462,7 @@ TEST(PickleSink, TakesTheItemsOfAClaimedListAndDropsTheirNodes) {
 
 TEST(PickleSink, LaterBatchesOfTraceLikeDictsAreTakenFlat) {
   Bytes2 p;
-  p.op('}');
-  p.put();
-  p.op('(').str("stream").op(']');
-  p.put();
+  p.stream_list();
   std::map<std::string, std::uint32_t> key_at;
   for (const char* k : {"action", "size"}) {
     p.str(k);
@@ -489,10 +490,7 @@ TEST(PickleSink, LaterBatchesOfTraceLikeDictsAreTakenFlat) {
 
 TEST(PickleSink, AMemoReferenceToADroppedContainerRestarts) {
   Bytes2 p;
-  p.op('}');
-  p.put();
-  p.op('(').str("stream").op(']');
-  p.put();
+  p.stream_list();
   p.op('(');
   const std::uint32_t e = p.entry("alloc", 1, 2);
   p.op('e');
