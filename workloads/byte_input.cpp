@@ -250,10 +250,12 @@ std::unique_ptr<ByteInput> ByteInput::open(const std::string& path) {
   return in;
 }
 
+void ByteInput::fail_too_large(std::uint64_t max_bytes, std::string_view what) const {
+  fail(fmt::format("{} is larger than {} MiB (the most read whole)", what, max_bytes >> 20));
+}
+
 WholeContent ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what) {
-  auto too_large = [&] {
-    fail(fmt::format("{} is larger than {} MiB (the most read whole)", what, max_bytes >> 20));
-  };
+  auto too_large = [&] { fail_too_large(max_bytes, what); };
   // Produced straight into the result, not through the buffer, in room made once where the
   // file says its length (a snapshot of hundreds of MB would otherwise be copied at every
   // doubling, and once more from the buffer). The hint is trusted up to kTrustedLengthAtMost:
@@ -299,9 +301,7 @@ WholeContent ByteInput::read_rest(std::uint64_t max_bytes, std::string_view what
 
 std::uint64_t ByteInput::stream_rest(char* dst, std::uint64_t max_bytes, std::string_view what,
                                      const std::function<void(std::uint64_t)>& arrived) {
-  auto too_large = [&] {
-    fail(fmt::format("{} is larger than {} MiB (the most read whole)", what, max_bytes >> 20));
-  };
+  auto too_large = [&] { fail_too_large(max_bytes, what); };
   const std::string_view b = buffered();
   if (b.size() > max_bytes) too_large();
   if (!b.empty()) std::memcpy(dst, b.data(), b.size());

@@ -74,9 +74,10 @@ class ByteInput {
  protected:
   explicit ByteInput(std::string path);
   bool refill_at_most(std::size_t want);  // refill(), producing at most `want` bytes
+  // read_rest's and stream_rest's error for content over max_bytes, at the current offset.
+  [[noreturn]] void fail_too_large(std::uint64_t max_bytes, std::string_view what) const;
   // Appends up to `room` bytes of content at `dst`; 0 at the end. Throws TraceError.
   virtual std::size_t produce(char* dst, std::size_t room) = 0;
-
   // The whole content from its first byte, at most max_bytes, where this input can give it
   // faster than produce() block by block: false where it cannot or does not (read_rest then
   // streams, which also gives the precise message for damaged input).

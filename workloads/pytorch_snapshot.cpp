@@ -666,32 +666,15 @@ class TraceSink final : public pickle::ListSink {
 
   bool takes_flat() const override { return true; }
   void take_flat(const Document&, Ref list, const Ref* kv, const std::uint32_t* ends, std::size_t n) override {
-    Claim& c = claim_of(list);
-    if (!c.error) {
-      try {
-        for (std::size_t k = 0; k < n; ++k) {
-          const std::uint32_t from = k ? ends[k - 1] : 0;
-          c.converter->convert_flat_entry(kv + from, ends[k] - from, c.entries + k);
-        }
-      } catch (...) {
-        c.error = std::current_exception();  // thrown if this device is replayed
-      }
-    }
-    c.entries += n;
+    convert(list, n, nullptr, [&](Converter& to, std::size_t k, std::uint64_t entry) {
+      const std::uint32_t from = k ? ends[k - 1] : 0;
+      to.convert_flat_entry(kv + from, ends[k] - from, entry);
+    });
   }
 
   void take(const Document&, Ref list, const Ref* items, std::size_t n, std::vector<Ref>& read) override {
-    Claim& c = claim_of(list);
-    if (!c.error) {
-      c.converter->record_reads(&read);
-      try {
-        for (std::size_t k = 0; k < n; ++k) c.converter->convert_entry(items[k], c.entries + k);
-      } catch (...) {
-        c.error = std::current_exception();  // thrown if this device is replayed
-      }
-      c.converter->record_reads(nullptr);
-    }
-    c.entries += n;
+    convert(list, n, &read,
+            [&](Converter& to, std::size_t k, std::uint64_t entry) { to.convert_entry(items[k], entry); });
   }
 
   void nodes_dropped(Ref floor) override {
@@ -728,6 +711,22 @@ class TraceSink final : public pickle::ListSink {
     std::uint64_t entries = 0;
     std::exception_ptr error;
   };
+  // n entries of claimed list `list`, each converted by one(converter, k, entry index), the
+  // containers read recorded in `read`; the first error stops the device's conversion.
+  template <class ConvertOne>
+  void convert(Ref list, std::size_t n, std::vector<Ref>* read, ConvertOne&& one) {
+    Claim& c = claim_of(list);
+    if (!c.error) {
+      c.converter->record_reads(read);
+      try {
+        for (std::size_t k = 0; k < n; ++k) one(*c.converter, k, c.entries + k);
+      } catch (...) {
+        c.error = std::current_exception();  // thrown if this device is replayed
+      }
+      c.converter->record_reads(nullptr);
+    }
+    c.entries += n;
+  }
   Claim& claim_of(Ref list) {
     if (claims_[last_].list != list)
       for (std::size_t i = 0; i < claims_.size(); ++i)

@@ -358,10 +358,7 @@ class Builder {
       flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
     }
     sink_->take_flat(doc_, c, flat_kv_.data(), flat_ends_.data(), flat_ends_.size());
-    const Floor f = floors_.back();  // the batch's MARK has one (flat_batch's condition)
-    const bool clean = lowest_target_ >= f.nodes;
-    drop_mark(marks_.back());
-    if (clean && !memo_irregular_) drop_nodes(f);
+    close_sink_batch(marks_.back());
   }
   // The flat reader reads an opcode only with kFlatRoom bytes after it in hand (the longest it
   // reads without a check: LONG1's 8-byte load, a SHORT_BINUNICODE and its memo), so each read
@@ -448,9 +445,14 @@ class Builder {
   // The values above mark m, to the sink as items of list c; then what was made for them dropped.
   [[gnu::noinline]] void sink_batch(Ref c, std::size_t m) {
     give(c, m, stack_.size() - m);
-    if (!has_floor()) return drop_mark(m);  // (the mark was above c when made: it has one)
+    close_sink_batch(m);
+  }
+  // A batch the sink took ends at its mark m: the mark goes, and what was made since it is
+  // dropped where that is safe (no older container took a newer value, the memo in order).
+  void close_sink_batch(std::size_t m) {
+    if (!has_floor()) return drop_mark(m);  // (the mark was above a list when made: it has one)
     const Floor f = floors_.back();
-    const bool clean = lowest_target_ >= f.nodes;  // no older container took a newer value
+    const bool clean = lowest_target_ >= f.nodes;
     drop_mark(m);
     if (clean && !memo_irregular_) drop_nodes(f);
   }
