@@ -103,6 +103,7 @@ class Converter {
   void begin_trace(int device, std::size_t expected_entries) {
     s_.device = device;
     key_class_.assign(d_.node_count(), kUnclassified);
+    last_pairs_ = kNoneRemembered;
     s_.ops.reserve(s_.ops.size() + expected_entries);  // at most one op per entry (two for an oom)
     s_.op_origin.reserve(s_.op_origin.size() + expected_entries);
   }
@@ -111,6 +112,8 @@ class Converter {
   // The Document dropped its nodes from `floor` on (pickle::ListSink::nodes_dropped).
   void forget_nodes_from(Ref floor) {
     if (key_class_.size() > floor) key_class_.resize(floor);
+    last_pairs_ = kNoneRemembered;
+    for (auto& a : action_cache_) a = {Document::kAbsent, kUnknownAction};
   }
   // Takes over the trace `from` converted (its ops, live blocks, streams, origins).
   void adopt_trace(Converter&& from) {
@@ -374,9 +377,34 @@ class Converter {
   }
   EntryFields entry_fields(const Ref* kv, std::size_t n) {  // a dict's keys and values, interleaved
     EntryFields f;
+    const std::size_t pairs = n / 2;
+    if (pairs == last_pairs_) {  // the keys of the entry before, mostly
+      std::size_t j = 0;
+      while (j < pairs && kv[2 * j] == last_keys_[j]) ++j;
+      if (j == pairs) {
+        for (j = 0; j < pairs; ++j) f.value[last_classes_[j]] = kv[2 * j + 1];
+        return f;
+      }
+    }
     for (std::size_t j = 0; j + 1 < n; j += 2) f.value[classify_key(kv[j])] = kv[j + 1];
+    last_pairs_ = pairs <= kRememberedPairs ? pairs : kNoneRemembered;
+    for (std::size_t j = 0; j < pairs && j < kRememberedPairs; ++j) {
+      last_keys_[j] = kv[2 * j];
+      last_classes_[j] = key_class_of(kv[2 * j]);
+    }
     return f;
   }
+  EntryKey key_class_of(Ref k) const {  // k classified
+    return Document::is_immediate(k) ? kOtherKey : static_cast<EntryKey>(key_class_[k]);
+  }
+  // The keys of the last entry classified one by one, and their classes: the entries of a trace
+  // mostly have the same keys in the same order (memoized: the same nodes), so most entries
+  // are classified by comparing their keys with these. Forgotten when nodes are dropped (their
+  // numbers are used again).
+  static constexpr std::size_t kRememberedPairs = 16, kNoneRemembered = SIZE_MAX;
+  Ref last_keys_[kRememberedPairs];
+  std::uint8_t last_classes_[kRememberedPairs];
+  std::size_t last_pairs_ = kNoneRemembered;
 
   void convert_trace_entries(Ref trace) {
     const auto& entries = d_.items(trace);
@@ -396,26 +424,55 @@ class Converter {
   void convert_flat_entry(const Ref* kv, std::size_t n, std::uint64_t i) { convert_fields(entry_fields(kv, n), i); }
 
  private:
+  // A trace entry's action. The action strs are memoized in the pickle (the same few nodes in
+  // every entry): each node is classified once, in a small cache by node.
+  enum Action : std::uint8_t { kUnknownAction, kAllocAction, kFreeRequested, kFreeCompleted, kSegmentAlloc,
+                               kSegmentFree, kSegmentMap, kSegmentUnmap, kOomAction, kIgnoredAction };
+  struct CachedAction {
+    Ref node;
+    Action action;
+  };
+  CachedAction action_cache_[8] = {{Document::kAbsent, kUnknownAction}, {Document::kAbsent, kUnknownAction},
+                                   {Document::kAbsent, kUnknownAction}, {Document::kAbsent, kUnknownAction},
+                                   {Document::kAbsent, kUnknownAction}, {Document::kAbsent, kUnknownAction},
+                                   {Document::kAbsent, kUnknownAction}, {Document::kAbsent, kUnknownAction}};
+  template <class Path>
+  Action action_of(Ref r, const Path& where) {
+    CachedAction& c = action_cache_[r & 7];
+    if (c.node == r && r != Document::kAbsent) return c.action;
+    const std::string_view a = str_of(r, "action", where);  // throws unless a str
+    static constexpr std::pair<const char*, Action> kNames[] = {
+        {"alloc", kAllocAction},          {"free_requested", kFreeRequested}, {"free_completed", kFreeCompleted},
+        {"segment_alloc", kSegmentAlloc}, {"segment_free", kSegmentFree},     {"segment_map", kSegmentMap},
+        {"segment_unmap", kSegmentUnmap}, {"oom", kOomAction},                {"snapshot", kIgnoredAction},
+        {"user_defined", kIgnoredAction}};
+    Action action = kUnknownAction;
+    for (const auto& [name, value] : kNames)
+      if (a == name) action = value;
+    if (!Document::is_immediate(r)) c = {r, action};
+    return action;
+  }
+
   void convert_fields(const EntryFields& f, std::uint64_t i) {
     const int dev = s_.device;
     auto where = [&] { return fmt::format("device_traces[{}][{}]", dev, i); };
-    std::string_view action = str_of(f[kAction], "action", where);
+    const Action action = action_of(f[kAction], where);
     // Whether the entry before was the free_requested of an address, and which.
     const bool after_free_requested = prev_free_requested_;
     const DevPtr requested_addr = prev_requested_addr_;
     prev_free_requested_ = false;
-    if (action == "free_requested") {
+    if (action == kFreeRequested) {
       Ref p = f[kAddr];
       if (p != Document::kAbsent && d_.is_int(p)) {
         prev_free_requested_ = true;
         prev_requested_addr_ = static_cast<DevPtr>(d_.as_int(p));
       }
     }
-    if (action == "snapshot" || action == "user_defined") {
+    if (action == kIgnoredAction) {
       ++ignored_;
       return;
     }
-    if (action == "oom") {
+    if (action == kOomAction) {
       Bytes size = uint_of(f[kSize], "size", where);
       Ref df = f[kDeviceFree];
       Bytes device_free = df != Document::kAbsent && d_.is_int(df) && d_.as_int(df) > 0 ? static_cast<Bytes>(d_.as_int(df)) : 0;
@@ -430,7 +487,7 @@ class Converter {
     }
     DevPtr addr = uint_of(f[kAddr], "addr", where);
     Bytes size = uint_of(f[kSize], "size", where);
-    if (action == "alloc") {
+    if (action == kAllocAction) {
       StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
       if (live_.find(addr))
         throw TraceError::in_content(file_, where(),
@@ -440,7 +497,7 @@ class Converter {
       const Live l{new_id(), size, stream, false};
       live_.put(addr, l);
       push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames]));
-    } else if (action == "free_requested" || action == "free_completed") {
+    } else if (action == kFreeRequested || action == kFreeCompleted) {
       Live* it = live_.find(addr);
       if (!it) {
         // Allocated before the trace's first entry (the ring buffer dropped its alloc).
@@ -450,7 +507,7 @@ class Converter {
         live_.put(addr, Live{tagged, size, stream, false});
         it = live_.find(addr);
       }
-      if (action == "free_requested") {
+      if (action == kFreeRequested) {
         if (!it->free_requested) ++requested_pending_;
         it->free_requested = true;
         return;
@@ -464,13 +521,13 @@ class Converter {
       if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
       Live gone;
       live_.take(addr, gone);
-    } else if (action == "segment_alloc" || action == "segment_free" || action == "segment_map" ||
-               action == "segment_unmap") {
+    } else if (action == kSegmentAlloc || action == kSegmentFree || action == kSegmentMap ||
+               action == kSegmentUnmap) {
       RecordedSegmentEvent ev;
-      ev.kind = action == "segment_alloc"  ? RecordedSegmentEvent::Kind::Malloc
-                : action == "segment_free" ? RecordedSegmentEvent::Kind::Free
-                : action == "segment_map"  ? RecordedSegmentEvent::Kind::Map
-                                           : RecordedSegmentEvent::Kind::Unmap;
+      ev.kind = action == kSegmentAlloc  ? RecordedSegmentEvent::Kind::Malloc
+                : action == kSegmentFree ? RecordedSegmentEvent::Kind::Free
+                : action == kSegmentMap  ? RecordedSegmentEvent::Kind::Map
+                                         : RecordedSegmentEvent::Kind::Unmap;
       ev.bytes = size;
       ev.address = addr;
       ev.before_op = s_.ops.size();
@@ -481,7 +538,7 @@ class Converter {
                                    fmt::format("expected one of alloc, free_requested, free_completed, segment_alloc, "
                                                "segment_free, segment_map, segment_unmap, oom, snapshot, user_defined; "
                                                "found '{}'",
-                                               pickle::escape_excerpt(action, 40)));
+                                               pickle::escape_excerpt(str_of(f[kAction], "action", where), 40)));
     }
   }
 

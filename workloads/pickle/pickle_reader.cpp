@@ -6,6 +6,10 @@
 #include <map>
 #include <unordered_map>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 namespace gmb::pickle {
@@ -315,8 +319,9 @@ class Builder {
   [[gnu::noinline]] void flat_batch(Ref c) {
     const std::size_t at = pos_, memo_at = memo_.size(), count_at = memo_count_;
     if (memo_count_ != memo_.size()) return;  // the memo filled out of order: the general path
-    flat_kv_.clear();
-    flat_ends_.clear();
+    flat_kv_.resize(0);
+    flat_ends_.resize(0);
+    check_shapes();
     auto undo = [&] {
       pos_ = at;
       memo_.resize(memo_at);
@@ -329,6 +334,12 @@ class Builder {
         break;
       }
       if (op != '}') return undo();
+      const std::size_t entry_at = pos_;
+      if (shapes_on_) {
+        const int got = shaped_entry();
+        if (got > 0) continue;
+        if (got < 0) return undo();
+      }
       ++pos_;
       op = flat_next();
       if (op == 0x94 || op == 'q' || op == 'r') {  // the dict's memo: consumed, as its batch's drop would leave it
@@ -356,6 +367,7 @@ class Builder {
       }
       if (flat_kv_.size() > UINT32_MAX) return undo();
       flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
+      if (shapes_on_) learn_shape(entry_at);
     }
     sink_->take_flat(doc_, c, flat_kv_.data(), flat_ends_.data(), flat_ends_.size());
     close_sink_batch(marks_.back());
@@ -440,6 +452,215 @@ class Builder {
       }
       default: return false;
     }
+  }
+
+  // ---- Entry shapes: the flat read of an entry in one byte comparison ----------------------
+  // Python writes every trace entry with the same opcodes: the same keys fetched from the same
+  // memo slots, values of the same kinds and lengths; only the values' bytes differ. An entry
+  // read flat opcode by opcode is learned as a Shape: its bytes with the value bytes masked out.
+  // An entry whose bytes equal a shape's outside the mask is read by the shape: the same memo
+  // slots stored, the same ints and strs made in the same order, the same keys and values given
+  // to the sink, as the opcode-by-opcode read (flat_batch) would; anything else is read that
+  // way. A shape never holds a FRAME, so an entry with one inside is read opcode by opcode.
+  static constexpr std::size_t kShapeBytes = 128;  // longer entries are not learned
+  static constexpr int kShapeValues = 16;
+  static constexpr int kShapes = 8;
+  static_assert(kShapeBytes <= kFlatRoom);
+  enum ShapeValue : std::uint8_t { kFetch1, kFetch4, kInt1, kInt2, kInt4, kLong1, kStr1, kStr4 };
+  enum ShapeMemo : std::uint8_t { kNoMemoOp, kMemoize, kBinput, kLongBinput };
+  struct Shape {
+    alignas(16) unsigned char bytes[kShapeBytes];  // the entry's bytes, 0 where masked
+    alignas(16) unsigned char mask[kShapeBytes];   // 0xff where a byte must be equal
+    std::uint32_t length = 0;                      // bytes from '}' through 'u'; 0: no shape
+    std::uint8_t dict_memo = kNoMemoOp;
+    std::uint8_t pairs = 0;
+    struct Value {
+      std::uint8_t kind, at, size, memo;  // at: the opcode's offset; size: LONG1's or a str's bytes
+    } values[kShapeValues];
+    std::uint32_t key_slot[kShapeValues];  // the memo slots the keys are fetched from
+    Ref key[kShapeValues];                 // and what they held when learned
+  };
+  // Whether the entry at pos_ (its '}', kFlatRoom bytes in hand) has shape s's bytes.
+  [[gnu::always_inline]] static bool same_bytes(const Shape& s, const unsigned char* p) {
+#if defined(__SSE2__)
+    __m128i diff = _mm_setzero_si128();
+    for (std::size_t i = 0; i < kShapeBytes; i += 16) {
+      const __m128i x = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)),
+                                      _mm_load_si128(reinterpret_cast<const __m128i*>(s.bytes + i)));
+      diff = _mm_or_si128(diff, _mm_and_si128(x, _mm_load_si128(reinterpret_cast<const __m128i*>(s.mask + i))));
+    }
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(diff, _mm_setzero_si128())) == 0xffff;
+#else
+    std::uint64_t diff = 0;
+    for (std::size_t i = 0; i < kShapeBytes; i += 8) {
+      std::uint64_t x, b, m;
+      std::memcpy(&x, p + i, 8);
+      std::memcpy(&b, s.bytes + i, 8);
+      std::memcpy(&m, s.mask + i, 8);
+      diff |= (x ^ b) & m;
+    }
+    return diff == 0;
+#endif
+  }
+  // The entry at pos_ ('}') read by a shape: 1 when read (pos_ after its 'u'), 0 when no shape
+  // has its bytes (nothing changed), -1 where the opcode-by-opcode read would give up too (a
+  // value fetched from a slot that holds no scalar, a memo index out of turn).
+  [[gnu::always_inline]] int shaped_entry() {
+    if (in_.size() - pos_ < kShapeBytes + kFlatRoom) return 0;
+    const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + pos_);
+    int k = last_shape_;
+    if (!shapes_[k].length || !same_bytes(shapes_[k], p)) {
+      k = -1;
+      for (int i = 0; i < kShapes; ++i)
+        if (i != last_shape_ && shapes_[i].length && same_bytes(shapes_[i], p)) {
+          k = i;
+          break;
+        }
+      if (k < 0) return 0;
+      last_shape_ = k;
+    }
+    return read_shaped(shapes_[k], p) ? 1 : -1;
+  }
+  bool shaped_memo(std::uint8_t kind, const unsigned char* p, Ref r) {
+    if (memo_count_ >= UINT32_MAX - 1) return false;  // (memo_count_ == memo_.size() in a flat batch)
+    if (kind == kBinput && little_endian(reinterpret_cast<const char*>(p + 1), 1) != memo_.size()) return false;
+    if (kind == kLongBinput && little_endian(reinterpret_cast<const char*>(p + 1), 4) != memo_.size()) return false;
+    memo_.push_back(r);
+    ++memo_count_;
+    return true;
+  }
+  [[gnu::noinline]] bool read_shaped(const Shape& s, const unsigned char* p) {
+    const std::size_t at = pos_;
+    if (s.dict_memo != kNoMemoOp && !shaped_memo(s.dict_memo, p + 1, kConsumed)) return false;
+    Ref* kv = flat_kv_.extend(2 * std::size_t{s.pairs});
+    for (int i = 0; i < s.pairs; ++i) {
+      const Shape::Value v = s.values[i];
+      const unsigned char* q = p + v.at;
+      const char* arg = reinterpret_cast<const char*>(q + 1);
+      Ref r;
+      op_at_ = at + v.at;
+      switch (v.kind) {
+        case kFetch1:
+        case kFetch4: {
+          const std::uint64_t index = v.kind == kFetch1 ? little_endian(arg, 1) : little_endian(arg, 4);
+          if (index >= memo_.size() || memo_[index] >= kConsumed) return false;
+          r = memo_[index];
+          if (r < Document::kImmediate && doc_.nodes_[r].type >= Type::List) return false;
+          break;
+        }
+        case kInt1: r = add_int(static_cast<std::int64_t>(little_endian(arg, 1))); break;
+        case kInt2: r = add_int(static_cast<std::int64_t>(little_endian(arg, 2))); break;
+        case kInt4: r = add_int(static_cast<std::int32_t>(static_cast<std::uint32_t>(little_endian(arg, 4)))); break;
+        case kLong1: r = add_int(sign_extended(little_endian(arg + 1, 8), v.size)); break;
+        default: {  // kStr1, kStr4
+          const std::size_t head = v.kind == kStr1 ? 2 : 5;
+          r = add_text(Type::Str, std::string_view(reinterpret_cast<const char*>(q + head), v.size));
+          if (v.memo != kNoMemoOp && !shaped_memo(v.memo, q + head + v.size, r)) return false;
+        }
+      }
+      kv[2 * i] = s.key[i];
+      kv[2 * i + 1] = r;
+    }
+    if (flat_kv_.size() > UINT32_MAX) return false;
+    flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
+    pos_ = at + s.length;
+    return true;
+  }
+  // The entry in [at, pos_), just read opcode by opcode, becomes a shape (replacing the oldest)
+  // unless it holds a FRAME, is longer than kShapeBytes or has more than kShapeValues values.
+  [[gnu::noinline]] void learn_shape(std::size_t at) {
+    const std::size_t length = pos_ - at;
+    if (length > kShapeBytes) return;
+    const auto* b = reinterpret_cast<const unsigned char*>(in_.data() + at);
+    Shape& s = shapes_[next_shape_];
+    Shape t;
+    std::memcpy(t.bytes, b, length);
+    std::memset(t.bytes + length, 0, kShapeBytes - length);
+    std::memset(t.mask, 0xff, length);
+    std::memset(t.mask + length, 0, kShapeBytes - length);
+    std::size_t i = 1;  // after '}'
+    auto hole = [&](std::size_t from, std::size_t n) {
+      std::memset(t.mask + from, 0, n);
+      std::memset(t.bytes + from, 0, n);
+    };
+    auto memo_op = [&](std::uint8_t& kind) {
+      kind = kNoMemoOp;
+      if (i >= length) return;
+      if (b[i] == 0x94) {
+        kind = kMemoize;
+        i += 1;
+      } else if (b[i] == 'q') {
+        kind = kBinput;
+        hole(i + 1, 1);
+        i += 2;
+      } else if (b[i] == 'r') {
+        kind = kLongBinput;
+        hole(i + 1, 4);
+        i += 5;
+      }
+    };
+    memo_op(t.dict_memo);
+    if (i >= length || b[i] != '(') return;
+    ++i;
+    int n = 0;
+    while (i < length && b[i] != 'u') {
+      if (n == kShapeValues) return;
+      std::uint64_t slot;
+      if (b[i] == 'h') {
+        slot = b[i + 1];
+        i += 2;
+      } else if (b[i] == 'j') {
+        slot = little_endian(reinterpret_cast<const char*>(b + i + 1), 4);
+        i += 5;
+      } else {
+        return;
+      }
+      if (slot >= memo_.size()) return;
+      t.key_slot[n] = static_cast<std::uint32_t>(slot);
+      t.key[n] = memo_[slot];
+      Shape::Value& v = t.values[n];
+      v = {kFetch1, static_cast<std::uint8_t>(i), 0, kNoMemoOp};
+      switch (b[i]) {
+        case 'h': v.kind = kFetch1; hole(i + 1, 1); i += 2; break;
+        case 'j': v.kind = kFetch4; hole(i + 1, 4); i += 5; break;
+        case 'K': v.kind = kInt1; hole(i + 1, 1); i += 2; break;
+        case 'M': v.kind = kInt2; hole(i + 1, 2); i += 3; break;
+        case 'J': v.kind = kInt4; hole(i + 1, 4); i += 5; break;
+        case 0x8a:
+          v.kind = kLong1;
+          v.size = b[i + 1];
+          hole(i + 2, v.size);
+          i += 2 + v.size;
+          break;
+        case 0x8c:
+        case 'X': {
+          const std::size_t head = b[i] == 0x8c ? 2 : 5;
+          const std::uint64_t size = b[i] == 0x8c ? b[i + 1] : little_endian(reinterpret_cast<const char*>(b + i + 1), 4);
+          if (size > 255) return;
+          v.kind = b[i] == 0x8c ? kStr1 : kStr4;
+          v.size = static_cast<std::uint8_t>(size);
+          hole(i + head, v.size);
+          i += head + v.size;
+          memo_op(v.memo);
+          break;
+        }
+        default: return;  // a FRAME, or what the flat read does not take
+      }
+      ++n;
+    }
+    if (i + 1 != length || b[i] != 'u') return;
+    t.length = static_cast<std::uint32_t>(length);
+    t.pairs = static_cast<std::uint8_t>(n);
+    s = t;
+    last_shape_ = next_shape_;
+    next_shape_ = (next_shape_ + 1) % kShapes;
+  }
+  // At a flat batch's start: a shape whose key slots no longer hold its keys (the memo stored
+  // again, or renumbered by a drop) is forgotten.
+  void check_shapes() {
+    for (Shape& s : shapes_)
+      for (int i = 0; i < s.pairs && s.length; ++i)
+        if (s.key_slot[i] >= memo_.size() || memo_[s.key_slot[i]] != s.key[i]) s.length = 0;
   }
 
   // The values above mark m, to the sink as items of list c; then what was made for them dropped.
@@ -931,8 +1152,11 @@ class Builder {
   int claims_ = 0;
   std::vector<Ref> read_;  // what the sink read of the last items it took
   const bool flat_ = sink_ && sink_->takes_flat();
-  std::vector<Ref> flat_kv_;
-  std::vector<std::uint32_t> flat_ends_;
+  RefArray flat_kv_;
+  HugeArray<std::uint32_t> flat_ends_;
+  const bool shapes_on_ = flat_;
+  Shape shapes_[kShapes] = {};
+  int last_shape_ = 0, next_shape_ = 0;
   std::vector<Node> kept_nodes_;
   std::string kept_text_;
 };

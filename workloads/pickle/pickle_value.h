@@ -90,6 +90,13 @@ class HugeArray {
     for (; i < n; ++i) to[i] = from[i];
     size_ += n;
   }
+  // n more elements, not initialized: the caller writes them.
+  [[gnu::always_inline]] T* extend(std::size_t n) {
+    if (__builtin_expect(capacity_ - size_ < n, 0)) grow(n);
+    T* p = data_ + size_;
+    size_ += n;
+    return p;
+  }
   // Shrinks, or grows by zeros.
   void resize(std::size_t n) {
     if (n > size_) {
