@@ -4,6 +4,8 @@
 #include <sys/resource.h>
 #include <zlib.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -19,9 +21,9 @@ using testing::run_gpumembench;
 using testing::temp_dir;
 using testing::write_text;
 
-std::string gzip_of(const std::string& text) {
+std::string gzip_of(const std::string& text, int level = 6) {
   z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
   std::string out(deflateBound(&zs, text.size()) + 64, '\0');
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
   zs.avail_in = static_cast<uInt>(text.size());
@@ -359,6 +361,75 @@ TEST(TraceInput, ReadRestGivesTheWholeContentOfEveryGzipLayout) {
     err = error_reading(name, std::uint64_t(1) << 20);
     EXPECT_NE(err.find("the content is larger than 1 MiB (the most read whole)"), std::string::npos) << name << ": " << err;
   }
+  fs::remove_all(dir);
+}
+
+// A member's CRC-32 and length are checked wherever its trailer falls, also across two reads of
+// the compressed file (read 2 bytes, then 256 KiB at a time): a damaged field is named at the
+// compressed byte where zlib's own check names it (after the CRC field, after the length
+// field). A header's own CRC (FHCRC) is checked too.
+TEST(TraceInput, GzipTrailersAreCheckedWhereverTheyFall) {
+  const fs::path dir = testing::temp_dir("trailer");
+  auto error_reading = [&](const std::string& bytes) {
+    write_text(dir / "t.gz", bytes);
+    try {
+      const WholeContent whole = ByteInput::open((dir / "t.gz").string())->read_rest(std::uint64_t(1) << 30, "the content");
+      return std::string(whole.data(), whole.size());
+    } catch (const TraceError& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  const std::size_t boundary = 2 + (std::size_t(1) << 18);
+  std::string content;
+  for (int i = 0; content.size() < boundary; ++i) content += fmt::format("alloc,{},{},0\n", i, 4096 + i);
+  for (std::size_t trailer_at = boundary - 9; trailer_at <= boundary + 1; ++trailer_at) {
+    // Stored blocks (level 0): the member grows byte for byte with the content.
+    std::size_t n = trailer_at - 100;
+    std::string gz = gzip_of(content.substr(0, n), 0);
+    while (gz.size() - 8 != trailer_at) {
+      n += trailer_at - (gz.size() - 8);
+      gz = gzip_of(content.substr(0, n), 0);
+    }
+    EXPECT_EQ(error_reading(gz), content.substr(0, n)) << trailer_at;
+    std::string crc = gz;
+    crc[trailer_at + 2] ^= 1;
+    EXPECT_NE(error_reading(crc).find(fmt::format("byte {}: corrupt gzip data (incorrect data check) (compressed byte {})",
+                                                  n, trailer_at + 4)),
+              std::string::npos)
+        << trailer_at << ": " << error_reading(crc);
+    std::string length = gz;
+    length[trailer_at + 6] ^= 1;
+    EXPECT_NE(error_reading(length).find(fmt::format("byte {}: corrupt gzip data (incorrect length check) (compressed byte {})",
+                                                     n, trailer_at + 8)),
+              std::string::npos)
+        << trailer_at << ": " << error_reading(length);
+  }
+  // FHCRC: the header's flag bit 1, then the low 16 bits of the header's CRC-32. Read as a
+  // stream (libdeflate, which reads a file whole, checks the data's CRC but not the header's).
+  auto error_streaming = [&](const std::string& bytes) {
+    write_text(dir / "t.gz", bytes);
+    std::string got;
+    try {
+      auto in = ByteInput::open((dir / "t.gz").string());
+      while (!in->at_end()) {
+        got += in->buffered();
+        in->consume(in->buffered().size());
+      }
+    } catch (const TraceError& e) {
+      return std::string("error: ") + e.what();
+    }
+    return got;
+  };
+  std::string gz = gzip_of(content.substr(0, 5000));
+  std::string header = gz.substr(0, 10);
+  header[3] = static_cast<char>(header[3] | 2);
+  const std::uint32_t hcrc = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(header.data()), 10));
+  std::string with_hcrc = header + static_cast<char>(hcrc & 0xff) + static_cast<char>((hcrc >> 8) & 0xff) + gz.substr(10);
+  EXPECT_EQ(error_streaming(with_hcrc), content.substr(0, 5000));
+  with_hcrc[10] ^= 1;
+  EXPECT_NE(error_streaming(with_hcrc).find("byte 0: corrupt gzip data (header crc mismatch) (compressed byte 12)"),
+            std::string::npos)
+      << error_streaming(with_hcrc);
   fs::remove_all(dir);
 }
 

@@ -75,6 +75,7 @@ class GzipBytes final : public ByteInput {
       : ByteInput(std::move(path)), f_(f), head_(std::move(head)), in_(kBlock / 4) {
     zs_ = z_stream{};
     if (inflateInit2(&zs_, 15 + 16) != Z_OK) throw TraceError(this->path(), 0, "zlib could not start");
+    start_member();
   }
   ~GzipBytes() override {
     inflateEnd(&zs_);
@@ -112,7 +113,9 @@ class GzipBytes final : public ByteInput {
         fail_compressed("truncated gzip stream: the file ends inside the compressed data");
       }
       member_started_ = true;
+      const Bytef* const out_at = zs_.next_out;
       const int rc = inflate(&zs_, Z_NO_FLUSH);
+      check_output(out_at, rc);
       if (rc == Z_STREAM_END) {
         member_started_ = false;
         // Another member may follow; anything else after the stream is damage.
@@ -123,6 +126,7 @@ class GzipBytes final : public ByteInput {
         if (zs_.next_in[0] != 0x1f) fail_compressed("bytes after the end of the gzip stream are not another gzip member");
         out_before_member_ += zs_.total_out;
         inflateReset(&zs_);
+        start_member();
         continue;
       }
       if (rc == Z_BUF_ERROR && zs_.avail_in == 0) continue;  // needs more input
@@ -142,16 +146,64 @@ class GzipBytes final : public ByteInput {
       n = std::fread(in_.data(), 1, in_.size(), f_);
     }
     if (n == 0 && std::ferror(f_)) throw TraceError(path(), 0, fmt::format("read error: {}", std::strerror(errno)));
+    if (zs_.next_in) keep_tail(reinterpret_cast<const unsigned char*>(in_.data()), static_cast<std::size_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())));
     consumed_in_ += zs_.next_in ? static_cast<std::uint64_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())) : 0;
     zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
     zs_.avail_in = static_cast<uInt>(n);
     return n > 0;
   }
-  [[noreturn]] void fail_compressed(const std::string& what) {
+  [[noreturn]] void fail_compressed(const std::string& what, std::uint64_t back = 0) {
     const std::uint64_t at =
         consumed_in_ + (zs_.next_in ? static_cast<std::uint64_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())) : 0);
     throw TraceError::at_byte(path(), offset_of_output(),
-                              fmt::format("{} (compressed byte {})", what, at));
+                              fmt::format("{} (compressed byte {})", what, at - back));
+  }
+
+  // The check of a member's inflated bytes. zlib's own CRC-32 (crc32_z, about 4 instructions a
+  // byte) costs as much as the inflate; libdeflate's uses carry-less multiplication. So once
+  // zlib has read a member's header (and checked its header CRC, if it has one), zlib is told
+  // not to check the data (inflateValidate), and the CRC-32 and length in the member's trailer
+  // are checked here, with zlib's messages at the compressed bytes where zlib stops.
+  void start_member() {
+#if GMB_HAVE_LIBDEFLATE
+    header_ = gz_header{};
+    inflateValidate(&zs_, 1);
+    inflateGetHeader(&zs_, &header_);
+    own_check_ = false;
+#endif
+  }
+  void check_output(const Bytef* out_at, int rc) {
+#if GMB_HAVE_LIBDEFLATE
+    if (own_check_) {
+      crc_ = libdeflate_crc32(crc_, out_at, static_cast<std::size_t>(zs_.next_out - out_at));
+    } else if (header_.done == 1 && rc == Z_OK) {
+      crc_ = static_cast<std::uint32_t>(zs_.adler);  // zlib's CRC of what it inflated so far
+      inflateValidate(&zs_, 0);
+      own_check_ = true;
+    }
+    if (rc == Z_STREAM_END && own_check_) {
+      // The trailer: the 8 bytes before next_in (CRC-32, then the length modulo 2^32).
+      const std::size_t here = static_cast<std::size_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data()));
+      unsigned char trailer[8];
+      for (std::size_t i = 0; i < 8; ++i) {
+        const std::size_t back = 8 - i;  // bytes before next_in
+        trailer[i] = back <= here ? static_cast<unsigned char>(in_[here - back]) : tail_[8 - (back - here)];
+      }
+      if (isize(trailer) != crc_) fail_compressed("corrupt gzip data (incorrect data check)", 4);
+      if (isize(trailer + 4) != (zs_.total_out & 0xffffffffu)) fail_compressed("corrupt gzip data (incorrect length check)");
+    }
+#else
+    (void)out_at, (void)rc;
+#endif
+  }
+  // The last 8 compressed bytes consumed before in_ is filled again (a trailer may straddle).
+  void keep_tail(const unsigned char* bytes, std::size_t n) {
+    if (n >= 8) {
+      std::memcpy(tail_, bytes + n - 8, 8);
+    } else {
+      std::memmove(tail_, tail_ + n, 8 - n);
+      std::memcpy(tail_ + 8 - n, bytes, n);
+    }
   }
   std::uint64_t offset_of_output() const { return out_before_member_ + zs_.total_out; }
 
@@ -162,6 +214,12 @@ class GzipBytes final : public ByteInput {
   std::uint64_t consumed_in_ = 0;  // compressed bytes before in_[0]
   std::uint64_t out_before_member_ = 0;  // content bytes of the members before this one
   bool member_started_ = false, done_ = false;
+  unsigned char tail_[8] = {};
+#if GMB_HAVE_LIBDEFLATE
+  gz_header header_{};
+  bool own_check_ = false;  // zlib checks nothing more of this member: check_output does
+  std::uint32_t crc_ = 0;
+#endif
 };
 
 #if GMB_HAVE_LIBDEFLATE
