@@ -109,12 +109,21 @@ TEST(SnapshotStreaming, CraftedPicklesConvertAsInTwoPasses) {
 
 // The file as make_pytorch_snapshot_source reads it with two cores: the format's head peeked
 // first (as open_trace does), then the rest through a ContentFeed.
-std::string through_feed(const std::string& path, std::uint64_t max_bytes = kMaxSnapshotBytes) {
+// `moved`: how many pages the feed moved from behind the parser to where it wrote next.
+std::string through_feed(const std::string& path, std::uint64_t max_bytes = kMaxSnapshotBytes,
+                         std::size_t window = ContentFeed::kWindow, std::size_t* moved = nullptr) {
   return testing::conversion_text([&] {
     auto in = ByteInput::open(path);
     in->peek(64);
-    auto feed = ContentFeed::start(in, max_bytes, "the snapshot's content");
+    auto feed = ContentFeed::start(in, max_bytes, "the snapshot's content", window);
     if (!feed) throw std::runtime_error("no room reserved");
+    struct Count {  // also when the conversion throws
+      ContentFeed& feed;
+      std::size_t* moved;
+      ~Count() {
+        if (moved) *moved = feed.pages_moved();
+      }
+    } count{*feed, moved};
     return convert_pytorch_snapshot(*feed, path);
   });
 }
@@ -504,6 +513,51 @@ TEST(SnapshotStreaming, EntriesReadByShapeConvertAsInTwoPasses) {
                                        [&](Bytes2& q) { q.get(k.at("free_completed")); }}});
                   }),
                   "tail.pickle", "line 3500 origin");
+}
+
+// The feed keeps a window of 4 MiB ahead of the parser (its smallest, two pages), moving the
+// pages behind the parser to where it writes next: the 32.8 MB pickle of the 120-step recording
+// converts as when read whole, its damaged copies fail as when read whole, and a pickle that
+// makes the parse start over (after pages moved) is read again from its file.
+TEST(SnapshotFeed, AWindowOfPagesServesAContentOfAnyLength) {
+  const std::string speed = testing::source_path("tests/data/torch_snapshots/snap_speed_120steps.pickle.gz");
+  const std::size_t window = 2 * ContentFeed::kPage;
+  std::size_t moved = 0;
+  const std::string text = through_feed(speed, kMaxSnapshotBytes, window, &moved);
+  ASSERT_EQ(text.rfind("error", 0), std::string::npos) << text.substr(0, 300);
+  expect_same(text, read_whole(speed), "snap_speed_120steps");
+  EXPECT_GE(moved, 10u);  // 32.8 MB in 2 MiB pages, 4 MiB ahead: most pages served twice or more
+
+  const auto dir = testing::temp_dir("window");
+  const std::string gz = file_bytes_raw(speed);
+  std::string corrupt = gz;
+  corrupt[corrupt.size() * 3 / 4] = static_cast<char>(corrupt[corrupt.size() * 3 / 4] ^ 0x55);
+  std::string bad_crc = gz;
+  bad_crc[bad_crc.size() - 6] = static_cast<char>(bad_crc[bad_crc.size() - 6] ^ 1);
+  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
+           {"cut.pickle.gz", gz.substr(0, gz.size() * 3 / 4)}, {"corrupt.pickle.gz", corrupt}, {"bad_crc.pickle.gz", bad_crc}}) {
+    const std::string path = (dir / name).string();
+    testing::write_text(path, bytes);
+    const std::string want = read_whole(path);
+    EXPECT_EQ(want.rfind("error: ", 0), 0u) << name << ": " << want.substr(0, 200);
+    moved = 0;
+    expect_same(through_feed(path, kMaxSnapshotBytes, window, &moved), want, name);
+    EXPECT_GE(moved, 4u) << name;
+  }
+
+  // 200,000 entries (13 MB), then an entry of the first batch fetched from the memo again: the
+  // parse starts over without the sink, on the file read again whole.
+  std::vector<std::uint32_t> memo;
+  const std::string again =
+      snapshot_with(200000, memo, [&](Bytes2& p) { p.str("external_annotations").get(memo[10]); });
+  const std::string path = (dir / "again.pickle").string();
+  testing::write_text(path, again);
+  moved = 0;
+  const std::string restarted = through_feed(path, kMaxSnapshotBytes, window, &moved);
+  EXPECT_EQ(restarted.rfind("error", 0), std::string::npos) << restarted.substr(0, 300);
+  EXPECT_GE(moved, 2u);
+  expect_same(restarted, read_whole(path), "again.pickle");
+  std::filesystem::remove_all(dir);
 }
 
 // The sink at the pickle level: a list it claims stays empty in the Document, the sink gets

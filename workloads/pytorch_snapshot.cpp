@@ -884,7 +884,7 @@ PyTorchSnapshot convert_pytorch_snapshot(ContentFeed& feed, const std::string& f
     return Converter(doc, file).run(device, &sink);
   } catch (const pickle::SinkRestart&) {
   }
-  return convert_pytorch_snapshot_unstreamed(feed.finish(), file, device);
+  return convert_pytorch_snapshot_unstreamed(feed.content(), file, device);
 }
 
 }  // namespace gmb

@@ -135,6 +135,7 @@ class Builder {
   // Arriving bytes: waits until there are k (SIZE_MAX: all there will be); true when there are.
   [[gnu::cold, gnu::noinline]] bool arrive(std::size_t k) {
     if (!arriving_) return in_.size() >= k;
+    arriving_->release(std::min(pos_, undo_from_));
     in_ = std::string_view(arriving_->data(), arriving_->wait_for(k));
     return in_.size() >= k;
   }
@@ -232,8 +233,11 @@ class Builder {
       items.resize(at + more);
       if (size) std::memmove(&items[at], &items[node.payload], size * sizeof(Ref));
       node.payload = at;
-      node.moved = true;
-      room_[c] = more;
+      // Filled exactly (the first items of a container made empty, as every list and dict of
+      // a pickle is): no room to keep.
+      if (node.moved && more == size + n) room_.erase(c);
+      node.moved = more != size + n;
+      if (node.moved) room_[c] = more;
     }
     if (n) std::memcpy(&items[node.payload + size], stack_.data() + from, n * sizeof(Ref));
     node.length = static_cast<std::uint32_t>(size + n);
@@ -319,8 +323,10 @@ class Builder {
     flat_kv_.resize(0);
     flat_ends_.resize(0);
     check_shapes();
+    undo_from_ = at;
     auto undo = [&] {
       pos_ = at;
+      undo_from_ = SIZE_MAX;
       memo_.resize(memo_at);
       memo_count_ = count_at;
     };
@@ -366,6 +372,7 @@ class Builder {
       flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
       if (shapes_on_) learn_shape(entry_at);
     }
+    undo_from_ = SIZE_MAX;
     sink_->take_flat(doc_, c, flat_kv_.data(), flat_ends_.data(), flat_ends_.size());
     close_sink_batch(marks_.back());
   }
@@ -663,6 +670,7 @@ class Builder {
   // A batch the sink took ends at its mark m: the mark goes, and what was made since it is
   // dropped where that is safe (no older container took a newer value, the memo in order).
   void close_sink_batch(std::size_t m) {
+    if (arriving_) arriving_->release(pos_);  // the batch's bytes are read for good
     if (!has_floor()) return drop_mark(m);  // (the mark was above a list when made: it has one)
     const Floor f = floors_.back();
     const bool clean = lowest_target_ >= f.nodes;
@@ -1138,6 +1146,9 @@ class Builder {
   Document doc_;
   ListSink* sink_ = nullptr;
   ArrivingBytes* arriving_ = nullptr;  // in_ grows as they arrive
+  // Where a flat batch read now may put pos_ back (flat_batch's undo); SIZE_MAX: none. Bytes
+  // before min(pos_, undo_from_) are never read again: they are released to arriving_.
+  std::size_t undo_from_ = SIZE_MAX;
   std::vector<Floor> floors_;  // with a sink: one per mark
   Ref lowest_target_ = kNoTarget;
   bool memo_irregular_ = false;

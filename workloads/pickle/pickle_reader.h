@@ -72,6 +72,8 @@ class ArrivingBytes {
   virtual std::size_t wait_for(std::size_t n) = 0;
   // The length the content is expected to have (for sizing; 0: not known).
   virtual std::size_t expected_size() const = 0;
+  // The parser reads no byte before `offset` again: their memory may serve bytes to come.
+  virtual void release(std::size_t offset) { (void)offset; }
 };
 
 // parse() of bytes as they arrive: the same Document, or the same error, as parse() of all of
