@@ -218,11 +218,30 @@ def long_trace():
             "external_annotations": []}
 
 
+def long_frames():
+    # 1,100 entries with frames (as recorded with PyTorch's default stacks): the second APPENDS
+    # batch is read flat, each entry's frames list made as nodes and its frame dicts read by
+    # shape (pickle::ListSink); frames of no, one and several dicts, lines of one to four bytes.
+    t = Trace()
+    t.add("segment_alloc", B, 64 * MiB, no_frames=True)
+    files = ["/usr/lib/python3/site-packages/torch/nn/modules/linear.py", "/home/u/model.py", "/home/u/train.py"]
+    for i in range(367):
+        a = B + (i % 32) * MiB
+        n = i % 4
+        fr = [{"filename": files[(i + k) % 3], "line": [7, 300, 70000, 125][(i + k) % 4], "name": ["forward", "step"][k % 2]}
+              for k in range(n)]
+        t.add("alloc", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, fr=fr)
+        t.add("free_requested", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, fr=fr[:1])
+        t.add("free_completed", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, fr=[])
+    return {"segments": [], "device_traces": [t.entries[:1100]], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
              "expandable_oom": expandable_oom(), "rebuilt_settings": rebuilt_settings(), "legacy_list": legacy_list(),
-             "long_trace": long_trace()}
+             "long_trace": long_trace(), "long_frames": long_frames()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

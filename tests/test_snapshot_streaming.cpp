@@ -236,6 +236,12 @@ class Bytes2 {
     return op('u');
   }
   std::uint32_t memo_count() const { return memo_; }
+  // MEMOIZE (protocol 4): the top of the stack into the next slot.
+  Bytes2& memoize() {
+    op('\x94');
+    ++memo_;
+    return *this;
+  }
   // {'stream': [ then the list's items, for the sink tests (CollectingSink claims it).
   void stream_list() {
     op('}');
@@ -560,6 +566,70 @@ TEST(SnapshotFeed, AWindowOfPagesServesAContentOfAnyLength) {
   std::filesystem::remove_all(dir);
 }
 
+// Entries with frames, as PyTorch records them by default: a list of dicts (name, filename,
+// line) in every entry, read flat with the entry, the frame dicts by shape. Lists of no, one
+// (APPEND) and several (APPENDS) frames; lines in one, two and four bytes; names fetched from
+// the memo or written anew; a frame whose value is a list (its batch is read the general way);
+// a frames list fetched from the memo after its batch (the parse starts over). The origins of
+// the allocations (the innermost frame of the user's code) are part of the comparison.
+TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
+  auto frames_snapshot = [](bool list_in_frame, bool fetch_again) {
+    Bytes2 p;
+    p.device_list();
+    KeyAt k;
+    for (const char* key : {"action", "addr", "size", "stream", "frames", "name", "filename", "line", "alloc",
+                            "free_completed", "forward", "/work/train.py", "/venv/site-packages/torch/nn/module.py"}) {
+      p.str(key);
+      k[key] = p.put();
+      p.op('0');
+    }
+    std::uint32_t last_frames = 0;
+    auto frame = [&](Bytes2& q, const char* file, int line, int i, bool list_value) {
+      q.op('}').memoize().op('(');
+      q.get(k.at("name"));
+      if (i % 3 == 0) q.get(k.at("forward"));
+      else q.short_str_memoized(i % 3 == 1 ? "step" : "loss");
+      q.get(k.at("filename")).get(k.at(file)).get(k.at("line"));
+      if (list_value) q.op(']');
+      else if (line < 256) q.op('K').op(static_cast<char>(line));
+      else q.integer(line);
+      q.op('u');
+    };
+    for (int i = 0; i < 3500; ++i) {
+      if (i % 1000 == 0) p.op('(');
+      const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 2) * (2 << 20);
+      p.keyed_entry(k, {{"action", [&](Bytes2& q) { q.get(k.at(i % 2 ? "free_completed" : "alloc")); }},
+                        {"addr", [&](Bytes2& q) { q.integer(static_cast<std::int64_t>(addr)); }},
+                        {"size", [&](Bytes2& q) { q.integer(2 << 20); }},
+                        {"stream", [](Bytes2& q) { q.op('K').op('\x00'); }},
+                        {"frames", [&](Bytes2& q) {
+                           q.op(']');
+                           last_frames = q.memo_count();
+                           q.memoize();
+                           const int n = (i / 2) % 4 == 0 ? 3 : (i / 2) % 4 == 1 ? 1 : (i / 2) % 4 == 2 ? 0 : 2;  // allocs too
+                           if (n == 1) {
+                             frame(q, "/work/train.py", 17, i, false);
+                             q.op('a');
+                           } else if (n > 1) {
+                             q.op('(');
+                             for (int f = 0; f < n; ++f)
+                               frame(q, f + 1 < n ? "/venv/site-packages/torch/nn/module.py" : "/work/train.py",
+                                     f == 0 ? 300 + i : f == 1 ? 70000 + i : 9, i + f, list_in_frame && i == 2600 && f == 1);
+                             q.op('e');
+                           }
+                         }}});
+      if (i % 1000 == 999 || i == 3499) p.op('e');
+    }
+    p.op('a');
+    if (fetch_again) p.str("external_annotations").get(last_frames);
+    p.str("allocator_settings").op('}').op('u').op('.');
+    return p.bytes();
+  };
+  expect_two_pass(frames_snapshot(false, false), "frames.pickle", "origin 'train.py:");
+  expect_two_pass(frames_snapshot(true, false), "frames_list.pickle", "origin 'train.py:");
+  expect_two_pass(frames_snapshot(false, true), "frames_again.pickle", "origin 'train.py:");
+}
+
 // The sink at the pickle level: a list it claims stays empty in the Document, the sink gets
 // every item in order, and the tree does not hold them.
 class CollectingSink final : public pickle::ListSink {
@@ -576,7 +646,8 @@ class CollectingSink final : public pickle::ListSink {
   }
   void nodes_dropped(Ref floor) override { drops.push_back(floor); }
   bool takes_flat() const override { return flat; }
-  void take_flat(const Document& doc, Ref, const Ref* kv, const std::uint32_t* ends, std::size_t n) override {
+  void take_flat(const Document& doc, Ref, const Ref* kv, const std::uint32_t* ends, std::size_t n,
+                 std::vector<Ref>&) override {
     for (std::size_t j = 0; j < n; ++j)
       for (std::uint32_t i = j ? ends[j - 1] : 0; i + 1 < ends[j]; i += 2)
         if (doc.as_bytes(kv[i]) == "size") sizes.push_back(doc.as_int(kv[i + 1]));

@@ -722,8 +722,9 @@ class TraceSink final : public pickle::ListSink {
   }
 
   bool takes_flat() const override { return true; }
-  void take_flat(const Document&, Ref list, const Ref* kv, const std::uint32_t* ends, std::size_t n) override {
-    convert(list, n, nullptr, [&](Converter& to, std::size_t k, std::uint64_t entry) {
+  void take_flat(const Document&, Ref list, const Ref* kv, const std::uint32_t* ends, std::size_t n,
+                 std::vector<Ref>& read) override {
+    convert(list, n, &read, [&](Converter& to, std::size_t k, std::uint64_t entry) {
       const std::uint32_t from = k ? ends[k - 1] : 0;
       to.convert_flat_entry(kv + from, ends[k] - from, entry);
     });

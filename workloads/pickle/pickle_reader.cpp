@@ -209,20 +209,22 @@ class Builder {
     return add(type, at, static_cast<std::uint32_t>(n));
   }
   // Appends stack_[from, to) to the items of container c.
-  void append_items(Ref c, std::size_t from, std::size_t to) {
+  void append_items(Ref c, std::size_t from, std::size_t to) { append_items(c, stack_.data() + from, to - from); }
+  // Appends values[0, n) (not in items_) to the items of container c.
+  void append_items(Ref c, const Ref* values, std::uint64_t n) {
     auto& items = doc_.items_;
     Node& node = doc_.nodes_[c];
     if (sink_) {
       if (node.sink & kTaken) throw SinkRestart{};  // the sink has read it: its items are final
       if (c < lowest_target_) lowest_target_ = c;
     }
-    const std::uint64_t size = node.length, n = to - from;
+    const std::uint64_t size = node.length;
     if (size + n > UINT32_MAX) fail(op_at_, "a container of 2^32 items or more");
     const std::uint64_t room = node.moved ? room_.at(c) : size;  // items_[payload, payload + room) is c's
     if (size + n > room && node.payload + room == items.size()) {  // the last in items_: grows in place
       // Appended, not resized then copied over: no zero-fill of what is written at once.
       items.resize(node.payload + size);
-      items.append(stack_.data() + from, n);
+      items.append(values, n);
       node.length = static_cast<std::uint32_t>(size + n);
       if (node.moved) room_.erase(c);
       node.moved = false;
@@ -239,7 +241,7 @@ class Builder {
       node.moved = more != size + n;
       if (node.moved) room_[c] = more;
     }
-    if (n) std::memcpy(&items[node.payload + size], stack_.data() + from, n * sizeof(Ref));
+    if (n) std::memcpy(&items[node.payload + size], values, n * sizeof(Ref));
     node.length = static_cast<std::uint32_t>(size + n);
   }
   Ref add_int(std::int64_t v) {
@@ -339,9 +341,13 @@ class Builder {
       if (op != '}') return undo();
       const std::size_t entry_at = pos_;
       if (shapes_on_) {
-        const int got = shaped_entry();
-        if (got > 0) continue;
-        if (got < 0) return undo();
+        if (const Shape* s = find_shape(entry_shapes_)) {
+          if (!read_shaped(*s, kConsumed, flat_kv_.extend(2 * std::size_t{s->pairs})) ||
+              flat_kv_.size() > UINT32_MAX)
+            return undo();
+          flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
+          continue;
+        }
       }
       ++pos_;
       op = flat_next();
@@ -362,6 +368,8 @@ class Builder {
         op = flat_next();
         if (op == 'h' || op == 'j') {
           if (!flat_fetch(op, value)) return undo();
+        } else if (op == ']') {
+          if (!flat_list(value)) return undo();
         } else if (!flat_scalar(op, value)) {
           return undo();
         }
@@ -370,11 +378,85 @@ class Builder {
       }
       if (flat_kv_.size() > UINT32_MAX) return undo();
       flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
-      if (shapes_on_) learn_shape(entry_at);
+      if (shapes_on_) learn_shape(entry_shapes_, entry_at);
     }
     undo_from_ = SIZE_MAX;
-    sink_->take_flat(doc_, c, flat_kv_.data(), flat_ends_.data(), flat_ends_.size());
+    read_.clear();
+    sink_->take_flat(doc_, c, flat_kv_.data(), flat_ends_.data(), flat_ends_.size(), read_);
+    mark_taken();
     close_sink_batch(marks_.back());
+  }
+  // A value that is a list of dicts (a trace entry's frames): EMPTY_LIST [its memo], then no
+  // item, one dict and APPEND, or MARK, dicts, APPENDS; each dict EMPTY_DICT [its memo] MARK
+  // (key value)* SETITEMS with keys and values as an entry's. Made as the general path makes
+  // them: the list's node, then each dict's node with its items, then the list's items.
+  bool flat_list(Ref& r) {
+    ++pos_;  // EMPTY_LIST
+    const Ref list = add_container(Type::List);
+    int op = flat_next();
+    if ((op == 0x94 || op == 'q' || op == 'r') && !flat_memoize(op, list)) return false;
+    op = flat_next();
+    if (op == '}') {  // one item
+      Ref d;
+      if (!flat_dict(d) || flat_next() != 'a') return false;
+      ++pos_;
+      append_items(list, &d, 1);
+    } else if (op == '(') {
+      ++pos_;
+      flat_items_.resize(0);
+      for (;;) {
+        op = flat_next();
+        if (op == 'e') break;
+        Ref d;
+        if (op != '}' || !flat_dict(d)) return false;
+        flat_items_.push_back(d);
+      }
+      ++pos_;
+      append_items(list, flat_items_.data(), flat_items_.size());
+    }
+    r = list;
+    return true;
+  }
+  // One dict of a flat list, at its EMPTY_DICT: by shape where it has one of frame_shapes_.
+  bool flat_dict(Ref& r) {
+    const std::size_t at = pos_;
+    if (shapes_on_) {
+      if (const Shape* s = find_shape(frame_shapes_)) {
+        const Ref dict = add_container(Type::Dict);
+        flat_dict_kv_.resize(0);
+        Ref* kv = flat_dict_kv_.extend(2 * std::size_t{s->pairs});
+        if (!read_shaped(*s, dict, kv)) return false;
+        append_items(dict, kv, 2 * std::size_t{s->pairs});
+        r = dict;
+        return true;
+      }
+    }
+    ++pos_;
+    const Ref dict = add_container(Type::Dict);
+    int op = flat_next();
+    if ((op == 0x94 || op == 'q' || op == 'r') && !flat_memoize(op, dict)) return false;
+    if (flat_next() != '(') return false;
+    ++pos_;
+    flat_dict_kv_.resize(0);
+    for (;;) {
+      op = flat_next();
+      if (op == 'u') break;
+      Ref key, value;
+      if (!flat_fetch(op, key) || doc_.type(key) != Type::Str) return false;
+      op = flat_next();
+      if (op == 'h' || op == 'j') {
+        if (!flat_fetch(op, value)) return false;
+      } else if (!flat_scalar(op, value)) {
+        return false;
+      }
+      flat_dict_kv_.push_back(key);
+      flat_dict_kv_.push_back(value);
+    }
+    ++pos_;
+    append_items(dict, flat_dict_kv_.data(), flat_dict_kv_.size());
+    if (shapes_on_) learn_shape(frame_shapes_, at);
+    r = dict;
+    return true;
   }
   // The flat reader reads an opcode only with kFlatRoom bytes after it in hand (the longest it
   // reads without a check: LONG1's 8-byte load, a SHORT_BINUNICODE and its memo), so each read
@@ -484,6 +566,11 @@ class Builder {
     std::uint32_t key_slot[kShapeValues];  // the memo slots the keys are fetched from
     Ref key[kShapeValues];                 // and what they held when learned
   };
+  // The shapes of one kind of dict: trace entries, or the dicts of their frames.
+  struct ShapeSet {
+    Shape shapes[kShapes] = {};
+    int last = 0, next = 0;  // the shape that matched last; the one the next learned replaces
+  };
   // Whether the entry at p (its '}', kShapeBytes readable) has shape s's bytes: 16 bytes at a
   // time (GCC's vector extension: SSE2 on x86-64, plain words elsewhere).
   using Bytes16 = unsigned char __attribute__((vector_size(16)));
@@ -501,24 +588,22 @@ class Builder {
     std::memcpy(half, &diff, 16);
     return (half[0] | half[1]) == 0;
   }
-  // The entry at pos_ ('}') read by a shape: 1 when read (pos_ after its 'u'), 0 when no shape
-  // has its bytes (nothing changed), -1 where the opcode-by-opcode read would give up too (a
-  // value fetched from a slot that holds no scalar, a memo index out of turn).
-  [[gnu::always_inline]] int shaped_entry() {
-    if (in_.size() - pos_ < kShapeBytes + kFlatRoom) return 0;
+  // The shape of `set` that the dict at pos_ (its '}') has, or nullptr (nothing changed).
+  [[gnu::always_inline]] const Shape* find_shape(ShapeSet& set) {
+    if (in_.size() - pos_ < kShapeBytes + kFlatRoom) return nullptr;
     const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + pos_);
-    int k = last_shape_;
-    if (!shapes_[k].length || !same_bytes(shapes_[k], p)) {
+    int k = set.last;
+    if (!set.shapes[k].length || !same_bytes(set.shapes[k], p)) {
       k = -1;
       for (int i = 0; i < kShapes; ++i)
-        if (i != last_shape_ && shapes_[i].length && same_bytes(shapes_[i], p)) {
+        if (i != set.last && set.shapes[i].length && same_bytes(set.shapes[i], p)) {
           k = i;
           break;
         }
-      if (k < 0) return 0;
-      last_shape_ = k;
+      if (k < 0) return nullptr;
+      set.last = k;
     }
-    return read_shaped(shapes_[k], p) ? 1 : -1;
+    return &set.shapes[k];
   }
   bool shaped_memo(std::uint8_t kind, const unsigned char* p, Ref r) {
     if (memo_count_ >= UINT32_MAX - 1) return false;  // (memo_count_ == memo_.size() in a flat batch)
@@ -528,10 +613,14 @@ class Builder {
     ++memo_count_;
     return true;
   }
-  [[gnu::noinline]] bool read_shaped(const Shape& s, const unsigned char* p) {
+  // The dict at pos_, which has shape s, read: its memo stores `dict` (its node, or kConsumed
+  // for a trace entry, which has none), its keys and values go to kv[0, 2 * s.pairs), pos_ to
+  // after its SETITEMS. False where the opcode-by-opcode read gives up too (a value fetched
+  // from a slot that holds no scalar, a memo index out of turn).
+  [[gnu::noinline]] bool read_shaped(const Shape& s, Ref dict, Ref* kv) {
     const std::size_t at = pos_;
-    if (s.dict_memo != kNoMemoOp && !shaped_memo(s.dict_memo, p + 1, kConsumed)) return false;
-    Ref* kv = flat_kv_.extend(2 * std::size_t{s.pairs});
+    const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + at);
+    if (s.dict_memo != kNoMemoOp && !shaped_memo(s.dict_memo, p + 1, dict)) return false;
     for (int i = 0; i < s.pairs; ++i) {
       const Shape::Value v = s.values[i];
       const unsigned char* q = p + v.at;
@@ -560,18 +649,17 @@ class Builder {
       kv[2 * i] = s.key[i];
       kv[2 * i + 1] = r;
     }
-    if (flat_kv_.size() > UINT32_MAX) return false;
-    flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
     pos_ = at + s.length;
     return true;
   }
-  // The entry in [at, pos_), just read opcode by opcode, becomes a shape (replacing the oldest)
-  // unless it holds a FRAME, is longer than kShapeBytes or has more than kShapeValues values.
-  [[gnu::noinline]] void learn_shape(std::size_t at) {
+  // The dict in [at, pos_), just read opcode by opcode, becomes a shape of `set` (replacing the
+  // oldest) unless it holds a FRAME or a container, is longer than kShapeBytes or has more than
+  // kShapeValues values.
+  [[gnu::noinline]] void learn_shape(ShapeSet& set, std::size_t at) {
     const std::size_t length = pos_ - at;
     if (length > kShapeBytes) return;
     const auto* b = reinterpret_cast<const unsigned char*>(in_.data() + at);
-    Shape& s = shapes_[next_shape_];
+    Shape& s = set.shapes[set.next];
     Shape t;
     std::memcpy(t.bytes, b, length);
     std::memset(t.bytes + length, 0, kShapeBytes - length);
@@ -651,15 +739,16 @@ class Builder {
     t.length = static_cast<std::uint32_t>(length);
     t.pairs = static_cast<std::uint8_t>(n);
     s = t;
-    last_shape_ = next_shape_;
-    next_shape_ = (next_shape_ + 1) % kShapes;
+    set.last = set.next;
+    set.next = (set.next + 1) % kShapes;
   }
   // At a flat batch's start: a shape whose key slots no longer hold its keys (the memo stored
   // again, or renumbered by a drop) is forgotten.
   void check_shapes() {
-    for (Shape& s : shapes_)
-      for (int i = 0; i < s.pairs && s.length; ++i)
-        if (s.key_slot[i] >= memo_.size() || memo_[s.key_slot[i]] != s.key[i]) s.length = 0;
+    for (ShapeSet* set : {&entry_shapes_, &frame_shapes_})
+      for (Shape& s : set->shapes)
+        for (int i = 0; i < s.pairs && s.length; ++i)
+          if (s.key_slot[i] >= memo_.size() || memo_[s.key_slot[i]] != s.key[i]) s.length = 0;
   }
 
   // The values above mark m, to the sink as items of list c; then what was made for them dropped.
@@ -746,6 +835,9 @@ class Builder {
   [[gnu::noinline]] void give(Ref c, std::size_t from, std::size_t n) {
     read_.clear();
     sink_->take(doc_, c, stack_.data() + from, n, read_);
+    mark_taken();
+  }
+  void mark_taken() {
     for (Ref r : read_)
       if (r < doc_.nodes_.size()) doc_.nodes_[r].sink |= kTaken;
   }
@@ -1157,9 +1249,9 @@ class Builder {
   const bool flat_ = sink_ && sink_->takes_flat();
   RefArray flat_kv_;
   HugeArray<std::uint32_t> flat_ends_;
+  RefArray flat_items_, flat_dict_kv_;  // a flat list's dicts, a flat dict's keys and values
   const bool shapes_on_ = flat_;
-  Shape shapes_[kShapes] = {};
-  int last_shape_ = 0, next_shape_ = 0;
+  ShapeSet entry_shapes_, frame_shapes_;
   std::vector<Node> kept_nodes_;
   std::string kept_text_;
 };

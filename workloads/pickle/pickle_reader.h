@@ -44,13 +44,17 @@ class ListSink {
   // them live on under new numbers from `floor` on. Forget whatever was kept by node number.
   virtual void nodes_dropped(Ref floor) = 0;
   // True: a later batch of a claimed list whose items are all dicts of str keys (fetched from
-  // the memo) and values that are no containers, as Python writes a snapshot's trace entries,
-  // is read without making the dicts, their marks or their items, and handed to take_flat().
+  // the memo) and values that are no containers, or lists of such dicts (a trace entry's
+  // frames), as Python writes a snapshot's trace entries, is read without making the entries'
+  // dicts, their marks or their items, and handed to take_flat(). The lists of dicts are made
+  // as nodes, as the general read makes them.
   virtual bool takes_flat() const { return false; }
   // n such dicts: dict j's keys and values interleaved in kv[ends[j - 1], ends[j]) (from 0 for
-  // the first). The same entries, in the same order, as take() would have been given.
-  virtual void take_flat(const Document& doc, Ref list, const Ref* kv, const std::uint32_t* ends, std::size_t n) {
-    (void)doc, (void)list, (void)kv, (void)ends, (void)n;
+  // the first). The same entries, in the same order, as take() would have been given; `read`
+  // as take()'s (the lists of dicts looked into).
+  virtual void take_flat(const Document& doc, Ref list, const Ref* kv, const std::uint32_t* ends, std::size_t n,
+                         std::vector<Ref>& read) {
+    (void)doc, (void)list, (void)kv, (void)ends, (void)n, (void)read;
   }
 };
 
