@@ -13,7 +13,8 @@ Runs, each `--runs` times (medians, quartiles and ranges reported, with the load
     tests/data/torch_snapshots/snap_default.pickle.gz (94,588 trace entries, 63,111 allocs and
     frees) on one core, and snap_speed_120steps.pickle.gz (the same loop for 120 steps: 452,603
     entries, 301,783 allocs and frees) on one core and with every core (the self-check's second
-    replay runs beside the replay);
+    replay runs beside the replay), and the same with frames in every entry
+    (scripts/make_frames_snapshot.py, made under /tmp once) with every core;
   - configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events);
   - the Google Benchmark rows for the same paths (bench/), on one core, and the 120-step snapshot
     in process with every core.
@@ -64,12 +65,16 @@ def main():
         f.write("action,id,bytes,stream\nalloc,0,1285,0\n")
     snap = os.path.join(ROOT, "tests", "data", "torch_snapshots", "snap_default.pickle.gz")
     snap_long = os.path.join(ROOT, "tests", "data", "torch_snapshots", "snap_speed_120steps.pickle.gz")
+    snap_frames = "/tmp/gmb_speed_frames.pickle.gz"
+    if not os.path.exists(snap_frames):
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_frames_snapshot.py"), snap_long, snap_frames],
+                       check=True)
     csv = [gmb, "replay", "--device", "sim", "-q", "--trace", trace, "--allocator", "caching", "--capacity", "80GiB"]
     one = ["taskset", "-c", "1"]
     rows = []
     load = [os.getloadavg()[0]]
 
-    res = {"one": [], "all": [], "snap": [], "long1": [], "long": [], "dyn": []}
+    res = {"one": [], "all": [], "snap": [], "long1": [], "long": [], "frames": [], "dyn": []}
     for i in range(a.runs):  # interleaved, so that a busy minute falls on every measure alike
         res["one"].append(run(one + csv))
         res["all"].append(run(csv))
@@ -77,6 +82,7 @@ def main():
         long_cmd = [gmb, "replay", "--device", "sim", "-q", "--trace", snap_long, "--allocator", "caching"]
         res["long1"].append(run(one + long_cmd))
         res["long"].append(run(long_cmd))
+        res["frames"].append(run([gmb, "replay", "--device", "sim", "-q", "--trace", snap_frames, "--allocator", "caching"]))
         load.append(os.getloadavg()[0])
     for i in range(max(3, a.runs // 3)):
         res["dyn"].append(run([gmb, "--config", os.path.join(ROOT, "configs", "dynamic_seq.yaml"), "--device", "sim", "-q"]))
@@ -112,6 +118,14 @@ def main():
                      "tests/data/torch_snapshots/snap_speed_120steps.pickle.gz --allocator caching`",
                      f"{spread([x * 1000 for x in ws], 'ms', 1)}: {452603 / statistics.median(ws) / 1e6:.2f} M entries/s, "
                      f"{301783 / statistics.median(ws) / 1e6:.2f} M events/s; CPU {spread([x * 1000 for x in cs], 'ms', 1)}"))
+    wf = [w for w, _, _ in res["frames"]]
+    cf = [c for _, c, _ in res["frames"]]
+    rf = sorted(r for _, _, r in res["frames"])
+    rows.append(("the same 120 steps with frames (6-14 per entry, as PyTorch records by default; a 186 MB pickle: "
+                 "scripts/make_frames_snapshot.py), with every core: wall",
+                 "`gpumembench replay --device sim -q --trace frames.pickle.gz --allocator caching`",
+                 f"{spread([x * 1000 for x in wf], 'ms', 1)}: {452603 / statistics.median(wf) / 1e6:.2f} M entries/s; "
+                 f"CPU {spread([x * 1000 for x in cf], 'ms', 1)}; peak RSS {rf[len(rf) // 2] / 1024:.1f} MB"))
     cd = [c for _, c, _ in res["dyn"]]
     wd = [w for w, _, _ in res["dyn"]]
     rows.append(("configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events): CPU",
