@@ -73,17 +73,20 @@ void ContentFeed::arrived(std::size_t n) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ready_.store(n);
-    wake = reader_waiting_;
+    wake = reader_wants_ != 0;
   }
   if (wake) arrived_cv_.notify_all();
   if (!window_) return;
   // The next block (ByteInput::stream_rest writes at most a quarter MiB) stays within the
-  // window of what the reader released, unless the reader waits for bytes or is gone.
+  // window of what the reader released, unless the reader waits for bytes not there yet (it
+  // may be slow to wake and release) or is gone.
   const std::size_t next_end = n + (std::size_t(1) << 18);
   if (next_end > released_.load() + window_) {
     std::unique_lock<std::mutex> lock(mutex_);
     helper_waiting_.store(true);
-    room_cv_.wait(lock, [&] { return next_end <= released_.load() + window_ || reader_waiting_ || reader_gone_; });
+    room_cv_.wait(lock, [&] {
+      return next_end <= released_.load() + window_ || reader_wants_ > ready_.load() || reader_gone_;
+    });
     helper_waiting_.store(false);
   }
   make_room(n);
@@ -114,10 +117,10 @@ std::size_t ContentFeed::wait_for(std::size_t n) {
   const std::size_t ready = ready_.load();
   if (ready >= n) return ready;
   std::unique_lock<std::mutex> lock(mutex_);
-  reader_waiting_ = true;
+  reader_wants_ = n;
   if (helper_waiting_.load()) room_cv_.notify_all();  // held back by the window: the reader needs these bytes
   arrived_cv_.wait(lock, [&] { return done_ || ready_.load() >= n; });
-  reader_waiting_ = false;
+  reader_wants_ = 0;
   return ready_.load();
 }
 

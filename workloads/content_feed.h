@@ -82,7 +82,7 @@ class ContentFeed final : public pickle::ArrivingBytes {
   std::mutex mutex_;
   std::condition_variable arrived_cv_, room_cv_;
   bool done_ = false;           // under mutex_: the reading ended
-  bool reader_waiting_ = false;  // under mutex_: the reader waits for bytes
+  std::size_t reader_wants_ = 0;  // under mutex_: the reader waits until this many bytes arrived (0: it does not wait)
   bool reader_gone_ = false;     // under mutex_: finish() or the destructor: no more waiting for room
   std::exception_ptr error_;
   // The helper's own: pages below written_pages_ hold bytes (or were given memory); pages below

@@ -422,11 +422,12 @@ class Builder {
     const std::size_t at = pos_;
     if (shapes_on_) {
       if (const Shape* s = find_shape(frame_shapes_)) {
-        const Ref dict = add_container(Type::Dict);
-        flat_dict_kv_.resize(0);
-        Ref* kv = flat_dict_kv_.extend(2 * std::size_t{s->pairs});
-        if (!read_shaped(*s, dict, kv)) return false;
-        append_items(dict, kv, 2 * std::size_t{s->pairs});
+        // Its items written in place, at the end of items_, where the general read's SETITEMS
+        // puts them (nothing else is added to items_ between EMPTY_DICT and SETITEMS).
+        const std::size_t n = 2 * std::size_t{s->pairs};
+        const Ref dict = add(Type::Dict, doc_.items_.size(), static_cast<std::uint32_t>(n));
+        if (!read_shaped(*s, dict, doc_.items_.extend(n))) return false;
+        if (dict < lowest_target_) lowest_target_ = dict;  // as append_items notes a container that took items
         r = dict;
         return true;
       }
