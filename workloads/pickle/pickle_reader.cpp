@@ -349,34 +349,8 @@ class Builder {
           continue;
         }
       }
-      ++pos_;
-      op = flat_next();
-      if (op == 0x94 || op == 'q' || op == 'r') {  // the dict's memo: consumed, as its batch's drop would leave it
-        if (!flat_memoize(op, kConsumed)) return undo();
-        op = flat_next();
-      }
-      if (op != '(') return undo();
-      ++pos_;
-      for (;;) {
-        op = flat_next();
-        if (op == 'u') {  // SETITEMS
-          ++pos_;
-          break;
-        }
-        Ref key, value;
-        if (!flat_fetch(op, key) || doc_.type(key) != Type::Str) return undo();
-        op = flat_next();
-        if (op == 'h' || op == 'j') {
-          if (!flat_fetch(op, value)) return undo();
-        } else if (op == ']') {
-          if (!flat_list(value)) return undo();
-        } else if (!flat_scalar(op, value)) {
-          return undo();
-        }
-        flat_kv_.push_back(key);
-        flat_kv_.push_back(value);
-      }
-      if (flat_kv_.size() > UINT32_MAX) return undo();
+      // The dict's memo holds kConsumed, as its batch's drop would leave it.
+      if (!flat_dict_memo(kConsumed) || !flat_pairs(flat_kv_, true) || flat_kv_.size() > UINT32_MAX) return undo();
       flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
       if (shapes_on_) learn_shape(entry_shapes_, entry_at);
     }
@@ -385,6 +359,37 @@ class Builder {
     sink_->take_flat(doc_, c, flat_kv_.data(), flat_ends_.data(), flat_ends_.size(), read_);
     mark_taken();
     close_sink_batch(marks_.back());
+  }
+  // At a dict's EMPTY_DICT: steps over it and its memo, if it has one (which stores `r`).
+  bool flat_dict_memo(Ref r) {
+    ++pos_;
+    const int op = flat_next();
+    return (op != 0x94 && op != 'q' && op != 'r') || flat_memoize(op, r);
+  }
+  // A dict's MARK (key value)* SETITEMS as the flat read takes them: keys fetched strs, values
+  // scalars, fetched scalars or (lists: true) lists of dicts (flat_list); appended to kv.
+  bool flat_pairs(RefArray& kv, bool lists) {
+    if (flat_next() != '(') return false;
+    ++pos_;
+    for (;;) {
+      int op = flat_next();
+      if (op == 'u') {  // SETITEMS
+        ++pos_;
+        return true;
+      }
+      Ref key, value;
+      if (!flat_fetch(op, key) || doc_.type(key) != Type::Str) return false;
+      op = flat_next();
+      if (op == 'h' || op == 'j') {
+        if (!flat_fetch(op, value)) return false;
+      } else if (op == ']' && lists) {
+        if (!flat_list(value)) return false;
+      } else if (!flat_scalar(op, value)) {
+        return false;
+      }
+      kv.push_back(key);
+      kv.push_back(value);
+    }
   }
   // A value that is a list of dicts (a trace entry's frames): EMPTY_LIST [its memo], then no
   // item, one dict and APPEND, or MARK, dicts, APPENDS; each dict EMPTY_DICT [its memo] MARK
@@ -432,28 +437,9 @@ class Builder {
         return true;
       }
     }
-    ++pos_;
     const Ref dict = add_container(Type::Dict);
-    int op = flat_next();
-    if ((op == 0x94 || op == 'q' || op == 'r') && !flat_memoize(op, dict)) return false;
-    if (flat_next() != '(') return false;
-    ++pos_;
     flat_dict_kv_.resize(0);
-    for (;;) {
-      op = flat_next();
-      if (op == 'u') break;
-      Ref key, value;
-      if (!flat_fetch(op, key) || doc_.type(key) != Type::Str) return false;
-      op = flat_next();
-      if (op == 'h' || op == 'j') {
-        if (!flat_fetch(op, value)) return false;
-      } else if (!flat_scalar(op, value)) {
-        return false;
-      }
-      flat_dict_kv_.push_back(key);
-      flat_dict_kv_.push_back(value);
-    }
-    ++pos_;
+    if (!flat_dict_memo(dict) || !flat_pairs(flat_dict_kv_, false)) return false;
     append_items(dict, flat_dict_kv_.data(), flat_dict_kv_.size());
     if (shapes_on_) learn_shape(frame_shapes_, at);
     r = dict;
