@@ -114,6 +114,8 @@ class Converter {
     if (key_class_.size() > floor) key_class_.resize(floor);
     last_pairs_ = kNoneRemembered;
     for (auto& a : action_cache_) a = {Document::kAbsent, kUnknownAction};
+    std::fill(origin_seen_.begin(), origin_seen_.end(), OriginSeen{});
+    std::fill(file_seen_.begin(), file_seen_.end(), FileSeen{});
   }
   // Takes over the trace `from` converted (its ops, live blocks, streams, origins).
   void adopt_trace(Converter&& from) {
@@ -293,14 +295,10 @@ class Converter {
     for (Ref f : d_.items(frames)) {
       if (d_.type(f) != Type::Dict) continue;
       if (reads_) reads_->push_back(f);
-      Ref fn = d_.get(f, "filename");
-      if (fn == Document::kAbsent || d_.type(fn) != Type::Str) continue;
-      std::string_view name = d_.as_bytes(fn);
-      bool python = name.size() > 3 && name.substr(name.size() - 3) == ".py";
-      if (!python) continue;
+      const FileKind kind = file_kind(d_.get(f, "filename"));
+      if (kind == kNotPython) continue;
       if (first_py == Document::kAbsent) first_py = f;
-      if (name.find("/torch/") == std::string_view::npos && name.find("site-packages/") == std::string_view::npos &&
-          name.find("dist-packages/") == std::string_view::npos && name.find("/lib/python") == std::string_view::npos) {
+      if (kind == kUserPython) {
         pick = f;
         break;
       }
@@ -308,6 +306,52 @@ class Converter {
     if (pick == Document::kAbsent) pick = first_py;
     if (pick == Document::kAbsent) pick = d_.items(frames)[0];
     if (d_.type(pick) != Type::Dict) return 0;
+    // The frame's text from its three values: memoized strs and small ints, the same nodes from
+    // entry to entry, so the text is made once per frame seen (a cache by node, forgotten when
+    // nodes are dropped).
+    const Ref parts[3] = {d_.get(pick, "filename"), d_.get(pick, "line"), d_.get(pick, "name")};
+    OriginSeen& seen = origin_seen_[(parts[0] * 31u + parts[1] * 17u + parts[2]) & (kOriginsSeen - 1)];
+    if (seen.parts[0] == parts[0] && seen.parts[1] == parts[1] && seen.parts[2] == parts[2] && cacheable(parts))
+      return seen.origin;
+    const std::uint32_t origin = origin_of_frame(pick);
+    if (cacheable(parts)) seen = {{parts[0], parts[1], parts[2]}, origin};
+    return origin;
+  }
+  // A frame's file: not Python (C/C++ frames of stacks="all", or none), a library's Python
+  // (PyTorch's, site- or dist-packages, the standard library), or the user's. Cached by node.
+  enum FileKind : std::uint8_t { kNotPython, kLibraryPython, kUserPython };
+  FileKind file_kind(Ref fn) {
+    if (fn == Document::kAbsent || d_.type(fn) != Type::Str) return kNotPython;
+    FileSeen& seen = file_seen_[fn & (kFilesSeen - 1)];
+    if (seen.file == fn) return seen.kind;
+    const std::string_view name = d_.as_bytes(fn);
+    FileKind kind = kNotPython;
+    if (name.size() > 3 && name.substr(name.size() - 3) == ".py")
+      kind = name.find("/torch/") == std::string_view::npos && name.find("site-packages/") == std::string_view::npos &&
+                     name.find("dist-packages/") == std::string_view::npos && name.find("/lib/python") == std::string_view::npos
+                 ? kUserPython
+                 : kLibraryPython;
+    seen = {fn, kind};
+    return kind;
+  }
+  // Nodes, not immediates or absences, stand for the same value wherever they are met again
+  // (an immediate int is its own value, so it may be part of the key too).
+  static bool cacheable(const Ref* parts) {
+    return parts[0] != Document::kAbsent && parts[1] != Document::kAbsent && parts[2] != Document::kAbsent;
+  }
+  static constexpr std::size_t kOriginsSeen = 1024, kFilesSeen = 256;
+  struct OriginSeen {
+    Ref parts[3] = {Document::kAbsent, Document::kAbsent, Document::kAbsent};
+    std::uint32_t origin = 0;
+  };
+  struct FileSeen {
+    Ref file = Document::kAbsent;
+    FileKind kind = kNotPython;
+  };
+  std::vector<OriginSeen> origin_seen_ = std::vector<OriginSeen>(kOriginsSeen);
+  std::vector<FileSeen> file_seen_ = std::vector<FileSeen>(kFilesSeen);
+  // The origin text of frame dict `pick`: "file.py:line in name".
+  std::uint32_t origin_of_frame(Ref pick) {
     auto text_of = [&](const char* key) -> std::string {
       Ref r = d_.get(pick, key);
       if (r == Document::kAbsent) return "?";
