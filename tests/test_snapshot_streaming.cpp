@@ -7,6 +7,8 @@
 // for error, on damaged files.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -628,6 +630,38 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
   expect_two_pass(frames_snapshot(false, false), "frames.pickle", "origin 'train.py:");
   expect_two_pass(frames_snapshot(true, false), "frames_list.pickle", "origin 'train.py:");
   expect_two_pass(frames_snapshot(false, true), "frames_again.pickle", "origin 'train.py:");
+
+  // Each batch's frames name a file of their own, written anew in every entry (no memo): the
+  // nodes of one batch's strs are numbered as the last batch's were, after its drop, so what
+  // the converter knows by node must be forgotten at each drop.
+  Bytes2 p;
+  p.device_list();
+  KeyAt k;
+  for (const char* key : {"action", "addr", "size", "stream", "frames", "name", "filename", "line", "alloc",
+                          "free_completed"}) {
+    p.str(key);
+    k[key] = p.put();
+    p.op('0');
+  }
+  for (int i = 0; i < 3500; ++i) {
+    if (i % 1000 == 0) p.op('(');
+    const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 2) * (2 << 20);
+    p.keyed_entry(k, {{"action", [&](Bytes2& q) { q.get(k.at(i % 2 ? "free_completed" : "alloc")); }},
+                      {"addr", [&](Bytes2& q) { q.integer(static_cast<std::int64_t>(addr)); }},
+                      {"size", [&](Bytes2& q) { q.integer(2 << 20); }},
+                      {"stream", [](Bytes2& q) { q.op('K').op('\x00'); }},
+                      {"frames", [&](Bytes2& q) {
+                         q.op(']').memoize();
+                         q.op('}').memoize().op('(');
+                         q.get(k.at("filename")).str(fmt::format("/work/batch{}.py", i / 1000));
+                         q.get(k.at("line")).op('K').op('\x07').get(k.at("name")).str("step").op('u');
+                         q.op('a');
+                       }}});
+    if (i % 1000 == 999 || i == 3499) p.op('e');
+  }
+  p.op('a');
+  p.str("allocator_settings").op('}').op('u').op('.');
+  expect_two_pass(p.bytes(), "frames_anew.pickle", "origin 'batch3.py:7 in step'");
 }
 
 // The sink at the pickle level: a list it claims stays empty in the Document, the sink gets
