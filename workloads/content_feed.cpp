@@ -83,11 +83,11 @@ void ContentFeed::arrived(std::size_t n) {
   const std::size_t next_end = n + (std::size_t(1) << 18);
   if (next_end > released_.load() + window_) {
     std::unique_lock<std::mutex> lock(mutex_);
-    helper_waiting_.store(true);
+    helper_needs_.store(next_end - window_);
     room_cv_.wait(lock, [&] {
       return next_end <= released_.load() + window_ || reader_wants_ > ready_.load() || reader_gone_;
     });
-    helper_waiting_.store(false);
+    helper_needs_.store(kNotWaiting);
   }
   make_room(n);
 }
@@ -118,7 +118,7 @@ std::size_t ContentFeed::wait_for(std::size_t n) {
   if (ready >= n) return ready;
   std::unique_lock<std::mutex> lock(mutex_);
   reader_wants_ = n;
-  if (helper_waiting_.load()) room_cv_.notify_all();  // held back by the window: the reader needs these bytes
+  if (helper_needs_.load() != kNotWaiting) room_cv_.notify_all();  // held back by the window: the reader needs these bytes
   arrived_cv_.wait(lock, [&] { return done_ || ready_.load() >= n; });
   reader_wants_ = 0;
   return ready_.load();
@@ -127,9 +127,10 @@ std::size_t ContentFeed::wait_for(std::size_t n) {
 void ContentFeed::release(std::size_t offset) {
   if (offset <= released_.load()) return;
   released_.store(offset);
-  // Stored before helper_waiting_ is read, and the helper sets that flag before it tests
-  // released_ under the lock: either it sees this offset or it is waiting to be woken here.
-  if (helper_waiting_.load()) {
+  // Stored before helper_needs_ is read, and the helper sets that before it tests released_
+  // under the lock: either it sees this offset or it is waiting to be woken here, once the
+  // release lets it go on (not at every batch of a pickle of small batches).
+  if (offset >= helper_needs_.load()) {
     std::lock_guard<std::mutex> lock(mutex_);
     room_cv_.notify_all();
   }

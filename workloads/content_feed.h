@@ -77,7 +77,9 @@ class ContentFeed final : public pickle::ArrivingBytes {
   const std::size_t expected_;
   std::atomic<std::size_t> ready_{0};     // bytes arrived
   std::atomic<std::size_t> released_{0};  // bytes before this the reader no longer needs
-  std::atomic<bool> helper_waiting_{false};
+  // While the helper waits for room: the release that lets it go on (else kNotWaiting).
+  static constexpr std::size_t kNotWaiting = SIZE_MAX;
+  std::atomic<std::size_t> helper_needs_{kNotWaiting};
   std::atomic<std::size_t> pages_moved_{0};
   std::mutex mutex_;
   std::condition_variable arrived_cv_, room_cv_;

@@ -114,8 +114,7 @@ class Converter {
     if (key_class_.size() > floor) key_class_.resize(floor);
     last_pairs_ = kNoneRemembered;
     for (auto& a : action_cache_) a = {Document::kAbsent, kUnknownAction};
-    std::fill(origin_seen_.begin(), origin_seen_.end(), OriginSeen{});
-    std::fill(file_seen_.begin(), file_seen_.end(), FileSeen{});
+    ++nodes_seen_;  // what origin_seen_ and file_seen_ hold is of an older numbering
   }
   // Takes over the trace `from` converted (its ops, live blocks, streams, origins).
   void adopt_trace(Converter&& from) {
@@ -311,10 +310,11 @@ class Converter {
     // nodes are dropped).
     const Ref parts[3] = {d_.get(pick, "filename"), d_.get(pick, "line"), d_.get(pick, "name")};
     OriginSeen& seen = origin_seen_[(parts[0] * 31u + parts[1] * 17u + parts[2]) & (kOriginsSeen - 1)];
-    if (seen.parts[0] == parts[0] && seen.parts[1] == parts[1] && seen.parts[2] == parts[2] && cacheable(parts))
+    if (seen.numbering == nodes_seen_ && seen.parts[0] == parts[0] && seen.parts[1] == parts[1] &&
+        seen.parts[2] == parts[2])
       return seen.origin;
     const std::uint32_t origin = origin_of_frame(pick);
-    if (cacheable(parts)) seen = {{parts[0], parts[1], parts[2]}, origin};
+    seen = {nodes_seen_, {parts[0], parts[1], parts[2]}, origin};
     return origin;
   }
   // A frame's file: not Python (C/C++ frames of stacks="all", or none), a library's Python
@@ -323,7 +323,7 @@ class Converter {
   FileKind file_kind(Ref fn) {
     if (fn == Document::kAbsent || d_.type(fn) != Type::Str) return kNotPython;
     FileSeen& seen = file_seen_[fn & (kFilesSeen - 1)];
-    if (seen.file == fn) return seen.kind;
+    if (seen.numbering == nodes_seen_ && seen.file == fn) return seen.kind;
     const std::string_view name = d_.as_bytes(fn);
     FileKind kind = kNotPython;
     if (name.size() > 3 && name.substr(name.size() - 3) == ".py")
@@ -331,20 +331,20 @@ class Converter {
                      name.find("dist-packages/") == std::string_view::npos && name.find("/lib/python") == std::string_view::npos
                  ? kUserPython
                  : kLibraryPython;
-    seen = {fn, kind};
+    seen = {nodes_seen_, fn, kind};
     return kind;
   }
-  // Nodes, not immediates or absences, stand for the same value wherever they are met again
-  // (an immediate int is its own value, so it may be part of the key too).
-  static bool cacheable(const Ref* parts) {
-    return parts[0] != Document::kAbsent && parts[1] != Document::kAbsent && parts[2] != Document::kAbsent;
-  }
+  // Entries of origin_seen_ and file_seen_ hold for the node numbering they were made in: a
+  // drop numbers nodes anew (forget_nodes_from), so an entry of an older one is not used.
   static constexpr std::size_t kOriginsSeen = 1024, kFilesSeen = 256;
+  std::uint64_t nodes_seen_ = 1;  // the numbering now (0: an entry never made)
   struct OriginSeen {
+    std::uint64_t numbering = 0;
     Ref parts[3] = {Document::kAbsent, Document::kAbsent, Document::kAbsent};
     std::uint32_t origin = 0;
   };
   struct FileSeen {
+    std::uint64_t numbering = 0;
     Ref file = Document::kAbsent;
     FileKind kind = kNotPython;
   };

@@ -192,6 +192,7 @@ class Builder {
     ShortStr& slot = short_strs_[((content * 0x9E3779B97F4A7C15ull) >> 56) ^ size];
     if (slot.ref != Document::kAbsent && slot.content == content && slot.size == size) return slot.ref;
     slot = {content, size, store_text(Type::Str, bytes)};
+    short_str_made_ = true;
     return slot.ref;
   }
   struct ShortStr {
@@ -200,6 +201,7 @@ class Builder {
     Ref ref = Document::kAbsent;
   };
   ShortStr short_strs_[256];
+  bool short_str_made_ = false;  // a node made for a short str since the last drop (drop_nodes renumbers it)
   // A container holding the values stack_[from, to) (none by default).
   Ref add_container(Type type, std::size_t from = 0, std::size_t to = 0) {
     const std::uint64_t n = to - from;
@@ -858,9 +860,11 @@ class Builder {
       }
       r = static_cast<Ref>(n.payload);
     }
-    for (ShortStr& s : short_strs_)
-      if (s.ref != Document::kAbsent && s.ref >= floor)
-        s.ref = nodes[s.ref].moved ? static_cast<Ref>(nodes[s.ref].payload) : Document::kAbsent;
+    if (short_str_made_)  // (slots made before the last drop name nodes below every later floor)
+      for (ShortStr& s : short_strs_)
+        if (s.ref != Document::kAbsent && s.ref >= floor)
+          s.ref = nodes[s.ref].moved ? static_cast<Ref>(nodes[s.ref].payload) : Document::kAbsent;
+    short_str_made_ = false;
     nodes.resize(floor);
     nodes.append(kept_nodes_.data(), kept_nodes_.size());
     doc_.text_.resize(f.text);
