@@ -529,14 +529,15 @@ class Builder {
     }
   }
 
-  // ---- Entry shapes: the flat read of an entry in one byte comparison ----------------------
-  // Python writes every trace entry with the same opcodes: the same keys fetched from the same
-  // memo slots, values of the same kinds and lengths; only the values' bytes differ. An entry
-  // read flat opcode by opcode is learned as a Shape: its bytes with the value bytes masked out.
-  // An entry whose bytes equal a shape's outside the mask is read by the shape: the same memo
-  // slots stored, the same ints and strs made in the same order, the same keys and values given
-  // to the sink, as the opcode-by-opcode read (flat_batch) would; anything else is read that
-  // way. A shape never holds a FRAME, so an entry with one inside is read opcode by opcode.
+  // ---- Shapes: the flat read of a dict in one byte comparison -------------------------------
+  // Python writes every trace entry, and every dict of its frames, with the same opcodes: the
+  // same keys fetched from the same memo slots, values of the same kinds and lengths; only the
+  // values' bytes differ. A dict read flat opcode by opcode is learned as a Shape: its bytes
+  // with the value bytes masked out. A dict whose bytes equal a shape's outside the mask is read
+  // by the shape: the same memo slots stored, the same ints and strs made in the same order, the
+  // same keys and values given, as the opcode-by-opcode read (flat_pairs) would; anything else
+  // is read that way. A shape never holds a FRAME, so a dict with one inside is read opcode by
+  // opcode. Entries and frame dicts have a ShapeSet each.
   static constexpr std::size_t kShapeBytes = 128;  // longer entries are not learned
   static constexpr int kShapeValues = 16;
   static constexpr int kShapes = 8;
