@@ -428,13 +428,16 @@ TEST(SnapshotStreaming, BatchesReadFlatConvertAsInTwoPasses) {
 // memo slot stored again between two batches, dicts memoized by LONG_BINPUT (its index a value
 // the shape checks), one of them out of turn, strs of several lengths, a FRAME inside an entry.
 // Every variant converts as in two passes, errors included.
-std::string shaped_snapshot(int n, const std::function<void(Bytes2&, const KeyAt&, int)>& between_batches,
-                            const std::function<void(Bytes2&, const KeyAt&, int)>& entry,
-                            const std::function<void(Bytes2&)>& settings = [](Bytes2& p) { p.op('}'); }) {
+// A snapshot of n trace entries in batches of 1000, `strs` memoized first (key_at says where);
+// `settings` writes allocator_settings' value (and may add pairs to the root dict after it).
+using EntryWriter = std::function<void(Bytes2&, const KeyAt&, int)>;
+std::string keyed_trace(const std::vector<std::string>& strs, int n, const EntryWriter& between_batches,
+                        const EntryWriter& entry,
+                        const std::function<void(Bytes2&)>& settings = [](Bytes2& p) { p.op('}'); }) {
   Bytes2 p;
   p.device_list();
   KeyAt key_at;
-  for (const char* k : {"action", "addr", "size", "stream", "compile_context", "alloc", "free_completed"}) {
+  for (const std::string& k : strs) {
     p.str(k);
     key_at[k] = p.put();
     p.op('0');
@@ -452,6 +455,11 @@ std::string shaped_snapshot(int n, const std::function<void(Bytes2&, const KeyAt
   settings(p);
   p.op('u').op('.');
   return p.bytes();
+}
+std::string shaped_snapshot(int n, const EntryWriter& between_batches, const EntryWriter& entry,
+                            const std::function<void(Bytes2&)>& settings = [](Bytes2& p) { p.op('}'); }) {
+  return keyed_trace({"action", "addr", "size", "stream", "compile_context", "alloc", "free_completed"}, n,
+                     between_batches, entry, settings);
 }
 
 void plain_entry(Bytes2& p, const KeyAt& k, int i) {
@@ -575,18 +583,24 @@ TEST(SnapshotFeed, AWindowOfPagesServesAContentOfAnyLength) {
 // a frames list fetched from the memo after its batch (the parse starts over). The origins of
 // the allocations (the innermost frame of the user's code) are part of the comparison.
 TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
-  auto frames_snapshot = [](bool list_in_frame, bool fetch_again) {
-    Bytes2 p;
-    p.device_list();
-    KeyAt k;
-    for (const char* key : {"action", "addr", "size", "stream", "frames", "name", "filename", "line", "alloc",
-                            "free_completed", "forward", "/work/train.py", "/venv/site-packages/torch/nn/module.py"}) {
-      p.str(key);
-      k[key] = p.put();
-      p.op('0');
-    }
+  const std::vector<std::string> strs = {"action", "addr", "size", "stream", "frames", "name", "filename", "line",
+                                         "alloc", "free_completed", "forward", "/work/train.py",
+                                         "/venv/site-packages/torch/nn/module.py"};
+  auto nothing = [](Bytes2&, const KeyAt&, int) {};
+  // Entry i: an alloc (even i) or the free of the alloc before it, its frames by `frames`.
+  auto entry_with = [](const std::function<void(Bytes2&, const KeyAt&, int)>& frames) {
+    return [frames](Bytes2& p, const KeyAt& k, int i) {
+      const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 2) * (2 << 20);
+      p.keyed_entry(k, {{"action", [&](Bytes2& q) { q.get(k.at(i % 2 ? "free_completed" : "alloc")); }},
+                        {"addr", [&](Bytes2& q) { q.integer(static_cast<std::int64_t>(addr)); }},
+                        {"size", [&](Bytes2& q) { q.integer(2 << 20); }},
+                        {"stream", [](Bytes2& q) { q.op('K').op('\x00'); }},
+                        {"frames", [&](Bytes2& q) { frames(q, k, i); }}});
+    };
+  };
+  auto frames_snapshot = [&](bool list_in_frame, bool fetch_again) {
     std::uint32_t last_frames = 0;
-    auto frame = [&](Bytes2& q, const char* file, int line, int i, bool list_value) {
+    auto frame = [](Bytes2& q, const KeyAt& k, const char* file, int line, int i, bool list_value) {
       q.op('}').memoize().op('(');
       q.get(k.at("name"));
       if (i % 3 == 0) q.get(k.at("forward"));
@@ -597,35 +611,28 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
       else q.integer(line);
       q.op('u');
     };
-    for (int i = 0; i < 3500; ++i) {
-      if (i % 1000 == 0) p.op('(');
-      const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 2) * (2 << 20);
-      p.keyed_entry(k, {{"action", [&](Bytes2& q) { q.get(k.at(i % 2 ? "free_completed" : "alloc")); }},
-                        {"addr", [&](Bytes2& q) { q.integer(static_cast<std::int64_t>(addr)); }},
-                        {"size", [&](Bytes2& q) { q.integer(2 << 20); }},
-                        {"stream", [](Bytes2& q) { q.op('K').op('\x00'); }},
-                        {"frames", [&](Bytes2& q) {
-                           q.op(']');
-                           last_frames = q.memo_count();
-                           q.memoize();
-                           const int n = (i / 2) % 4 == 0 ? 3 : (i / 2) % 4 == 1 ? 1 : (i / 2) % 4 == 2 ? 0 : 2;  // allocs too
-                           if (n == 1) {
-                             frame(q, "/work/train.py", 17, i, false);
-                             q.op('a');
-                           } else if (n > 1) {
-                             q.op('(');
-                             for (int f = 0; f < n; ++f)
-                               frame(q, f + 1 < n ? "/venv/site-packages/torch/nn/module.py" : "/work/train.py",
-                                     f == 0 ? 300 + i : f == 1 ? 70000 + i : 9, i + f, list_in_frame && i == 2600 && f == 1);
-                             q.op('e');
-                           }
-                         }}});
-      if (i % 1000 == 999 || i == 3499) p.op('e');
-    }
-    p.op('a');
-    if (fetch_again) p.str("external_annotations").get(last_frames);
-    p.str("allocator_settings").op('}').op('u').op('.');
-    return p.bytes();
+    return keyed_trace(
+        strs, 3500, nothing,
+        entry_with([&](Bytes2& q, const KeyAt& k, int i) {
+          q.op(']');
+          last_frames = q.memo_count();
+          q.memoize();
+          const int n = (i / 2) % 4 == 0 ? 3 : (i / 2) % 4 == 1 ? 1 : (i / 2) % 4 == 2 ? 0 : 2;  // allocs too
+          if (n == 1) {
+            frame(q, k, "/work/train.py", 17, i, false);
+            q.op('a');
+          } else if (n > 1) {
+            q.op('(');
+            for (int f = 0; f < n; ++f)
+              frame(q, k, f + 1 < n ? "/venv/site-packages/torch/nn/module.py" : "/work/train.py",
+                    f == 0 ? 300 + i : f == 1 ? 70000 + i : 9, i + f, list_in_frame && i == 2600 && f == 1);
+            q.op('e');
+          }
+        }),
+        [&](Bytes2& p) {
+          p.op('}');
+          if (fetch_again) p.str("external_annotations").get(last_frames);
+        });
   };
   expect_two_pass(frames_snapshot(false, false), "frames.pickle", "origin 'train.py:");
   expect_two_pass(frames_snapshot(true, false), "frames_list.pickle", "origin 'train.py:");
@@ -634,34 +641,14 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
   // Each batch's frames name a file of their own, written anew in every entry (no memo): the
   // nodes of one batch's strs are numbered as the last batch's were, after its drop, so what
   // the converter knows by node must be forgotten at each drop.
-  Bytes2 p;
-  p.device_list();
-  KeyAt k;
-  for (const char* key : {"action", "addr", "size", "stream", "frames", "name", "filename", "line", "alloc",
-                          "free_completed"}) {
-    p.str(key);
-    k[key] = p.put();
-    p.op('0');
-  }
-  for (int i = 0; i < 3500; ++i) {
-    if (i % 1000 == 0) p.op('(');
-    const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 2) * (2 << 20);
-    p.keyed_entry(k, {{"action", [&](Bytes2& q) { q.get(k.at(i % 2 ? "free_completed" : "alloc")); }},
-                      {"addr", [&](Bytes2& q) { q.integer(static_cast<std::int64_t>(addr)); }},
-                      {"size", [&](Bytes2& q) { q.integer(2 << 20); }},
-                      {"stream", [](Bytes2& q) { q.op('K').op('\x00'); }},
-                      {"frames", [&](Bytes2& q) {
-                         q.op(']').memoize();
-                         q.op('}').memoize().op('(');
-                         q.get(k.at("filename")).str(fmt::format("/work/batch{}.py", i / 1000));
-                         q.get(k.at("line")).op('K').op('\x07').get(k.at("name")).str("step").op('u');
-                         q.op('a');
-                       }}});
-    if (i % 1000 == 999 || i == 3499) p.op('e');
-  }
-  p.op('a');
-  p.str("allocator_settings").op('}').op('u').op('.');
-  expect_two_pass(p.bytes(), "frames_anew.pickle", "origin 'batch3.py:7 in step'");
+  const std::string anew = keyed_trace(strs, 3500, nothing, entry_with([](Bytes2& q, const KeyAt& k, int i) {
+    q.op(']').memoize();
+    q.op('}').memoize().op('(');
+    q.get(k.at("filename")).str(fmt::format("/work/batch{}.py", i / 1000));
+    q.get(k.at("line")).op('K').op('\x07').get(k.at("name")).str("step").op('u');
+    q.op('a');
+  }));
+  expect_two_pass(anew, "frames_anew.pickle", "origin 'batch3.py:7 in step'");
 }
 
 // The sink at the pickle level: a list it claims stays empty in the Document, the sink gets
