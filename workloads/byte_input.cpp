@@ -146,8 +146,10 @@ class GzipBytes final : public ByteInput {
       n = std::fread(in_.data(), 1, in_.size(), f_);
     }
     if (n == 0 && std::ferror(f_)) throw TraceError(path(), 0, fmt::format("read error: {}", std::strerror(errno)));
-    if (zs_.next_in) keep_tail(reinterpret_cast<const unsigned char*>(in_.data()), static_cast<std::size_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())));
-    consumed_in_ += zs_.next_in ? static_cast<std::uint64_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())) : 0;
+    // in_ was consumed whole (zlib asks for more only then): its last bytes may be a trailer's first.
+    const std::size_t used = zs_.next_in ? static_cast<std::size_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())) : 0;
+    keep_tail(reinterpret_cast<const unsigned char*>(in_.data()), used);
+    consumed_in_ += used;
     zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
     zs_.avail_in = static_cast<uInt>(n);
     return n > 0;

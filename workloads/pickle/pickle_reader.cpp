@@ -6,7 +6,6 @@
 #include <map>
 #include <unordered_map>
 
-
 #include <fmt/format.h>
 
 namespace gmb::pickle {
@@ -341,20 +340,15 @@ class Builder {
         break;
       }
       if (op != '}') return undo();
+      // The entry by shape, or opcode by opcode (then learned). Its memo holds kConsumed, as its
+      // batch's drop would leave it.
       const std::size_t entry_at = pos_;
-      if (shapes_on_) {
-        if (const Shape* s = find_shape(entry_shapes_)) {
-          if (!read_shaped(*s, kConsumed, flat_kv_.extend(2 * std::size_t{s->pairs})) ||
-              flat_kv_.size() > UINT32_MAX)
-            return undo();
-          flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
-          continue;
-        }
-      }
-      // The dict's memo holds kConsumed, as its batch's drop would leave it.
-      if (!flat_dict_memo(kConsumed) || !flat_pairs(flat_kv_, true) || flat_kv_.size() > UINT32_MAX) return undo();
+      const Shape* s = find_shape(entry_shapes_);
+      const bool read = s ? read_shaped(*s, kConsumed, flat_kv_.extend(2 * std::size_t{s->pairs}))
+                          : flat_open(kConsumed) && flat_pairs(flat_kv_, true);
+      if (!read || flat_kv_.size() > UINT32_MAX) return undo();
       flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
-      if (shapes_on_) learn_shape(entry_shapes_, entry_at);
+      if (!s) learn_shape(entry_shapes_, entry_at);
     }
     undo_from_ = SIZE_MAX;
     read_.clear();
@@ -362,11 +356,11 @@ class Builder {
     mark_taken();
     close_sink_batch(marks_.back());
   }
-  // At a dict's EMPTY_DICT: steps over it and its memo, if it has one (which stores `r`).
-  bool flat_dict_memo(Ref r) {
+  // At a container's EMPTY_DICT or EMPTY_LIST: steps over it and its memo, if it has one
+  // (which stores `r`).
+  bool flat_open(Ref r) {
     ++pos_;
-    const int op = flat_next();
-    return (op != 0x94 && op != 'q' && op != 'r') || flat_memoize(op, r);
+    return flat_memo_after(r);
   }
   // A dict's MARK (key value)* SETITEMS as the flat read takes them: keys fetched strs, values
   // scalars, fetched scalars or (lists: true) lists of dicts (flat_list); appended to kv.
@@ -398,11 +392,9 @@ class Builder {
   // (key value)* SETITEMS with keys and values as an entry's. Made as the general path makes
   // them: the list's node, then each dict's node with its items, then the list's items.
   bool flat_list(Ref& r) {
-    ++pos_;  // EMPTY_LIST
     const Ref list = add_container(Type::List);
+    if (!flat_open(list)) return false;
     int op = flat_next();
-    if ((op == 0x94 || op == 'q' || op == 'r') && !flat_memoize(op, list)) return false;
-    op = flat_next();
     if (op == '}') {  // one item
       Ref d;
       if (!flat_dict(d) || flat_next() != 'a') return false;
@@ -427,23 +419,21 @@ class Builder {
   // One dict of a flat list, at its EMPTY_DICT: by shape where it has one of frame_shapes_.
   bool flat_dict(Ref& r) {
     const std::size_t at = pos_;
-    if (shapes_on_) {
-      if (const Shape* s = find_shape(frame_shapes_)) {
-        // Its items written in place, at the end of items_, where the general read's SETITEMS
-        // puts them (nothing else is added to items_ between EMPTY_DICT and SETITEMS).
-        const std::size_t n = 2 * std::size_t{s->pairs};
-        const Ref dict = add(Type::Dict, doc_.items_.size(), static_cast<std::uint32_t>(n));
-        if (!read_shaped(*s, dict, doc_.items_.extend(n))) return false;
-        if (dict < lowest_target_) lowest_target_ = dict;  // as append_items notes a container that took items
-        r = dict;
-        return true;
-      }
+    if (const Shape* s = find_shape(frame_shapes_)) {
+      // Its items written in place, at the end of items_, where the general read's SETITEMS
+      // puts them (nothing else is added to items_ between EMPTY_DICT and SETITEMS).
+      const std::size_t n = 2 * std::size_t{s->pairs};
+      const Ref dict = add(Type::Dict, doc_.items_.size(), static_cast<std::uint32_t>(n));
+      if (!read_shaped(*s, dict, doc_.items_.extend(n))) return false;
+      if (dict < lowest_target_) lowest_target_ = dict;  // as append_items notes a container that took items
+      r = dict;
+      return true;
     }
     const Ref dict = add_container(Type::Dict);
     flat_dict_kv_.resize(0);
-    if (!flat_dict_memo(dict) || !flat_pairs(flat_dict_kv_, false)) return false;
+    if (!flat_open(dict) || !flat_pairs(flat_dict_kv_, false)) return false;
     append_items(dict, flat_dict_kv_.data(), flat_dict_kv_.size());
-    if (shapes_on_) learn_shape(frame_shapes_, at);
+    learn_shape(frame_shapes_, at);
     r = dict;
     return true;
   }
@@ -465,13 +455,25 @@ class Builder {
   }
   // MEMOIZE, or BINPUT / LONG_BINPUT of the next index (op, read by flat_next): stores r.
   bool flat_memoize(int op, Ref r) {
-    if (memo_count_ != memo_.size() || memo_count_ >= UINT32_MAX - 1) return false;
-    if (op == 'q' && little_endian(in_.data() + pos_ + 1, 1) != memo_.size()) return false;
-    if (op == 'r' && little_endian(in_.data() + pos_ + 1, 4) != memo_.size()) return false;
+    if (!memo_next(op, in_.data() + pos_, r)) return false;
     pos_ += op == 0x94 ? 1 : op == 'q' ? 2 : 5;
+    return true;
+  }
+  // MEMOIZE, or BINPUT / LONG_BINPUT of the next index, at `at` (op is *at): stores r; false
+  // where the index is another (the memo filled out of order) or the memo is full.
+  bool memo_next(int op, const char* at, Ref r) {
+    if (memo_count_ != memo_.size() || memo_count_ >= UINT32_MAX - 1) return false;
+    if (op == 'q' && little_endian(at + 1, 1) != memo_.size()) return false;
+    if (op == 'r' && little_endian(at + 1, 4) != memo_.size()) return false;
     memo_.push_back(r);
     ++memo_count_;
     return true;
+  }
+  static bool is_memo_op(int op) { return op == 0x94 || op == 'q' || op == 'r'; }
+  // After a value: its memo, if the next opcode is one (which stores r).
+  bool flat_memo_after(Ref r) {
+    const int op = flat_next();
+    return !is_memo_op(op) || flat_memoize(op, r);
   }
   // BINGET / LONG_BINGET (op) of a stored slot that is no container.
   bool flat_fetch(int op, Ref& r) {
@@ -521,9 +523,7 @@ class Builder {
         if (n > 255) return false;
         r = add_text(Type::Str, std::string_view(in_.data() + pos_ + head, static_cast<std::size_t>(n)));
         pos_ += head + static_cast<std::size_t>(n);
-        const int next = flat_next();
-        if (next == 0x94 || next == 'q' || next == 'r') return flat_memoize(next, r);
-        return true;
+        return flat_memo_after(r);
       }
       default: return false;
     }
@@ -543,7 +543,7 @@ class Builder {
   static constexpr int kShapes = 8;
   static_assert(kShapeBytes <= kFlatRoom);
   enum ShapeValue : std::uint8_t { kFetch1, kFetch4, kInt1, kInt2, kInt4, kLong1, kStr1, kStr4 };
-  enum ShapeMemo : std::uint8_t { kNoMemoOp, kMemoize, kBinput, kLongBinput };
+  static constexpr std::uint8_t kNoMemoOp = 0;  // else a shape holds the memo's opcode (MEMOIZE, BINPUT, LONG_BINPUT)
   struct Shape {
     alignas(16) unsigned char bytes[kShapeBytes];  // the entry's bytes, 0 where masked
     alignas(16) unsigned char mask[kShapeBytes];   // 0xff where a byte must be equal
@@ -595,14 +595,6 @@ class Builder {
     }
     return &set.shapes[k];
   }
-  bool shaped_memo(std::uint8_t kind, const unsigned char* p, Ref r) {
-    if (memo_count_ >= UINT32_MAX - 1) return false;  // (memo_count_ == memo_.size() in a flat batch)
-    if (kind == kBinput && little_endian(reinterpret_cast<const char*>(p + 1), 1) != memo_.size()) return false;
-    if (kind == kLongBinput && little_endian(reinterpret_cast<const char*>(p + 1), 4) != memo_.size()) return false;
-    memo_.push_back(r);
-    ++memo_count_;
-    return true;
-  }
   // The dict at pos_, which has shape s, read: its memo stores `dict` (its node, or kConsumed
   // for a trace entry, which has none), its keys and values go to kv[0, 2 * s.pairs), pos_ to
   // after its SETITEMS. False where the opcode-by-opcode read gives up too (a value fetched
@@ -610,7 +602,7 @@ class Builder {
   [[gnu::noinline]] bool read_shaped(const Shape& s, Ref dict, Ref* kv) {
     const std::size_t at = pos_;
     const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + at);
-    if (s.dict_memo != kNoMemoOp && !shaped_memo(s.dict_memo, p + 1, dict)) return false;
+    if (s.dict_memo != kNoMemoOp && !memo_next(s.dict_memo, reinterpret_cast<const char*>(p + 1), dict)) return false;
     for (int i = 0; i < s.pairs; ++i) {
       const Shape::Value v = s.values[i];
       const unsigned char* q = p + v.at;
@@ -633,7 +625,8 @@ class Builder {
         default: {  // kStr1, kStr4
           const std::size_t head = v.kind == kStr1 ? 2 : 5;
           r = add_text(Type::Str, std::string_view(reinterpret_cast<const char*>(q + head), v.size));
-          if (v.memo != kNoMemoOp && !shaped_memo(v.memo, q + head + v.size, r)) return false;
+          if (v.memo != kNoMemoOp && !memo_next(v.memo, reinterpret_cast<const char*>(q + head + v.size), r))
+            return false;
         }
       }
       kv[2 * i] = s.key[i];
@@ -660,20 +653,12 @@ class Builder {
       std::memset(t.mask + from, 0, n);
       std::memset(t.bytes + from, 0, n);
     };
-    auto memo_op = [&](std::uint8_t& kind) {
-      kind = kNoMemoOp;
-      if (i >= length) return;
-      if (b[i] == 0x94) {
-        kind = kMemoize;
-        i += 1;
-      } else if (b[i] == 'q') {
-        kind = kBinput;
-        hole(i + 1, 1);
-        i += 2;
-      } else if (b[i] == 'r') {
-        kind = kLongBinput;
-        hole(i + 1, 4);
-        i += 5;
+    auto memo_op = [&](std::uint8_t& op) {  // its index, if it has one, is a hole (memo_next checks it)
+      op = i < length && is_memo_op(b[i]) ? b[i] : kNoMemoOp;
+      const std::size_t index_bytes = op == 'q' ? 1 : op == 'r' ? 4 : 0;
+      if (op != kNoMemoOp) {
+        hole(i + 1, index_bytes);
+        i += 1 + index_bytes;
       }
     };
     memo_op(t.dict_memo);
@@ -1242,7 +1227,6 @@ class Builder {
   RefArray flat_kv_;
   HugeArray<std::uint32_t> flat_ends_;
   RefArray flat_items_, flat_dict_kv_;  // a flat list's dicts, a flat dict's keys and values
-  const bool shapes_on_ = flat_;
   ShapeSet entry_shapes_, frame_shapes_;
   std::vector<Node> kept_nodes_;
   std::string kept_text_;
