@@ -16,8 +16,12 @@ const char* build_version();     // the project version, e.g. "0.1.0"
 const char* build_git_commit();  // `git describe --always --dirty` at build time, or "unknown"
 // The CUDA toolkit version the CUDA path was built with; empty in a sim-only build.
 const char* build_cuda_version();
+// How a replay's per-event loops were compiled (CMakeLists.txt, GMB_PGO): "off", "generate" or
+// "use" (profile-guided).
+const char* build_pgo_mode();
 
-// The text of `gpumembench --version`: version, commit, CUDA path, PyTorch release.
+// The text of `gpumembench --version`: version, commit, CUDA path, how the replay loops were
+// compiled, PyTorch release.
 std::string version_text();
 
 // The folders that hold the shipped configs, in lookup order: the installed ones

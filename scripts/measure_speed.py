@@ -4,6 +4,9 @@ harness itself", each with its command.
 
     scripts/measure_speed.py [--build build] [--runs 15] [--out FILE.md]
 
+Measure the build users install: scripts/install.sh (or GMB_PGO=1 scripts/build.sh) compiles the
+replay loops profile-guided; the table's first line says which build it timed.
+
 Runs, each `--runs` times (medians, quartiles and ranges reported, with the load average):
   - a 10 M-event native CSV (scripts/gen_trace.py 10000000, made under /tmp once) replayed
     through `caching` on sim: on one core (taskset -c 1: parse and simulation share it) and with
@@ -147,8 +150,12 @@ def main():
         bench_rows([], "BM_SnapshotReplayCaching120Steps", 5, "every core",
                    "`gpumembench_bench --benchmark_filter=BM_SnapshotReplayCaching120Steps --benchmark_repetitions=5`")
     load.append(os.getloadavg()[0])
+    version = subprocess.run([gmb, "--version"], capture_output=True, text=True, check=True).stdout
+    loops = next((l.split(": ", 1)[1].split(" (")[0] for l in version.splitlines() if l.startswith("replay loops: ")), "unknown")
+    commit = next((l.split(": ", 1)[1] for l in version.splitlines() if l.startswith("commit: ")), "unknown")
     head = (f"Measured by `scripts/measure_speed.py --runs {a.runs}` at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-            f"{os.cpu_count()} cores, load average {min(load):.1f}-{max(load):.1f} during the runs.\n\n")
+            f"{os.cpu_count()} cores, load average {min(load):.1f}-{max(load):.1f} during the runs; "
+            f"build {commit}, replay loops {loops} (`gpumembench --version`).\n\n")
     table = "| what | command | measured |\n|---|---|---|\n" + "".join(f"| {w} | {c} | {m} |\n" for w, c, m in rows)
     print(head + table)
     if a.out:

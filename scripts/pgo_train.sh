@@ -10,7 +10,7 @@
 #     defaults, with expandable segments and with max_split_size_mb, on one stream and two;
 #   - the shipped CSV traces (alignment patterns, a fragmentation OOM under a cap);
 #   - recorded PyTorch snapshots (tests/data/torch_snapshots/: default settings, expandable
-#     segments, two streams, an OOM under a cap);
+#     segments, two streams, an OOM under a cap, one with frames in protocol 2);
 #   - configs/dynamic_seq.yaml on sim, 40 steps (the synthetic transformer's steps).
 # About 10 s on 2 cores. Outputs go to a temporary folder, removed at the end.
 set -euo pipefail
@@ -31,7 +31,7 @@ for t in configs/traces/alignment/*.csv; do
   replay --trace "$t" --allocator caching --capacity 80GiB
 done
 replay --trace configs/traces/fragmentation_oom/fragmentation_oom.csv --allocator caching --capacity 1792MiB
-for s in snap_default snap_expandable snap_two_streams snap_oom_cap16g; do
+for s in snap_default snap_expandable snap_two_streams snap_oom_cap16g snap_frames_p2; do
   replay --trace "tests/data/torch_snapshots/$s.pickle.gz" --allocator caching
 done
 "$gmb" --config configs/dynamic_seq.yaml --device sim -q --steps 40 --output "$work/dyn" >/dev/null

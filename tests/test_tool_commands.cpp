@@ -56,6 +56,13 @@ TEST(Tool, VersionSaysCommitCudaPathAndPyTorchRelease) {
             std::string::npos)
       << v.out;
   EXPECT_NE(v.out.find("caching allocator: reproduces PyTorch 2.11's CUDACachingAllocator"), std::string::npos) << v.out;
+  // How the replay loops were compiled, as this build was configured (GMB_PGO).
+  const std::string mode = GMB_PGO_MODE;
+  EXPECT_NE(v.out.find(mode == "use"        ? "replay loops: profile-guided (GMB_PGO=use"
+                       : mode == "generate" ? "replay loops: instrumented (GMB_PGO=generate"
+                                            : "replay loops: plain (GMB_PGO=off"),
+            std::string::npos)
+      << v.out;
 }
 
 TEST(Tool, ConfigsListsEveryShippedConfigWithItsFirstCommentLine) {
