@@ -6,7 +6,8 @@
 #                                     device's limit still brings back what it finished
 #   guarded CMD...                    runs CMD under the time left to the deadline, less a margin
 #                                     for the last pack; skips it (status=1) when none is left
-#   gpu_build [CMAKE_ARGS...] -- TARGETS...   configures build-gpu (sm_90) and builds TARGETS;
+#   gpu_build [CMAKE_ARGS...] -- TARGETS...   configures build-gpu (sm_90) and builds TARGETS (with
+#                                     GMB_PGO=1 profile-guided, as scripts/install.sh builds);
 #                                     exits 1 with the build log's tail when it fails
 # The device tool brings back at most 8 files: one tar per script keeps every step's output.
 gpu_job() {
@@ -45,11 +46,27 @@ gpu_build() {
   log "build (${targets[*]})"
   local gen=()
   command -v ninja >/dev/null && [ ! -f build-gpu/CMakeCache.txt ] && gen=(-G Ninja)
+  # GMB_PGO=1: the replay loops profile-guided, as scripts/install.sh builds them (scripts/build.sh).
+  local pgo=(-DGMB_PGO=off)
+  if [ "${GMB_PGO:-0}" = 1 ]; then
+    local profile="$PWD/build-gpu/pgo-profile"
+    rm -rf "$profile"
+    pgo=(-DGMB_PGO=use -DGMB_PGO_DIR="$profile")
+    if ! guarded cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+         -DGMB_PGO=generate -DGMB_PGO_DIR="$profile" "${cmake_args[@]}" >> "$LOG" 2>&1 ||
+       ! guarded cmake --build build-gpu --target gpumembench -j"$(nproc)" > "$WORK/build.log" 2>&1 ||
+       ! guarded scripts/pgo_train.sh build-gpu >> "$LOG" 2>&1; then
+      tail -30 "$WORK/build.log" 2>/dev/null | tee -a "$LOG"
+      log "BUILD FAILED (profile-guided, first stage)"; pack; exit 1
+    fi
+    gen=()
+  fi
   if ! guarded cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-       "${cmake_args[@]}" >> "$LOG" 2>&1 ||
+       "${pgo[@]}" "${cmake_args[@]}" >> "$LOG" 2>&1 ||
      ! guarded cmake --build build-gpu --target "${targets[@]}" -j"$(nproc)" > "$WORK/build.log" 2>&1; then
     tail -30 "$WORK/build.log" 2>/dev/null | tee -a "$LOG"
     log "BUILD FAILED"; pack; exit 1
   fi
+  build-gpu/gpumembench --version 2>&1 | tee -a "$LOG"
   pack
 }
