@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 build="${BUILD_DIR:-build}"
 prefix="${PREFIX:-/usr/local}"
-# Profile-guided by default with g++ (scripts/build.sh, GMB_PGO=1): about a tenth faster replays;
-# GMB_PGO=0 for a plain build.
+# Profile-guided by default with g++ (scripts/build.sh, GMB_PGO=1): replays a few percent faster
+# (README, "Speed of the harness itself"); GMB_PGO=0 for a plain build.
 BUILD_DIR="$build" BUILD_TARGET=gpumembench GMB_PGO="${GMB_PGO:-1}" scripts/build.sh "$@"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 echo "install: $prefix/bin/gpumembench ($("$prefix/bin/gpumembench" --version | head -1))"
