@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds gpumembench into ${BUILD_DIR:-build}. Extra arguments go to cmake.
-#   BUILD_TARGET=T   build only target T (default: everything, tests and benchmarks included)
+#   BUILD_TARGET="T..."  build only these targets (default: everything, tests and benchmarks)
 #   GMB_PGO=1        profile-guided (g++): a replay's per-event loops are built instrumented,
 #                    scripts/pgo_train.sh runs replays with them, and they are built again with
 #                    the profile (CMakeLists.txt, GMB_PGO). scripts/install.sh does this.
@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 build="${BUILD_DIR:-build}"
 target=()
-[ -n "${BUILD_TARGET:-}" ] && target=(--target "$BUILD_TARGET")
+read -ra names <<< "${BUILD_TARGET:-}"
+[ ${#names[@]} -gt 0 ] && target=(--target "${names[@]}")
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 [ -f "$build/CMakeCache.txt" ] && gen=()

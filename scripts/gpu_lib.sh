@@ -44,26 +44,9 @@ gpu_build() {
   [ "${1:-}" = -- ] && shift
   targets=("$@")
   log "build (${targets[*]})"
-  local gen=()
-  command -v ninja >/dev/null && [ ! -f build-gpu/CMakeCache.txt ] && gen=(-G Ninja)
-  # GMB_PGO=1: the replay loops profile-guided, as scripts/install.sh builds them (scripts/build.sh).
-  local pgo=(-DGMB_PGO=off)
-  if [ "${GMB_PGO:-0}" = 1 ]; then
-    local profile="$PWD/build-gpu/pgo-profile"
-    rm -rf "$profile"
-    pgo=(-DGMB_PGO=use -DGMB_PGO_DIR="$profile")
-    if ! guarded cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-         -DGMB_PGO=generate -DGMB_PGO_DIR="$profile" "${cmake_args[@]}" >> "$LOG" 2>&1 ||
-       ! guarded cmake --build build-gpu --target gpumembench -j"$(nproc)" > "$WORK/build.log" 2>&1 ||
-       ! guarded scripts/pgo_train.sh build-gpu >> "$LOG" 2>&1; then
-      tail -30 "$WORK/build.log" 2>/dev/null | tee -a "$LOG"
-      log "BUILD FAILED (profile-guided, first stage)"; pack; exit 1
-    fi
-    gen=()
-  fi
-  if ! guarded cmake -S . -B build-gpu "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-       "${pgo[@]}" "${cmake_args[@]}" >> "$LOG" 2>&1 ||
-     ! guarded cmake --build build-gpu --target "${targets[@]}" -j"$(nproc)" > "$WORK/build.log" 2>&1; then
+  # scripts/build.sh, as every build: with GMB_PGO=1 profile-guided, as scripts/install.sh builds.
+  if ! guarded env BUILD_DIR=build-gpu BUILD_TARGET="${targets[*]}" scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 \
+       "${cmake_args[@]}" > "$WORK/build.log" 2>&1; then
     tail -30 "$WORK/build.log" 2>/dev/null | tee -a "$LOG"
     log "BUILD FAILED"; pack; exit 1
   fi
