@@ -213,7 +213,9 @@ int run_config(const RunArgs& a, const std::string& cmd, int argc, char** argv) 
 // `gpumembench plan`: the cases of a run as JSON lines, with their ids; nothing runs.
 int run_plan(const RunArgs& a) {
   PlannedRun p = plan_run(a, true);
-  if (!a.shard.empty()) p.cases = cases_of_shard(p.cases, resolve_shard(a.shard, true));
+  // The shard a run with these flags would take: --shard, else the launcher's environment.
+  const Shard shard = resolve_shard(a.shard, true);
+  if (!shard.whole()) p.cases = cases_of_shard(p.cases, shard);
   for (const auto& c : p.cases) std::cout << plan_json(c).dump() << "\n";
   return 0;
 }
@@ -513,6 +515,20 @@ const char* kRunExamples =
 
 }  // namespace
 
+// An option given an empty value ("--capacity ''", "--output=") is a usage error, not the
+// option left out: the command would otherwise run with its default and say nothing. Only the
+// alloc_conf strings take "" (PyTorch's defaults).
+static void reject_empty_values(const CLI::App& app) {
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->count() == 0 || o->get_expected_max() == 0) continue;  // not given, or a flag
+    const std::string name = o->get_name(false, true);
+    if (name == "--alloc-conf" || name == "--contrast-alloc-conf") continue;
+    for (const std::string& v : o->results())
+      if (v.empty()) throw UsageError(fmt::format("{}: an empty value (give one, or leave the option out)", name));
+  }
+  for (const CLI::App* sub : app.get_subcommands()) reject_empty_values(*sub);
+}
+
 int run_cli(int argc, char** argv) {
   CLI::App app{"gpumembench: how GPU memory allocators use memory, where they run out (fragmentation or "
                "capacity) and how fast they are: workloads x allocators, on a real or a simulated GPU",
@@ -723,6 +739,7 @@ int run_cli(int argc, char** argv) {
   }
   const std::string cmd = command_line(argc, argv);
   try {
+    reject_empty_values(app);
     // The devices' diagnostic variables: a bad value is a usage error before anything runs.
     try {
       pool_call_delay_seconds_from_environment();

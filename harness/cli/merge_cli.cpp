@@ -1,10 +1,14 @@
 #include "harness/cli/merge_cli.h"
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/cli/metrics_flag.h"
 #include "harness/cli/config_option.h"
@@ -64,7 +68,25 @@ int run_merge_command(const MergeCliArgs& a, const std::string& command_line) {
   std::vector<std::string> formats = merged.formats.empty() ? std::vector<std::string>{"md", "csv", "json"} : merged.formats;
   if (!a.format.empty()) formats = parse_formats(a.format);
   RunReport& report = merged.report;
-  if (!a.baseline.empty()) report.baseline = a.baseline;
+  if (!a.baseline.empty()) {
+    // As a run checks it: a row label of the merged cases, or an allocator's name where the
+    // cases hold one setting of it.
+    std::vector<std::pair<std::string, std::string>> settings;  // (label, allocator name), distinct
+    for (const CaseResult& c : report.cases)
+      if (std::find(settings.begin(), settings.end(), std::pair{c.allocator_label, c.allocator}) == settings.end())
+        settings.emplace_back(c.allocator_label, c.allocator);
+    std::vector<std::string> labels, names;
+    for (const auto& [label, name] : settings) {
+      labels.push_back(label);
+      const auto of_name = std::count_if(settings.begin(), settings.end(), [&](const auto& s) { return s.second == name; });
+      if (of_name == 1 && label != name) names.push_back(name);
+    }
+    labels.insert(labels.end(), names.begin(), names.end());
+    if (std::find(labels.begin(), labels.end(), a.baseline) == labels.end())
+      throw UsageError(fmt::format("merge: --baseline: '{}' is not an allocator of the merged runs (valid: {})", a.baseline,
+                                   fmt::join(labels, ", ")));
+    report.baseline = a.baseline;
+  }
   if (!a.metrics.empty()) report.metrics = parse_metrics_flag(a.metrics);
   report.command_line = command_line;
   report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");

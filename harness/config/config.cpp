@@ -229,7 +229,13 @@ Config load_config(const std::string& path) {
   }
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    // Every document is read: a second one ("---" and more keys) would otherwise be ignored.
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    for (std::size_t i = 1; i < docs.size(); ++i)
+      if (docs[i] && !docs[i].IsNull())
+        throw ConfigError(path, docs[i].Mark().line + 1, docs[i].Mark().column + 1, "",
+                          "a second YAML document: a config is one document (remove the '---' line above it)");
+    if (!docs.empty()) root = docs[0];
   } catch (const YAML::Exception& e) {
     throw ConfigError(path, e.mark.line + 1, e.mark.column + 1, "", "YAML syntax error: " + e.msg);
   }

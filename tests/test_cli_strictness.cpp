@@ -1,0 +1,125 @@
+// Input the command line and configs used to take without a word, each now a usage error (exit 2,
+// nothing written): a value left empty, a second YAML document, a bad name after "all" in
+// --metrics, a --baseline that merge does not have. And `plan` lists the cases of the shard a run
+// would take from the launcher's environment.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "test_helpers.h"
+
+namespace fs = std::filesystem;
+using namespace gmb::testing;
+
+namespace {
+
+const std::string kHole = source_path("configs/hole_pattern.yaml");
+
+std::size_t lines_of(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(CliStrictness, AnEmptyValueIsAUsageErrorNotTheDefault) {
+  auto dir = temp_dir("empty_values");
+  const std::string out = (dir / "out").string();
+  struct Case {
+    std::string args, flag;
+  };
+  for (const Case& c : {Case{"--config " + kHole + " --device sim -q --capacity '' --output " + out, "--capacity"},
+                        Case{"--config " + kHole + " --device sim -q --format '' --output " + out, "--format"},
+                        Case{"--config " + kHole + " --device sim -q --metrics '' --output " + out, "--metrics"},
+                        Case{"--config " + kHole + " --device sim -q --baseline '' --output " + out, "--baseline"},
+                        Case{"--config " + kHole + " --device sim -q --output ''", "--output"},
+                        Case{"plan --config " + kHole + " --device sim --capacity ''", "--capacity"},
+                        Case{"frontier --config " + kHole + " --device sim -q --lo '' --output " + out, "--lo"}}) {
+    SCOPED_TRACE(c.args);
+    auto r = run_gpumembench(c.args);
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(c.flag + ": an empty value"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  // An empty alloc_conf is PyTorch's defaults, a value of its own.
+  auto r = run_gpumembench("replay --device sim -q --trace " +
+                           source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv") +
+                           " --allocator caching --alloc-conf '' --capacity 8GiB");
+  EXPECT_EQ(r.status, 0) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(CliStrictness, ASecondYamlDocumentIsAnErrorWithItsLine) {
+  auto dir = temp_dir("two_docs");
+  write_text(dir / "c.yaml",
+             "name: c\nallocators: [caching]\nworkloads:\n  - hole_pattern: {sizes: [1MiB], free: [], probe: 1MiB}\n"
+             "---\nfoo: bar\n");
+  auto r = run_gpumembench("--config " + (dir / "c.yaml").string() + " --device sim -q --output " + (dir / "o").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("c.yaml:6:1: a second YAML document"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "o"));
+  // A document marker before the only document, or one closing it, is still one config.
+  write_text(dir / "d.yaml",
+             "---\nname: d\nallocators: [caching]\nworkloads:\n  - hole_pattern: {sizes: [1MiB], free: [], probe: 1MiB}\n"
+             "---\n");
+  r = run_gpumembench("--config " + (dir / "d.yaml").string() + " --device sim -q --output " + (dir / "o").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(CliStrictness, MetricsAreCheckedAfterAll) {
+  for (const std::string m : {"gmlake,all,bogus", "all,bogus", "all,"}) {
+    SCOPED_TRACE(m);
+    auto dir = temp_dir("metrics_bad");
+    auto r = run_gpumembench("--config " + kHole + " --device sim -q --metrics " + m + " --output " + (dir / "o").string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_FALSE(fs::exists(dir / "o"));
+    fs::remove_all(dir);
+    EXPECT_NE(r.out.find("--metrics: '"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("is not a metric family (valid: gmlake, stalloc, tf, memory_viz, all)"), std::string::npos)
+        << r.out;
+  }
+  auto dir = temp_dir("metrics_all");
+  auto r = run_gpumembench("--config " + kHole + " --device sim -q --metrics all --format json --output " +
+                           (dir / "o").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(read_text(dir / "o" / "results.json").find("memory_viz_external_free_bytes"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(CliStrictness, MergeChecksItsBaselineAsARunDoes) {
+  auto dir = temp_dir("merge_baseline");
+  for (int i = 0; i < 2; ++i) {
+    auto r = run_gpumembench("--config " + kHole + " --device sim -q --shard " + std::to_string(i) + "/2 --output " +
+                             (dir / ("s" + std::to_string(i))).string());
+    ASSERT_EQ(r.status, 0) << r.out;
+  }
+  const std::string inputs = (dir / "s0").string() + " " + (dir / "s1").string();
+  auto r = run_gpumembench("merge " + inputs + " --output " + (dir / "m").string() + " --baseline nope");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--baseline: 'nope' is not an allocator of the merged runs (valid: cuda_malloc, caching, "
+                       "caching[expandable_segments:True], cuda_mempool)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(dir / "m"));
+  r = run_gpumembench("merge " + inputs + " --output " + (dir / "m").string() + " --baseline cuda_malloc");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(read_text(dir / "m" / "results.md").find("| vs cuda_malloc |"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(CliStrictness, PlanListsTheShardTheLaunchersEnvironmentGives) {
+  auto all = run_gpumembench("plan --config " + kHole + " --device sim");
+  ASSERT_EQ(all.status, 0) << all.out;
+  auto one = run_gpumembench_with_prefix("SLURM_PROCID=1 SLURM_NTASKS=2 ", "plan --config " + kHole + " --device sim");
+  ASSERT_EQ(one.status, 0) << one.out;
+  auto flag = run_gpumembench("plan --config " + kHole + " --device sim --shard 1/2");
+  EXPECT_EQ(one.out, flag.out);
+  EXPECT_EQ(lines_of(one.out), lines_of(all.out) / 2);
+  auto bad = run_gpumembench_with_prefix("SLURM_ARRAY_TASK_ID=abc SLURM_ARRAY_TASK_COUNT=2 ",
+                                         "plan --config " + kHole + " --device sim");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+}
+
+}  // namespace
