@@ -30,6 +30,7 @@
 #include "devices/call_log_file.h"
 #include "devices/device.h"
 #include "common/live_map.h"
+#include "common/units.h"
 #include "devices/sim_malloc_model.h"
 
 namespace gmb {
@@ -605,7 +606,10 @@ class SimDevice final : public Device {
     }
     const Bytes offset = best ? *best : tail;
     if (offset + size > kPoolSpan)
-      throw DeviceError("simulated device: memory pool virtual address range exhausted");
+      throw DeviceError(fmt::format(
+          "simulated device: memory pool virtual address range exhausted (the model gives a pool {} of "
+          "address space, the span the H200's driver gave one; a pool larger than that is not modeled)",
+          format_bytes(kPoolSpan)));
     // Back the granules it touches: idle granules first, then new memory.
     const std::uint64_t g0 = offset / kPoolGranule, g1 = (offset + size - 1) / kPoolGranule;
     std::vector<std::uint64_t> missing;

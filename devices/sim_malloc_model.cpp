@@ -13,6 +13,12 @@ constexpr Bytes kSmallStep = 512;
 // The H200's addresses in a fresh process: the top of the context's first region.
 constexpr DevPtr kVaHigh = 0x7f3e06000000ULL;
 constexpr DevPtr kVaLow = 0x300000000000ULL;
+// Where the H200's range (79 TiB) is full: devices far larger than any card made today (up to
+// kMaxDeviceBytes, 1024 TiB, whose expandable segments reserve 1 1/8 of it each) get regions in
+// [2^47, 2^52), top-down too. These addresses exist only in the model (a real process's are
+// below 2^47); they stay below 2^52, where RecordedPlacementDevice moves the ones it hands out.
+constexpr DevPtr kVaExtendedLow = DevPtr{1} << 47;
+constexpr DevPtr kVaExtendedHigh = DevPtr{1} << 52;
 
 Bytes round_up(Bytes n, Bytes step) { return (n + step - 1) / step * step; }
 
@@ -94,23 +100,24 @@ void SimMallocModel::erase_region(std::map<DevPtr, Region>::iterator it) {
   regions_.erase(it);
 }
 
-// Top-down: the highest gap below kVaHigh strictly larger than the region; the region sits
-// at the top of it.
-DevPtr SimMallocModel::new_region(Bytes size, bool vmm) {
-  DevPtr top = kVaHigh;
-  DevPtr base = 0;
+// Top-down in [low, high): the highest gap between regions strictly larger than the region, or
+// else the space down to low if it holds it; the region sits at the top of it. 0: no room.
+DevPtr SimMallocModel::top_down_gap(DevPtr low, DevPtr high, Bytes size) const {
+  DevPtr top = high;
   for (auto it = extents_.rbegin(); it != extents_.rend(); ++it) {
+    if (it->first >= high) continue;  // a region above the range
     const DevPtr end = it->second;
-    if (top > end && top - end > size) {
-      base = top - size;
-      break;
-    }
+    if (end <= low) break;  // the regions below the range (the ranges do not overlap)
+    if (top > end && top - end > size) return top - size;
     top = std::min(top, it->first);
   }
-  if (base == 0) {
-    if (top < kVaLow + size) throw DeviceError("simulated device: virtual address space exhausted");
-    base = top - size;
-  }
+  return top >= low && top - low >= size ? top - size : 0;
+}
+
+DevPtr SimMallocModel::new_region(Bytes size, bool vmm) {
+  DevPtr base = top_down_gap(kVaLow, kVaHigh, size);
+  if (base == 0) base = top_down_gap(kVaExtendedLow, kVaExtendedHigh, size);
+  if (base == 0) throw DeviceError("simulated device: virtual address space exhausted");
   Region r;
   r.size = size;
   r.created = ++region_seq_;

@@ -117,6 +117,7 @@ class SimMallocModel {
   void add_context_regions();
   DevPtr place(Bytes size);
   DevPtr new_region(Bytes size, bool vmm);
+  DevPtr top_down_gap(DevPtr low, DevPtr high, Bytes size) const;
   void unplace(DevPtr ptr, Bytes size);
   void erase_region(std::map<DevPtr, Region>::iterator it);
   static void update_largest_free(Region& r);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "allocators/registry.h"
 #include "devices/device.h"
 #include "test_helpers.h"
 
@@ -89,6 +90,72 @@ TEST(HugeSizes, CapacityAboveOnePiBIsAUsageError) {
   EXPECT_NE(r.out.find("larger than 1024TiB"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir / "out"));
   fs::remove_all(dir);
+}
+
+// The largest device accepted is a device the cases run on: allocations far larger than the
+// H200's 79 TiB of modeled address space are placed above it (cudaMalloc, caching, bfc), and the
+// caching allocator's free blocks stay in best-fit order above 256 TiB. Expandable segments
+// run at exactly 1024 TiB (no room above the limit there, rather than a capacity refused).
+TEST(HugeSizes, TheLargestDeviceRunsItsCases) {
+  auto dir = temp_dir("largest");
+  // 300 TiB and 260 TiB live, the 300 TiB one freed: the 280 TiB probe takes it.
+  write_text(dir / "c.yaml",
+             "device: {capacity: 1024TiB}\n"
+             "allocators: [cuda_malloc, caching, bfc]\n"
+             "workloads: [{hole_pattern: {sizes: [300TiB, 260TiB, 1GiB], free: [0], probe: 280TiB}}]\n");
+  auto r = run_gpumembench("--device sim --quiet --format csv --config " + (dir / "c.yaml").string() + " --output " +
+                           (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto rows = parse_csv(read_text(dir / "out" / "results.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  int cachings = 0;
+  for (const auto& [label, row] : rows) {
+    SCOPED_TRACE(label);
+    EXPECT_EQ(row.at("ooms"), "0");
+    EXPECT_EQ(row.at("error"), "");
+    if (row.at("allocator_label") != "caching") continue;
+    // The probe reuses the freed 300 TiB block (a fourth segment would make 840 TiB).
+    EXPECT_EQ(row.at("peak_reserved_bytes"), std::to_string((560ULL << 40) + (1ULL << 30)));
+    EXPECT_EQ(row.at("device_mallocs"), "3");
+    ++cachings;
+  }
+  EXPECT_EQ(cachings, 1);
+
+  write_text(dir / "e.yaml",
+             "device: {capacity: 1024TiB}\n"
+             "allocators: [{caching: {alloc_conf: 'expandable_segments:True'}}]\n"
+             "workloads: [{hole_pattern: {sizes: [100MiB, 200MiB], free: [0], probe: 250MiB}}]\n");
+  r = run_gpumembench("--device sim --quiet --format csv --config " + (dir / "e.yaml").string() + " --output " +
+                      (dir / "e").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  fs::remove_all(dir);
+}
+
+// Best fit among free blocks of more than 2^48 bytes (whose sizes a 48-bit key field held in
+// bytes could not tell apart): the smaller one, though the larger lies at the lower address.
+TEST(HugeSizes, CachingTakesTheBestFitAmongFreeBlocksAbove256TiB) {
+  gmb::SimDeviceOptions o;
+  o.capacity_bytes = gmb::kMaxDeviceBytes;
+  auto d = gmb::make_sim_device(o);
+  auto a = gmb::make_allocator("caching", *d, {});
+  const gmb::Bytes tib = gmb::Bytes{1} << 40;
+  // 300 and 302 TiB share a size bin of the free set (4 TiB wide there): their order inside it
+  // is the key's.
+  auto small = a->allocate(300 * tib, 0);  // placed top-down: the higher address
+  auto pin1 = a->allocate(1 * gmb::GiB, 0);
+  auto large = a->allocate(302 * tib, 0);
+  auto pin2 = a->allocate(1 * gmb::GiB, 0);
+  ASSERT_TRUE(small && pin1 && large && pin2);
+  ASSERT_LT(*large, *small);
+  a->deallocate(*small);
+  a->deallocate(*large);
+  auto p = a->allocate(299 * tib, 0);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(*p, *small);
+  auto q = a->allocate(301 * tib, 0);  // then the 302 TiB block: no new segment
+  ASSERT_TRUE(q);
+  EXPECT_EQ(*q, *large);
+  EXPECT_EQ(a->stats().device_allocs, 4u);
 }
 
 // The simulated driver itself refuses what it cannot hold before rounding it (cudaMalloc,

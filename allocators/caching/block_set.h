@@ -25,10 +25,14 @@
 // Block must have the fields `StreamId stream; Bytes size; DevPtr ptr; void* tleaf;`. tleaf is
 // the leaf holding the block, or the set itself for the block held in `one_` (nullptr while in
 // no set); a block's key must not change while it is in a set. Keys are packed into one 128-bit
-// number (stream << 112 | size << 64 | address), so streams must lie in [0, 65535] and sizes
-// below 2^48 (256 TiB); the allocator checks this.
+// number (stream << 112 | size units << 64 | address), so streams must lie in [0, 65535]. Sizes
+// are in 512-byte units, rounded up: a block's size is a multiple of 512 (the allocator rounds
+// every request to 512 bytes, and segments and pages are multiples of it), so its key is exact,
+// and a lookup key of any size finds the first block not smaller. 48 bits of units cover sizes
+// up to 2^57 bytes, far above the largest device (kMaxDeviceBytes, 2^50).
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -58,7 +62,7 @@ class BlockSet {
   static constexpr int kCap = 16;     // children per inner node
 
   using Key = unsigned __int128;
-  static constexpr Key kNoKey = ~Key{0};  // above every block's key (sizes < 2^48)
+  static constexpr Key kNoKey = ~Key{0};  // above every block's key (sizes below 2^57)
   struct Inner;
   struct Leaf {
     int n = 0;
@@ -255,11 +259,20 @@ class BlockSet {
     remove_child(p, l);
   }
 
-  static Key key_of(const Block* b) { return make_key(b->stream, b->size, b->ptr); }
+  static Key key_of(const Block* b) {
+    assert(!kBySize || b->size % 512 == 0);  // exact in 512-byte units (make_key)
+    return make_key(b->stream, b->size, b->ptr);
+  }
   static Key make_key(StreamId stream, Bytes size, DevPtr ptr) {
-    constexpr Bytes kMaxSize = (Bytes{1} << 48) - 1;  // a larger lookup key finds nothing
+    constexpr Bytes kMaxUnits = (Bytes{1} << 48) - 1;  // a larger lookup key finds nothing
     Key hi = static_cast<std::uint64_t>(static_cast<std::uint16_t>(stream)) << 48;
-    if (kBySize) hi |= size < kMaxSize ? size : kMaxSize;
+    if (kBySize) {
+      const Bytes units = (size >> 9) + ((size & 511) != 0);
+      hi |= units < kMaxUnits ? units : kMaxUnits;
+      // A lookup size between two multiples of 512: every block of the rounded-up size is larger
+      // than it, so none of them is below the key, whatever its address.
+      if (size & 511) ptr = 0;
+    }
     return (hi << 64) | ptr;
   }
 

@@ -730,7 +730,10 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
   const bool capacity_is_limit =
       spec.allocator == "caching" && device_spec.capacity_bytes && caching_capacity_is_limit(options);
   if (capacity_is_limit) {
-    overshoot = caching_limit_overshoot_bytes(options);
+    // Within the largest device modeled (at a capacity of kMaxDeviceBytes there is no room above
+    // the limit), and never an overflow, whatever large_segment_size_mb says.
+    overshoot = std::min(caching_limit_overshoot_bytes(options),
+                         kMaxDeviceBytes - std::min(device_spec.capacity_bytes, kMaxDeviceBytes));
     case_device.capacity_bytes += overshoot;
     case_device.card_bytes = kH200CardBytes;
   }
