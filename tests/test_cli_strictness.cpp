@@ -1,10 +1,19 @@
 // Input the command line and configs used to take without a word, each now a usage error (exit 2,
 // nothing written): a value left empty, a second YAML document, a bad name after "all" in
-// --metrics, a --baseline that merge does not have. And `plan` lists the cases of the shard a run
-// would take from the launcher's environment.
+// --metrics, a --baseline that merge does not have. `plan` lists the cases of the shard a run
+// would take from the launcher's environment. An export to a FIFO or a device (/dev/null) writes
+// through it instead of replacing it with a file.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <thread>
 #include <sstream>
 #include <string>
 
@@ -120,6 +129,45 @@ TEST(CliStrictness, PlanListsTheShardTheLaunchersEnvironmentGives) {
   auto bad = run_gpumembench_with_prefix("SLURM_ARRAY_TASK_ID=abc SLURM_ARRAY_TASK_COUNT=2 ",
                                          "plan --config " + kHole + " --device sim");
   EXPECT_EQ(bad.status, 2) << bad.out;
+}
+
+TEST(CliStrictness, ExportSnapshotToAFifoWritesThroughItInsteadOfReplacingIt) {
+  auto dir = temp_dir("export_fifo");
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Read without blocking (a FIFO nobody writes to reads as its end), until the command is done:
+  // the test ends whether or not the FIFO is written.
+  const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(fd, 0);
+  std::string got;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        got.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if ((n == 0 && done) || (n < 0 && errno != EAGAIN)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  auto r = run_gpumembench_bounded("replay --device sim -q --trace " +
+                                   source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv") +
+                                   " --allocator caching --capacity 8GiB --export-snapshot " + fifo.string());
+  done = true;
+  reader.join();
+  ::close(fd);
+  EXPECT_EQ(r.status, 0) << r.out;
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  ASSERT_GE(got.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(got[0]), 0x80);  // a pickle's PROTO opcode
+  EXPECT_EQ(got.back(), '.');                           // and its STOP
+  for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename(), "pipe");  // no temporary left
+  fs::remove_all(dir);
 }
 
 }  // namespace

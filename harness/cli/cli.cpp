@@ -434,7 +434,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
                                  "{} OOMs, {} segments at the end)\n",
                                  a.export_snapshot, sum.entries, sum.ooms, sum.segments);
     } catch (const std::runtime_error& e) {
-      if (dynamic_cast<const TraceError*>(&e)) throw;
+      if (dynamic_cast<const TraceError*>(&e) || dynamic_cast<const FileWriteError*>(&e)) throw;
       throw UsageError(fmt::format("--export-snapshot: {}", e.what()));
     }
   }

@@ -1,6 +1,8 @@
 #include "harness/export/snapshot_export.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <unordered_map>
@@ -11,7 +13,7 @@
 #include "devices/recorded_placement_device.h"
 #include "devices/recording_device.h"
 #include "allocators/registry.h"
-#include "harness/io/atomic_write.h"  // temporary_path_for
+#include "harness/io/atomic_write.h"  // temporary_path_for, FileWriteError
 #include "workloads/pickle/pickle_writer.h"
 #include "workloads/pytorch_snapshot.h"  // to_string(DeviceCall::Kind): the trace action names
 
@@ -23,9 +25,10 @@ namespace {
 class PickleFile {
  public:
   // Written under a temporary name and renamed at close: a failed export leaves no partial file.
+  // A device or a FIFO at path (--export-snapshot /dev/null) is written in place, never replaced.
   explicit PickleFile(const std::string& path)
       : path_(path), tmp_(temporary_path_for(path)), f_(std::fopen(tmp_.c_str(), "wb")) {
-    if (!f_) throw std::runtime_error(fmt::format("{}: cannot write the snapshot file", path));
+    if (!f_) fail();
   }
   ~PickleFile() {
     if (!f_) return;
@@ -41,15 +44,18 @@ class PickleFile {
     FILE* f = f_;
     f_ = nullptr;
     if (std::fclose(f) != 0 || (tmp_ != path_ && std::rename(tmp_.c_str(), path_.c_str()) != 0)) {
+      const int err = errno;
       if (tmp_ != path_) std::remove(tmp_.c_str());
-      throw std::runtime_error(fmt::format("{}: writing the snapshot file failed", path_));
+      fail(err);
     }
   }
 
  private:
+  [[noreturn]] void fail(int err = errno) const {
+    throw FileWriteError(fmt::format("cannot write {}: {}", path_, std::strerror(err)));
+  }
   void flush() {
-    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size())
-      throw std::runtime_error(fmt::format("{}: writing the snapshot file failed (disk full?)", path_));
+    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) fail();
     buf_.clear();
   }
   std::string path_, tmp_;
@@ -152,9 +158,8 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
                                       const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin,
                                       std::vector<std::pair<Bytes, DevPtr>> placements) {
   SnapshotExportSummary summary;
-  const std::string tmp = path + ".tmp";
-  try {
-    PickleFile file(tmp);
+  {
+    PickleFile file(path);  // removes its temporary unless closed
     pickle::Writer w(file.buffer());
     SimDeviceOptions o;
     if (capacity) o.capacity_bytes = capacity;
@@ -291,14 +296,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
     w.end_dict();
     w.finish();
     file.close();
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error(fmt::format("{}: cannot write the snapshot file: {}", path, ec.message()));
   return summary;
 }
 
