@@ -19,5 +19,8 @@ constexpr Bytes TiB = 1024 * GiB;
 // larger than the device is refused before any rounding, so with sizes bounded by this no
 // rounding, page count or sum of live bytes can overflow 64 bits.
 constexpr Bytes kMaxDeviceBytes = 1024 * TiB;
+// Stream ids a trace may use: the caching allocator keys its free blocks by a 16-bit stream
+// (allocators/caching/block_set.h), so readers refuse larger ids where the file names them.
+constexpr std::int64_t kMaxStreamId = 65535;
 
 }  // namespace gmb

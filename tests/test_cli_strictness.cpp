@@ -170,4 +170,24 @@ TEST(CliStrictness, ExportSnapshotToAFifoWritesThroughItInsteadOfReplacingIt) {
   fs::remove_all(dir);
 }
 
+// A stream id the caching allocator cannot key (above 65535) is the trace's error, with its line,
+// not an internal error of the allocator in the middle of the replay.
+TEST(CliStrictness, AStreamIdAbove65535IsATraceErrorWithItsLine) {
+  auto dir = temp_dir("stream_id");
+  std::string csv = "action,id,bytes,stream\n";
+  for (int i = 0; i < 300000; ++i) csv += "alloc," + std::to_string(i) + ",512,65535\nfree," + std::to_string(i) + ",,65535\n";
+  csv += "alloc,1,512,65536\n";  // line 600,002: past the first chunks, in the fast path
+  write_text(dir / "t.csv", csv);
+  for (const char* allocator : {"caching", "vmm_stitch", "cuda_malloc"}) {
+    SCOPED_TRACE(allocator);
+    auto r = run_gpumembench("replay --device sim -q --capacity 8GiB --trace " + (dir / "t.csv").string() +
+                             " --allocator " + allocator + " --output " + (dir / "o").string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("t.csv:600002: stream '65536' is not a stream id (valid: 0 to 65535)"), std::string::npos)
+        << r.out;
+    EXPECT_FALSE(fs::exists(dir / "o"));
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace

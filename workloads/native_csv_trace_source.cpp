@@ -107,7 +107,7 @@ class NativeCsvSource final : public TraceSource {
       }
       if (*p != '\n') {
         n = CsvLines::decimal16(p, v);
-        if (n == 0 || n > 15 || v > 1000000) return nullptr;
+        if (n == 0 || n > 15 || v > static_cast<std::uint64_t>(kMaxStreamId)) return nullptr;
         op.stream = static_cast<StreamId>(v);
         p += n;
       }
@@ -116,7 +116,7 @@ class NativeCsvSource final : public TraceSource {
   }
 
   // The common line of the canonical header (action,id,bytes[,stream]): "alloc,12,4096,0" or
-  // "free,12,,0", no blanks, ids and sizes of at most 19 digits, the stream at most 1000000.
+  // "free,12,,0", no blanks, ids and sizes of at most 19 digits, the stream at most kMaxStreamId.
   // Returns where its '\n' is, or null for anything else (left to the general path, which
   // gives the errors) or when the line's end is not in the buffer yet.
   const char* parse_plain(const char* p, const char* end, Op& op) const {
@@ -147,7 +147,7 @@ class NativeCsvSource final : public TraceSource {
     if (p < end && *p == ',' && has_stream_) {
       ++p;
       if (p < end && *p != '\n') {
-        if (!digits(v) || v > 1000000) return nullptr;
+        if (!digits(v) || v > static_cast<std::uint64_t>(kMaxStreamId)) return nullptr;
         op.stream = static_cast<StreamId>(v);
       }
     }
@@ -213,8 +213,9 @@ class NativeCsvSource final : public TraceSource {
     op.id = id;
     if (col_[3] >= 0 && static_cast<std::size_t>(col_[3]) < count && !f[col_[3]].empty()) {
       std::uint64_t s = 0;
-      if (!CsvLines::parse_u64(f[col_[3]], s) || s > 1000000)
-        fail(fmt::format("stream '{}' is not a small non-negative integer", escaped_excerpt(f[col_[3]], 60)));
+      if (!CsvLines::parse_u64(f[col_[3]], s) || s > static_cast<std::uint64_t>(kMaxStreamId))
+        fail(fmt::format("stream '{}' is not a stream id (valid: 0 to {})", escaped_excerpt(f[col_[3]], 60),
+                         kMaxStreamId));
       op.stream = static_cast<StreamId>(s);
     }
     if (action == "alloc") {

@@ -132,6 +132,9 @@ class RmmLogSource final : public TraceSource {
   StreamId stream_id(std::uint64_t handle) {
     auto it = streams_.find(handle);
     if (it != streams_.end()) return it->second;
+    if (streams_.size() > static_cast<std::size_t>(kMaxStreamId))
+      fail(fmt::format("more than {} distinct streams (each handle becomes a stream id, 0 to {})", kMaxStreamId + 1,
+                       kMaxStreamId));
     const auto id = static_cast<StreamId>(streams_.size());
     streams_.emplace(handle, id);
     if (streams_.size() == 2) meta_.notes.push_back("replaying every stream: the default stream (0) as 0, the others 1, 2, ... in order of appearance");
