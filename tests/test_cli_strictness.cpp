@@ -16,6 +16,7 @@
 #include <thread>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "test_helpers.h"
 
@@ -187,6 +188,29 @@ TEST(CliStrictness, AStreamIdAbove65535IsATraceErrorWithItsLine) {
         << r.out;
     EXPECT_FALSE(fs::exists(dir / "o"));
   }
+  fs::remove_all(dir);
+}
+
+// A folder refused (it holds other files) keeps only what it held: no lock file of ours. replay
+// has no --resume, so its message does not offer one.
+TEST(CliStrictness, ARefusedOutputFolderIsLeftAsItWas) {
+  auto dir = temp_dir("refused_folder");
+  fs::create_directories(dir / "o");
+  write_text(dir / "o" / "mine.txt", "keep\n");
+  auto r = run_gpumembench("replay --device sim -q --capacity 8GiB --trace " +
+                           source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv") +
+                           " --allocator caching --output " + (dir / "o").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is not empty (it holds mine.txt)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--resume"), std::string::npos) << r.out;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir / "o")) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"mine.txt"});
+  // A run's refusal still offers --resume, and leaves no lock either.
+  r = run_gpumembench("--config " + kHole + " --device sim -q --output " + (dir / "o").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--resume"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "o" / ".gpumembench.lock"));
   fs::remove_all(dir);
 }
 

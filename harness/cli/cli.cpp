@@ -339,7 +339,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   spec = choose_device(spec, a.quiet);
   // The folder is taken before the replay runs (exit 2 for one that cannot be used).
   std::optional<OutputFolder> folder;
-  if (!a.output.empty()) folder.emplace(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output");
+  if (!a.output.empty()) folder.emplace(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output", report_files());
   install_stop_handlers(false);
   if (!a.quiet)
     for (const auto& note : notes) std::cerr << "gpumembench: trace " << a.trace << ": " << note << "\n";

@@ -90,7 +90,7 @@ int run_merge_command(const MergeCliArgs& a, const std::string& command_line) {
   if (!a.metrics.empty()) report.metrics = parse_metrics_flag(a.metrics);
   report.command_line = command_line;
   report.started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
-  OutputFolder folder(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output");
+  OutputFolder folder(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output", report_files());
   {
     SignalsHeld held;
     for (const MergedCase& f : merged.files) {

@@ -23,6 +23,10 @@ const OwnedFiles& run_files() {
       {"results.json", "results.csv", "results.md", "results.tex", "cases", "oom", "timelines", "plots"}, true};
   return files;
 }
+const OwnedFiles& report_files() {
+  static const OwnedFiles files{run_files().names, false};
+  return files;
+}
 const OwnedFiles& frontier_files() {
   static const OwnedFiles files{{"frontier.json", "frontier.md", "frontier.csv"}, false, true};
   return files;
@@ -66,7 +70,18 @@ OutputFolder::OutputFolder(const std::string& path, OutputMode mode, const std::
     if (ec) throw OutputFolderError(fmt::format("{} {}: cannot create the folder: {}", flag, path, ec.message()));
     created_ = true;
   }
-  lock(flag);
+  try {
+    lock(flag);
+    check_entries(mode, flag, owned);
+  } catch (...) {  // refused: nothing of ours stays (the lock file, a folder made here)
+    release();
+    throw;
+  }
+}
+
+void OutputFolder::check_entries(OutputMode mode, const std::string& flag, const OwnedFiles& owned) {
+  const std::string& path = path_;
+  std::error_code ec;
   std::vector<std::string> entries;
   for (const auto& e : fs::directory_iterator(path, ec))
     if (e.path().filename() != kLockName) entries.push_back(e.path().filename().string());
@@ -164,14 +179,18 @@ OutputFolder::OutputFolder(OutputFolder&& other) noexcept
   other.created_ = false;
 }
 
-OutputFolder::~OutputFolder() {
+OutputFolder::~OutputFolder() { release(); }
+
+void OutputFolder::release() noexcept {
   if (lock_fd_ >= 0) {
     ::unlink((fs::path(path_) / kLockName).c_str());
     ::close(lock_fd_);
+    lock_fd_ = -1;
   }
   if (created_) {  // rmdir removes a folder only when it is empty
     ::rmdir((fs::path(path_) / "cases").c_str());
     ::rmdir(path_.c_str());
+    created_ = false;
   }
 }
 

@@ -26,6 +26,7 @@ struct OwnedFiles {
   bool shares_folder = false;
 };
 const OwnedFiles& run_files();       // results.{json,csv,md,tex}, cases/, oom/, timelines/, plots/
+const OwnedFiles& report_files();    // run_files() for commands without --resume (replay, merge)
 const OwnedFiles& frontier_files();  // frontier.{json,md,csv}
 const OwnedFiles& compare_files();   // compare.{md,csv,json,tex}
 
@@ -57,6 +58,8 @@ class OutputFolder {
  private:
   OutputFolder() = default;
   void lock(const std::string& flag);
+  void check_entries(OutputMode mode, const std::string& flag, const OwnedFiles& owned);
+  void release() noexcept;  // the lock, and the folder if this made it and it is empty
   std::string path_;
   int lock_fd_ = -1;
   bool created_ = false;  // this run made the folder
