@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -211,6 +212,28 @@ TEST(CliStrictness, ARefusedOutputFolderIsLeftAsItWas) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--resume"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir / "o" / ".gpumembench.lock"));
+  fs::remove_all(dir);
+}
+
+// A text trace through a pipe (a FIFO, <(...)) is refused with the reason: a replay reads its
+// trace more than once, and the second reading would find the pipe empty ("empty trace").
+TEST(CliStrictness, ATextTraceThroughAPipeIsRefusedWithTheReason) {
+  auto dir = temp_dir("trace_pipe");
+  const std::string fifo = (dir / "t.csv").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string cmd = "cat " +
+                          source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv") + " > " + fifo +
+                          " & timeout 60 " + std::string(GMB_BINARY) + " replay --trace " + fifo +
+                          " --allocator caching --device sim --capacity 8GiB --quiet 2>&1; st=$?; kill $! 2>/dev/null; exit $st";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = pclose(p);
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 2) << out;
+  EXPECT_NE(out.find(fifo + ": the trace is a pipe, and a replay reads its trace more than once"), std::string::npos)
+      << out;
   fs::remove_all(dir);
 }
 

@@ -87,7 +87,7 @@ TEST(TraceInput, PlainAndUnusualLinesOfTheNativeCsvReadAlike) {
   auto dir = temp_dir("trace_in");
   write_text(dir / "t.csv",
              "action,id,bytes,stream\nalloc,1,100,0\nalloc, 2 ,200,1\r\nfree,1, ,0\n"
-             "alloc,18446744073709551614,5,3\nalloc,4,8,\nfree,2,,1\nalloc,12345678901234567890,9,1000000\n");
+             "alloc,18446744073709551614,5,3\nalloc,4,8,\nfree,2,,1\nalloc,12345678901234567890,9,65535\n");
   auto ops = read_all((dir / "t.csv").string());
   ASSERT_EQ(ops.size(), 7u);
   EXPECT_EQ(ops[1].id, 2u);
@@ -99,13 +99,13 @@ TEST(TraceInput, PlainAndUnusualLinesOfTheNativeCsvReadAlike) {
   EXPECT_EQ(ops[3].stream, 3);
   EXPECT_EQ(ops[4].stream, 0);
   EXPECT_EQ(ops[6].id, 12345678901234567890ull);
-  EXPECT_EQ(ops[6].stream, 1000000);
+  EXPECT_EQ(ops[6].stream, 65535);
   for (std::size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(ops[i].source_line, i + 2);
   write_text(dir / "u.csv", "action,id,bytes,stream\nalloc,1,100,0\nalloc,1,100,0\n");
   EXPECT_NE(error_of((dir / "u.csv").string()).find("u.csv:3: alloc of id 1 which is already allocated"),
             std::string::npos);
-  write_text(dir / "s.csv", "action,id,bytes,stream\nalloc,1,100,1000001\n");
-  EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:2: stream '1000001' is not a small"), std::string::npos);
+  write_text(dir / "s.csv", "action,id,bytes,stream\nalloc,1,100,65536\n");
+  EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:2: stream '65536' is not a stream id (valid: 0 to 65535)"), std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -128,7 +128,10 @@ TEST(TraceInput, NativeCsvNumbersOfEveryLengthReadExactly) {
   };
   for (int round = 0; round < 3; ++round)
     for (int n = 1; n <= 20; ++n) {
-      const std::string id = digits(n), bytes = digits(21 - n), stream = digits(1 + (n % 6));
+      const std::string id = digits(n), bytes = digits(21 - n);
+      std::string stream = digits(1 + (n % 6));
+      // Stream ids are 0 to 65535: leading digits become zeros (the length stays) until it is one.
+      while (std::stoull(stream) > 65535) stream[stream.find_first_not_of('0')] = '0';
       Op a;
       a.kind = Op::Kind::Alloc;
       a.id = std::stoull(id);
@@ -176,8 +179,8 @@ TEST(TraceInput, NativeCsvNumbersOfEveryLengthReadExactly) {
   // Lines the fast path must leave to the general one, which names them.
   const std::string pad = "alloc,100,1,0\nalloc,101,1,0\nalloc,102,1,0\nalloc,103,1,0\nalloc,104,1,0\n";
   const std::string after = "\nalloc,200,1,0\nalloc,201,1,0\nalloc,202,1,0\nalloc,203,1,0\nalloc,204,1,0\n";
-  write_text(dir / "s.csv", "action,id,bytes,stream\n" + pad + "alloc,1,100,1000001" + after);
-  EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:7: stream '1000001' is not a small"), std::string::npos);
+  write_text(dir / "s.csv", "action,id,bytes,stream\n" + pad + "alloc,1,100,65536" + after);
+  EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:7: stream '65536' is not a stream id (valid: 0 to 65535)"), std::string::npos);
   write_text(dir / "f.csv", "action,id,bytes,stream\n" + pad + "free,100,64,0" + after);
   EXPECT_NE(error_of((dir / "f.csv").string()).find("f.csv:7: a free carries no bytes (found '64')"), std::string::npos);
   write_text(dir / "o.csv", "action,id,bytes,stream\n" + pad + "alloc,5,18446744073709551616,0" + after);

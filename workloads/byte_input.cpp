@@ -19,7 +19,10 @@
 namespace gmb {
 
 TraceError::TraceError(const std::string& file_, std::uint64_t line_, const std::string& message)
-    : std::runtime_error(fmt::format("{}:{}: {}", file_, line_, message)), file(file_), line(line_) {}
+    : std::runtime_error(line_ ? fmt::format("{}:{}: {}", file_, line_, message)  // line 0: the file as a whole
+                               : fmt::format("{}: {}", file_, message)),
+      file(file_),
+      line(line_) {}
 
 TraceError::TraceError(const std::string& file_, std::uint64_t offset, const std::string& message, bool)
     : std::runtime_error(fmt::format("{}: byte {}: {}", file_, offset, message)), file(file_), byte_offset(offset) {}
@@ -306,6 +309,7 @@ std::unique_ptr<ByteInput> ByteInput::open(const std::string& path) {
   if (gz) in = std::make_unique<GzipBytes>(path, f, std::move(head));
   else in = std::make_unique<FileBytes>(path, f, std::move(head));
   in->regular_file_ = S_ISREG(st.st_mode);
+  in->pipe_ = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
   if (in->regular_file_) in->file_bytes_ = static_cast<std::uint64_t>(st.st_size);
   return in;
 }

@@ -58,6 +58,7 @@ class ByteInput {
   // A regular file (not a pipe, FIFO or character device such as /dev/zero): its length is
   // bounded by what the disk holds.
   bool regular_file() const { return regular_file_; }
+  bool pipe() const { return pipe_; }  // a FIFO or a socket: its bytes can be read once
   // What the file says the whole content's length is, 0 where it does not say (a pipe): only a
   // hint, for sizing (a gzip stream's own length field, taken modulo 2^32, is that of its last
   // member).
@@ -91,6 +92,7 @@ class ByteInput {
   std::uint64_t base_ = 0;         // content offset of buf_[0]
   bool ended_ = false;
   bool regular_file_ = false;
+  bool pipe_ = false;
 };
 
 

@@ -88,6 +88,13 @@ const std::vector<TraceFormat>& trace_formats() {
 
 std::unique_ptr<TraceSource> open_trace(const std::string& path, const TraceOpenOptions& options) {
   std::unique_ptr<ByteInput> in = ByteInput::open(path);
+  // A replay opens its trace more than once (checked first, then replayed; again for an export),
+  // and a pipe's bytes come once: the second reading would find it empty. Refused before any
+  // byte is read, so the message does not depend on when the writer comes.
+  if (in->pipe())
+    throw TraceError(path, 0,
+                     "the trace is a pipe, and a replay reads its trace more than once: give it as a regular file "
+                     "(for <(...) or a FIFO, write its output to a file first)");
   const TraceHead head = make_head(in->peek(kHeadBytes));
   for (const auto& f : trace_formats())
     if (f.open && f.sniff(head)) return f.open(std::move(in), options);
