@@ -133,6 +133,12 @@ inline StepAware* step_aware(Allocator& a) { return dynamic_cast<StepAware*>(&a)
 // Allocator options as written by a person: key -> value text. Factories parse and validate.
 using AllocatorOptions = std::map<std::string, std::string>;
 
+// Thrown by an allocator for a run its model does not cover (e.g. thousands of streams in
+// `caching`): the case fails with this message, and a sweep goes on with the other cases.
+struct AllocatorModelLimit : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Thrown by a factory for a bad option: names the key and lists the valid choices.
 struct OptionError : std::invalid_argument {
   OptionError(std::string key_, const std::string& message, std::string valid_)

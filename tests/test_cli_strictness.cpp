@@ -237,4 +237,22 @@ TEST(CliStrictness, ATextTraceThroughAPipeIsRefusedWithTheReason) {
   fs::remove_all(dir);
 }
 
+// Thousands of distinct streams: the caching allocator refuses the case with a message (each
+// stream's free-block index takes about 230 KiB) instead of growing by gigabytes.
+TEST(CliStrictness, ThousandsOfStreamsEndTheCachingCaseWithAMessage) {
+  auto dir = temp_dir("many_streams");
+  std::string csv = "action,id,bytes,stream\n";
+  for (int i = 0; i < 2000; ++i) csv += "alloc," + std::to_string(i) + ",512," + std::to_string(i * 30) + "\n";
+  for (int i = 0; i < 2000; ++i) csv += "free," + std::to_string(i) + ",," + std::to_string(i * 30) + "\n";
+  write_text(dir / "t.csv", csv);
+  auto r = run_gpumembench_bounded("replay --device sim -q --capacity 8GiB --trace " + (dir / "t.csv").string() +
+                                   " --allocator caching");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("keeps free blocks of at most 1024 streams per pool"), std::string::npos) << r.out;
+  r = run_gpumembench_bounded("replay --device sim -q --capacity 8GiB --trace " + (dir / "t.csv").string() +
+                              " --allocator bfc");
+  EXPECT_EQ(r.status, 0) << r.out;
+  fs::remove_all(dir);
+}
+
 }  // namespace

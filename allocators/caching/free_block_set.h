@@ -29,8 +29,11 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "allocators/allocator.h"  // AllocatorModelLimit
 #include "allocators/caching/block_set.h"
 
 namespace gmb::caching {
@@ -263,6 +266,10 @@ class FreeBlockSet {
   // The stream's bins, made on its first insert.
   __attribute__((noinline)) Stream& switch_stream(StreamId stream) {
     const std::size_t i = index_of(stream);
+    if (streams_.size() >= kMaxStreams && (i == streams_.size() || streams_[i]->stream != stream))
+      throw AllocatorModelLimit("the caching allocator's model keeps free blocks of at most " +
+                              std::to_string(kMaxStreams) + " streams per pool (each takes " +
+                              std::to_string(sizeof(Stream) >> 10) + " KiB of index); this trace uses more");
     if (i == streams_.size() || streams_[i]->stream != stream)
       streams_.insert(streams_.begin() + static_cast<std::ptrdiff_t>(i),
                       std::make_unique<Stream>(stream, nodes_));
@@ -279,6 +286,9 @@ class FreeBlockSet {
   typename Set::Nodes nodes_;  // shared by every bin (declared first: destroyed last)
   std::vector<std::unique_ptr<Stream>> streams_;  // by stream, as unsigned numbers
   static constexpr std::uint32_t kDirect = 8;
+  // Programs use a few streams; a trace naming thousands would take gigabytes here (and the
+  // sorted insert below is linear): refused with a message instead.
+  static constexpr std::size_t kMaxStreams = 1024;
   Stream* direct_[kDirect] = {};  // by stream number, for the ones below kDirect (nullptr: none yet)
   std::size_t size_ = 0;
 };

@@ -704,7 +704,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
   result.options = spec.options;
   result.allocator_label = allocator_label(spec.allocator, spec.options);
   // A case whose device cannot be made (a ballast the driver refuses) still names its workload.
-  const auto fail = [&](const DeviceError& e) {
+  const auto fail = [&](const std::exception& e) {
     result.error = e.what();
     if (result.workload_label.empty()) {
       const auto workload = spec.make_workload();
@@ -792,6 +792,9 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
       }
       result.runs.push_back(run.m);
     } catch (const DeviceError& e) {
+      fail(e);
+      break;
+    } catch (const AllocatorModelLimit& e) {
       fail(e);
       break;
     }
