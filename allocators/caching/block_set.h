@@ -174,7 +174,7 @@ class BlockSet {
       return;
     }
     if (one_) spill_one();
-    const Key k = make_key(b->stream, b->size, b->ptr);
+    const Key k = key_of(b);
     Leaf* l = descend(k);
     const int pos = count_less(l->k, k);
     if (l->n < kLeafCap)
@@ -259,10 +259,15 @@ class BlockSet {
     remove_child(p, l);
   }
 
+  // A block's key: its size is a multiple of 512, so its units need no rounding (nor a clamp:
+  // blocks are below 2^57 bytes).
   static Key key_of(const Block* b) {
-    assert(!kBySize || b->size % 512 == 0);  // exact in 512-byte units (make_key)
-    return make_key(b->stream, b->size, b->ptr);
+    assert(!kBySize || (b->size % 512 == 0 && (b->size >> 9) < (Bytes{1} << 48)));
+    Key hi = static_cast<std::uint64_t>(static_cast<std::uint16_t>(b->stream)) << 48;
+    if (kBySize) hi |= b->size >> 9;
+    return (hi << 64) | b->ptr;
   }
+  // A lookup key (any size: rounded up to units, clamped) or a block's.
   static Key make_key(StreamId stream, Bytes size, DevPtr ptr) {
     constexpr Bytes kMaxUnits = (Bytes{1} << 48) - 1;  // a larger lookup key finds nothing
     Key hi = static_cast<std::uint64_t>(static_cast<std::uint16_t>(stream)) << 48;
