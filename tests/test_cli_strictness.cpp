@@ -255,4 +255,27 @@ TEST(CliStrictness, ThousandsOfStreamsEndTheCachingCaseWithAMessage) {
   fs::remove_all(dir);
 }
 
+// One setting, one spelling: prefetch: yes is prefetch=true (one row label, found by
+// --allocator), and written twice it is the same setting twice, an error; an empty alloc_conf is
+// plain caching.
+TEST(CliStrictness, BooleanSpellingsAndAnEmptyAllocConfAreOneSetting) {
+  auto dir = temp_dir("spellings");
+  const std::string hole = "workloads: [{hole_pattern: {sizes: [1MiB], free: [], probe: 1MiB}}]\n";
+  write_text(dir / "a.yaml", "allocators: [{cuda_managed: {prefetch: yes}}]\n" + hole);
+  auto r = run_gpumembench("--config " + (dir / "a.yaml").string() +
+                           " --device sim -q --format csv --allocator 'cuda_managed[prefetch=true]' --output " +
+                           (dir / "a").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(read_text(dir / "a" / "results.csv").find(",\"cuda_managed[prefetch=true]\","), std::string::npos);
+  write_text(dir / "b.yaml", "allocators: [{cuda_managed: {prefetch: yes}}, {cuda_managed: {prefetch: 1}}]\n" + hole);
+  r = run_gpumembench("--config " + (dir / "b.yaml").string() + " --device sim -q --output " + (dir / "b").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("'cuda_managed[prefetch=true]' already names allocators[0]"), std::string::npos) << r.out;
+  write_text(dir / "c.yaml", "allocators: [caching, {caching: {alloc_conf: ''}}]\n" + hole);
+  r = run_gpumembench("--config " + (dir / "c.yaml").string() + " --device sim -q --output " + (dir / "c").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("'caching' already names allocators[0]"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
 }  // namespace

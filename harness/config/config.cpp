@@ -10,6 +10,7 @@
 
 #include "allocators/registry.h"
 #include "common/text_excerpt.h"
+#include "common/units.h"  // parse_bool
 #include "harness/io/bounded_read.h"
 #include "harness/run/fragmentation_metrics.h"
 
@@ -121,6 +122,18 @@ void parse_allocators(const YamlReader& y, const YAML::Node& n, Config& c) {
       YAML::Node at = e.params && e.params[err.key] ? e.params[err.key] : n[i];
       y.fail(at, key + "." + e.name + "." + err.key, fmt::format("{} (valid: {})", err.what(), err.valid));
     }
+    // One setting, one spelling: a boolean written yes, 1 or True is "true" (so it gets one row
+    // label, one case id, and --allocator 'x[k=true]' finds it), and an empty alloc_conf
+    // (PyTorch's defaults) is the allocator without one. Equal settings then meet below.
+    for (auto& [k, v] : spec.options) {
+      const auto schema = std::find_if(entry->options.begin(), entry->options.end(),
+                                       [&](const AllocatorOption& o) { return o.key == k; });
+      if (schema != entry->options.end() && schema->valid == "true, false")
+        if (const auto b = parse_bool(v)) v = *b ? "true" : "false";
+    }
+    if (auto it = spec.options.find("alloc_conf");
+        it != spec.options.end() && it->second.find_first_not_of(" \t") == std::string::npos)
+      spec.options.erase(it);
     // Labels name the rows and select allocators (--allocator): two settings may not share one.
     for (std::size_t j = 0; j < c.allocators.size(); ++j)
       if (c.allocators[j].display_label() == spec.display_label()) {
