@@ -76,10 +76,11 @@ int run_merge_command(const MergeCliArgs& a, const std::string& command_line) {
       if (std::find(settings.begin(), settings.end(), std::pair{c.allocator_label, c.allocator}) == settings.end())
         settings.emplace_back(c.allocator_label, c.allocator);
     std::vector<std::string> labels, names;
-    for (const auto& [label, name] : settings) {
-      labels.push_back(label);
+    for (const auto& setting : settings) {
+      const std::string& name = setting.second;
+      labels.push_back(setting.first);
       const auto of_name = std::count_if(settings.begin(), settings.end(), [&](const auto& s) { return s.second == name; });
-      if (of_name == 1 && label != name) names.push_back(name);
+      if (of_name == 1 && setting.first != name) names.push_back(name);
     }
     labels.insert(labels.end(), names.begin(), names.end());
     if (std::find(labels.begin(), labels.end(), a.baseline) == labels.end())

@@ -125,11 +125,12 @@ void parse_allocators(const YamlReader& y, const YAML::Node& n, Config& c) {
     // One setting, one spelling: a boolean written yes, 1 or True is "true" (so it gets one row
     // label, one case id, and --allocator 'x[k=true]' finds it), and an empty alloc_conf
     // (PyTorch's defaults) is the allocator without one. Equal settings then meet below.
-    for (auto& [k, v] : spec.options) {
+    for (auto& option : spec.options) {
+      const std::string& k = option.first;
       const auto schema = std::find_if(entry->options.begin(), entry->options.end(),
                                        [&](const AllocatorOption& o) { return o.key == k; });
       if (schema != entry->options.end() && schema->valid == "true, false")
-        if (const auto b = parse_bool(v)) v = *b ? "true" : "false";
+        if (const auto b = parse_bool(option.second)) option.second = *b ? "true" : "false";
     }
     if (auto it = spec.options.find("alloc_conf");
         it != spec.options.end() && it->second.find_first_not_of(" \t") == std::string::npos)
