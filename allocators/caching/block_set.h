@@ -267,7 +267,7 @@ class BlockSet {
     if (kBySize) hi |= b->size >> 9;
     return (hi << 64) | b->ptr;
   }
-  // A lookup key (any size: rounded up to units, clamped) or a block's.
+  // A lookup key: any size, rounded up to units and clamped (blocks take key_of).
   static Key make_key(StreamId stream, Bytes size, DevPtr ptr) {
     constexpr Bytes kMaxUnits = (Bytes{1} << 48) - 1;  // a larger lookup key finds nothing
     Key hi = static_cast<std::uint64_t>(static_cast<std::uint16_t>(stream)) << 48;

@@ -266,13 +266,13 @@ class FreeBlockSet {
   // The stream's bins, made on its first insert.
   __attribute__((noinline)) Stream& switch_stream(StreamId stream) {
     const std::size_t i = index_of(stream);
-    if (streams_.size() >= kMaxStreams && (i == streams_.size() || streams_[i]->stream != stream))
-      throw AllocatorModelLimit("the caching allocator's model keeps free blocks of at most " +
-                              std::to_string(kMaxStreams) + " streams per pool (each takes " +
-                              std::to_string(sizeof(Stream) >> 10) + " KiB of index); this trace uses more");
-    if (i == streams_.size() || streams_[i]->stream != stream)
-      streams_.insert(streams_.begin() + static_cast<std::ptrdiff_t>(i),
-                      std::make_unique<Stream>(stream, nodes_));
+    if (i == streams_.size() || streams_[i]->stream != stream) {
+      if (streams_.size() >= kMaxStreams)
+        throw AllocatorModelLimit("the caching allocator's model keeps free blocks of at most " +
+                                  std::to_string(kMaxStreams) + " streams per pool (each takes " +
+                                  std::to_string(sizeof(Stream) >> 10) + " KiB of index); this trace uses more");
+      streams_.insert(streams_.begin() + static_cast<std::ptrdiff_t>(i), std::make_unique<Stream>(stream, nodes_));
+    }
     Stream* s = streams_[i].get();
     if (static_cast<std::uint32_t>(stream) < kDirect) direct_[stream] = s;
     return *s;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <iostream>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -71,18 +70,12 @@ int run_merge_command(const MergeCliArgs& a, const std::string& command_line) {
   if (!a.baseline.empty()) {
     // As a run checks it: a row label of the merged cases, or an allocator's name where the
     // cases hold one setting of it.
-    std::vector<std::pair<std::string, std::string>> settings;  // (label, allocator name), distinct
+    std::vector<AllocatorSetting> settings;  // each setting once
     for (const CaseResult& c : report.cases)
-      if (std::find(settings.begin(), settings.end(), std::pair{c.allocator_label, c.allocator}) == settings.end())
-        settings.emplace_back(c.allocator_label, c.allocator);
-    std::vector<std::string> labels, names;
-    for (const auto& setting : settings) {
-      const std::string& name = setting.second;
-      labels.push_back(setting.first);
-      const auto of_name = std::count_if(settings.begin(), settings.end(), [&](const auto& s) { return s.second == name; });
-      if (of_name == 1 && setting.first != name) names.push_back(name);
-    }
-    labels.insert(labels.end(), names.begin(), names.end());
+      if (std::none_of(settings.begin(), settings.end(),
+                       [&](const AllocatorSetting& s) { return s.label == c.allocator_label; }))
+        settings.push_back({c.allocator_label, c.allocator});
+    const std::vector<std::string> labels = baseline_choices(settings);
     if (std::find(labels.begin(), labels.end(), a.baseline) == labels.end())
       throw UsageError(fmt::format("merge: --baseline: '{}' is not an allocator of the merged runs (valid: {})", a.baseline,
                                    fmt::join(labels, ", ")));

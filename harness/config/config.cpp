@@ -201,15 +201,21 @@ void parse_output(const YamlReader& y, const YAML::Node& n, Config& c) {
 
 }  // namespace
 
-std::vector<std::string> baseline_choices(const Config& config) {
+std::vector<std::string> baseline_choices(const std::vector<AllocatorSetting>& settings) {
   std::vector<std::string> choices;
-  for (const auto& a : config.allocators) choices.push_back(a.display_label());
-  for (const auto& a : config.allocators) {
-    const auto settings = std::count_if(config.allocators.begin(), config.allocators.end(),
-                                        [&](const AllocatorSpec& b) { return b.name == a.name; });
-    if (settings == 1 && std::find(choices.begin(), choices.end(), a.name) == choices.end()) choices.push_back(a.name);
+  for (const auto& s : settings) choices.push_back(s.label);
+  for (const auto& s : settings) {
+    const auto of_name = std::count_if(settings.begin(), settings.end(),
+                                       [&](const AllocatorSetting& t) { return t.name == s.name; });
+    if (of_name == 1 && std::find(choices.begin(), choices.end(), s.name) == choices.end()) choices.push_back(s.name);
   }
   return choices;
+}
+
+std::vector<std::string> baseline_choices(const Config& config) {
+  std::vector<AllocatorSetting> settings;
+  for (const auto& a : config.allocators) settings.push_back({a.display_label(), a.name});
+  return baseline_choices(settings);
 }
 
 void select_allocators(Config& config, const std::vector<std::string>& flags) {

@@ -73,7 +73,13 @@ Config load_config(const std::string& path);
 void select_allocators(Config& config, const std::vector<std::string>& flags);
 
 // What --baseline and `output: {baseline: ...}` accept: a row label as the tables print it, or
-// an allocator's name where the config has one setting of it.
+// an allocator's name where the config has one setting of it. The first form serves `merge`,
+// whose settings come from the case files (each setting once).
+struct AllocatorSetting {
+  std::string label;  // the row label
+  std::string name;   // the allocator
+};
+std::vector<std::string> baseline_choices(const std::vector<AllocatorSetting>& settings);
 std::vector<std::string> baseline_choices(const Config& config);
 
 // The workload kinds a config can name, each with its YAML keys and parser.
