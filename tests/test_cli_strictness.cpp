@@ -79,6 +79,26 @@ TEST(CliStrictness, ASecondYamlDocumentIsAnErrorWithItsLine) {
   fs::remove_all(dir);
 }
 
+// A lone ',' stops yaml-cpp's parser where it is: it hands out the same empty document there for
+// ever (YAML::LoadAll never returned and filled memory until the process was killed; fuzz_config
+// found it). It is a syntax error at that place, in the first document or a later one.
+TEST(CliStrictness, TextTheYamlParserCannotPassIsASyntaxError) {
+  auto dir = temp_dir("stuck_yaml");
+  const std::pair<std::string, std::string> cases[] = {
+      {",", "c.yaml:1:1: YAML syntax error: the text from here cannot be read as YAML"},
+      {"name: c\n---\n,\n", "c.yaml:3:1: YAML syntax error: the text from here cannot be read as YAML"},
+  };
+  for (const auto& [text, error] : cases) {
+    SCOPED_TRACE(text);
+    write_text(dir / "c.yaml", text);
+    auto r = run_gpumembench("--config " + (dir / "c.yaml").string() + " --device sim -q --output " + (dir / "o").string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(error), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(dir / "o"));
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CliStrictness, MetricsAreCheckedAfterAll) {
   for (const std::string m : {"gmlake,all,bogus", "all,bogus", "all,"}) {
     SCOPED_TRACE(m);

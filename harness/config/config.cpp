@@ -5,8 +5,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include "allocators/registry.h"
 #include "common/text_excerpt.h"
@@ -239,6 +242,50 @@ void select_allocators(Config& config, const std::vector<std::string>& flags) {
   config.allocators = std::move(kept);
 }
 
+namespace {
+
+// Where the first document after the first one that holds anything but a lone null starts, if
+// one does. Read as parser events, not with YAML::LoadAll: on some malformed inputs yaml-cpp's
+// parser stops advancing and hands out the same empty document for ever (LoadAll then fills
+// memory; fuzz_config found one), which is a syntax error at that place here.
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  struct Probe final : YAML::EventHandler {
+    YAML::Mark start;
+    std::optional<YAML::Mark> content;  // the first node that is not a lone null
+    void OnDocumentStart(const YAML::Mark& m) override { start = m; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { seen(m); }
+    void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { seen(m); }
+    void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+      seen(m);
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+      seen(m);
+    }
+    void OnMapEnd() override {}
+    void seen(const YAML::Mark& m) {
+      if (!content) content = m;
+    }
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  Probe first;
+  if (!parser.HandleNextDocument(first)) return std::nullopt;
+  std::optional<int> last_empty;  // where the last empty document started
+  for (;;) {
+    Probe next;
+    if (!parser.HandleNextDocument(next)) return std::nullopt;
+    if (next.content) return next.content;
+    if (last_empty == next.start.pos)
+      throw YAML::ParserException(next.start, "the text from here cannot be read as YAML");
+    last_empty = next.start.pos;
+  }
+}
+
+}  // namespace
+
 Config load_config(const std::string& path) {
   YamlReader y(path);
   std::string text;
@@ -249,13 +296,11 @@ Config load_config(const std::string& path) {
   }
   YAML::Node root;
   try {
-    // Every document is read: a second one ("---" and more keys) would otherwise be ignored.
-    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    for (std::size_t i = 1; i < docs.size(); ++i)
-      if (docs[i] && !docs[i].IsNull())
-        throw ConfigError(path, docs[i].Mark().line + 1, docs[i].Mark().column + 1, "",
-                          "a second YAML document: a config is one document (remove the '---' line above it)");
-    if (!docs.empty()) root = docs[0];
+    root = YAML::Load(text);
+    // A second document ("---" and more keys) would otherwise be ignored.
+    if (const std::optional<YAML::Mark> at = second_document(text))
+      throw ConfigError(path, at->line + 1, at->column + 1, "",
+                        "a second YAML document: a config is one document (remove the '---' line above it)");
   } catch (const YAML::Exception& e) {
     throw ConfigError(path, e.mark.line + 1, e.mark.column + 1, "", "YAML syntax error: " + e.msg);
   }
