@@ -167,5 +167,27 @@ TEST(PyTorchSnapshot, NamesThePathAndWhatWasExpected) {
   EXPECT_EQ(error_of("\x80\x04\x95"), "bad.pickle: byte 2: the opcode needs 8 more bytes but only 0 are left (truncated file?)");
 }
 
+// An address freed twice with no alloc between is a broken trace (exit 2 naming the entry), not a
+// block alive before the trace's first entry: that reading doubled the block and inflated every
+// peak. Freed and allocated again, the address is an ordinary new block.
+TEST(PyTorchSnapshot, ASecondFreeOfAnAddressIsABrokenTrace) {
+  auto entry = [](const std::string& action) {
+    return "}(" + str("action") + str(action) + str("addr") + k(200) + str("size") + k(100) + str("stream") + k(0) + "u";
+  };
+  auto trace = [](const std::string& entries) { return pickled("}(" + str("device_traces") + "](](" + entries + "eeu"); };
+  PyTorchSnapshot ok = convert_pytorch_snapshot(
+      trace(entry("alloc") + entry("free_completed") + entry("alloc") + entry("free_requested") + entry("free_completed")),
+      "ok.pickle", -1);
+  EXPECT_EQ(ops_text(ok), "a0:100@0 f0@0 a0:100@0 f0@0 ");
+  EXPECT_EQ(ok.blocks_alive_at_start, 0u);
+  EXPECT_EQ(error_of(trace(entry("alloc") + entry("free_completed") + entry("free_completed"))),
+            "bad.pickle: device_traces[0][2]: free_completed at address 0xc8, which the trace already freed "
+            "(free_completed) and did not allocate again");
+  // The first free of an address never allocated is a block from before the trace; its second is not.
+  EXPECT_EQ(error_of(trace(entry("free_completed") + entry("free_requested"))),
+            "bad.pickle: device_traces[0][1]: free_requested at address 0xc8, which the trace already freed "
+            "(free_completed) and did not allocate again");
+}
+
 }  // namespace
 }  // namespace gmb

@@ -388,11 +388,15 @@ class Converter {
     s_.op_origin.push_back(origin);
   }
 
+  // An address the trace has allocated, or found alive at its start. A freed one stays, marked
+  // freed, until it is allocated again: a second free of it is a broken trace, where a free of an
+  // address never seen is a block allocated before the trace's first entry.
   struct Live {
     BufferId id;
     Bytes bytes;
     StreamId stream;
     bool free_requested;
+    bool freed = false;
   };
 
   // The keys of a trace entry that the conversion reads, the value of each found in one pass
@@ -533,7 +537,7 @@ class Converter {
     Bytes size = uint_of(f[kSize], "size", where);
     if (action == kAllocAction) {
       StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
-      if (live_.find(addr))
+      if (const Live* l = live_.find(addr); l && !l->freed)
         throw TraceError::in_content(file_, where(),
                                      fmt::format("alloc at address {:#x}, which is already allocated and was never "
                                                  "freed (free_completed) in the trace",
@@ -543,6 +547,11 @@ class Converter {
       push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames]));
     } else if (action == kFreeRequested || action == kFreeCompleted) {
       Live* it = live_.find(addr);
+      if (it && it->freed)
+        throw TraceError::in_content(
+            file_, where(),
+            fmt::format("{} at address {:#x}, which the trace already freed (free_completed) and did not allocate again",
+                        action == kFreeRequested ? "free_requested" : "free_completed", addr));
       if (!it) {
         // Allocated before the trace's first entry (the ring buffer dropped its alloc).
         StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
@@ -563,8 +572,8 @@ class Converter {
       }
       push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
       if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
-      Live gone;
-      live_.take(addr, gone);
+      it->freed = true;
+      it->free_requested = false;
     } else if (action == kSegmentAlloc || action == kSegmentFree || action == kSegmentMap ||
                action == kSegmentUnmap) {
       RecordedSegmentEvent ev;
@@ -637,7 +646,7 @@ class Converter {
           continue;
         }
         ++checked;
-        if (live_.find(baddr)) continue;  // allocated in the trace (or found alive at its start)
+        if (const Live* l = live_.find(baddr); l && !l->freed) continue;  // allocated in the trace (or alive at its start)
         Bytes requested = size;
         std::uint32_t origin = origin_of(b);
         Ref rq = d_.get(b, "requested_size");
