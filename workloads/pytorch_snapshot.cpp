@@ -537,13 +537,17 @@ class Converter {
     Bytes size = uint_of(f[kSize], "size", where);
     if (action == kAllocAction) {
       StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
-      if (const Live* l = live_.find(addr); l && !l->freed)
+      Live* known = live_.find(addr);
+      if (known && !known->freed)
         throw TraceError::in_content(file_, where(),
                                      fmt::format("alloc at address {:#x}, which is already allocated and was never "
                                                  "freed (free_completed) in the trace",
                                                  addr));
       const Live l{new_id(), size, stream, false};
-      live_.put(addr, l);
+      if (known)
+        *known = l;  // an address the trace freed before, as most are: no second lookup
+      else
+        live_.put(addr, l);
       push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames]));
     } else if (action == kFreeRequested || action == kFreeCompleted) {
       Live* it = live_.find(addr);
