@@ -99,6 +99,32 @@ TEST(CliStrictness, TextTheYamlParserCannotPassIsASyntaxError) {
   fs::remove_all(dir);
 }
 
+// Keys that used to take anything: an empty list of formats or metrics gave the defaults without
+// a word, and a description could be a list or a map.
+TEST(CliStrictness, EmptyOutputListsAndADescriptionThatIsNotTextAreErrors) {
+  auto dir = temp_dir("output_lists");
+  const std::string body =
+      "allocators: [caching]\nworkloads:\n  - hole_pattern: {sizes: [1MiB], free: [], probe: 1MiB}\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"output: {formats: []}\n", "c.yaml:4:19: key 'output.formats': an empty list: name at least one (valid: "},
+      {"output: {metrics: []}\n", "c.yaml:4:19: key 'output.metrics': an empty list: name at least one (valid: "},
+      {"description: [a, b]\n", "c.yaml:4:14: key 'description': expected a string"},
+  };
+  for (const auto& [extra, error] : cases) {
+    SCOPED_TRACE(extra);
+    write_text(dir / "c.yaml", body + extra);
+    auto r = run_gpumembench("--config " + (dir / "c.yaml").string() + " --device sim -q --output " + (dir / "o").string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(error), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(dir / "o"));
+  }
+  // A description left empty is no description.
+  write_text(dir / "c.yaml", body + "description:\n");
+  auto r = run_gpumembench("--config " + (dir / "c.yaml").string() + " --device sim -q --output " + (dir / "o").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  fs::remove_all(dir);
+}
+
 TEST(CliStrictness, MetricsAreCheckedAfterAll) {
   for (const std::string m : {"gmlake,all,bogus", "all,bogus", "all,"}) {
     SCOPED_TRACE(m);

@@ -192,6 +192,8 @@ void parse_output(const YamlReader& y, const YAML::Node& n, Config& c) {
     if (f.IsScalar()) items.push_back(f);
     else if (f.IsSequence()) for (std::size_t i = 0; i < f.size(); ++i) items.push_back(f[i]);
     else y.fail(f, where, fmt::format("expected a list (valid: {})", join(valid)));
+    // Leaving the key out gives the defaults; an empty list would silently give them too.
+    if (items.empty()) y.fail(f, where, fmt::format("an empty list: name at least one (valid: {})", join(valid)));
     for (std::size_t i = 0; i < items.size(); ++i)
       out.push_back(y.choice(items[i], fmt::format("{}[{}]", where, i), valid));
   };
@@ -309,6 +311,7 @@ Config load_config(const std::string& path) {
   y.expect_map(root, "", {"name", "description", "device", "allocators", "workloads", "run", "output", "frontier"});
   Config c;
   c.path = path;
+  if (root["description"] && !root["description"].IsNull()) y.string(root["description"], "description");  // free text
   c.name = root["name"] ? y.string(root["name"], "name")
                         : std::filesystem::path(path).stem().string();
   if (c.name.empty() || c.name.find_first_of("/\\ ") != std::string::npos)
