@@ -158,6 +158,36 @@ TEST(HugeSizes, CachingTakesTheBestFitAmongFreeBlocksAbove256TiB) {
   EXPECT_EQ(a->stats().device_allocs, 4u);
 }
 
+// vmm_stitch keeps every physical chunk: 5 TiB at 2 MiB would be 2.6 M chunks (gigabytes of
+// host memory, and at larger devices the host's memory killer). Past 2^21 live chunks the case
+// is an error naming the limit, at once; a larger granularity runs the same request.
+TEST(HugeSizes, VmmStitchRefusesMoreChunksThanItsModelKeeps) {
+  auto dir = temp_dir("stitch_chunks");
+  write_text(dir / "c.yaml",
+             "device: {capacity: 8TiB}\n"
+             "allocators: [vmm_stitch, {vmm_stitch: {granularity: 1GiB}}]\n"
+             "workloads: [{hole_pattern: {sizes: [5TiB, 1GiB], free: [], probe: 1GiB}}]\n");
+  auto r = run_gpumembench("--device sim --quiet --format csv --config " + (dir / "c.yaml").string() + " --output " +
+                           (dir / "out").string());
+  EXPECT_EQ(r.status, 1) << r.out;  // a case failed; the sweep went on
+  const auto rows = parse_csv(read_text(dir / "out" / "results.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& [label, row] : rows) {
+    SCOPED_TRACE(label);
+    if (row.at("allocator_label") == "vmm_stitch") {
+      EXPECT_EQ(row.at("error"),
+                "vmm_stitch's model keeps each physical chunk: at most 2097152 live chunks (4096.00 GiB at the "
+                "granularity of 2.0 MiB), and this request needs 2621440 more; a larger granularity option covers "
+                "more memory");
+    } else {
+      EXPECT_EQ(row.at("error"), "");
+      EXPECT_EQ(row.at("ooms"), "0");
+      EXPECT_EQ(row.at("peak_reserved_bytes"), std::to_string((5ULL << 40) + (2ULL << 30)));
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // The simulated driver itself refuses what it cannot hold before rounding it (cudaMalloc,
 // cudaMallocManaged, cudaMallocAsync, cuMemMap), with nothing taken.
 TEST(HugeSizes, SimulatedDriverRefusesBeforeRounding) {

@@ -369,6 +369,14 @@ class VmmStitchAllocator final : public InspectableAllocator {
   // A new segment of n chunks, all free. False (nothing taken) when the device refuses one.
   bool grow(std::size_t n) {
     if (n == 0) return true;
+    // The model keeps every chunk (its handle, its segment, the sBlocks that map it): a request
+    // of terabytes at 2 MiB would take gigabytes of host memory and minutes, then the host's
+    // memory killer. A case error instead, before anything is taken.
+    if (n > kMaxLiveChunks - (chunk_creates_ - chunk_releases_))
+      throw AllocatorModelLimit(fmt::format(
+          "vmm_stitch's model keeps each physical chunk: at most {} live chunks ({} at the granularity of {}), "
+          "and this request needs {} more; a larger granularity option covers more memory",
+          kMaxLiveChunks, format_bytes(kMaxLiveChunks * chunk_), format_bytes(chunk_), n));
     std::optional<DevPtr> base = device_.reserve_address_range(n * chunk_);
     if (!base) return false;
     std::vector<Device::PhysicalHandle> handles;
@@ -562,6 +570,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
     oom_.message = std::move(message);
   }
 
+  static constexpr std::size_t kMaxLiveChunks = std::size_t{1} << 21;  // 4 TiB at 2 MiB
   Device& device_;
   StitchOptions o_;
   Bytes chunk_;
