@@ -167,6 +167,33 @@ TEST(PyTorchSnapshot, NamesThePathAndWhatWasExpected) {
   EXPECT_EQ(error_of("\x80\x04\x95"), "bad.pickle: byte 2: the opcode needs 8 more bytes but only 0 are left (truncated file?)");
 }
 
+// Settings rebuilt from allocator_settings (no PYTORCH_CUDA_ALLOC_CONF text): one of another type
+// than PyTorch writes is an error, not dropped (the replay would run under other settings than
+// the recorded run's, and say nothing).
+TEST(PyTorchSnapshot, AllocatorSettingsOfTheWrongTypeAreErrors) {
+  auto with_settings = [](const std::string& items) {
+    return pickled("}(" + str("allocator_settings") + "}(" + str("PYTORCH_CUDA_ALLOC_CONF") + str("") + items + "u" +
+                   str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") + k(200) + str("size") +
+                   k(100) + str("stream") + k(0) + "ueeu");
+  };
+  EXPECT_EQ(error_of(with_settings(str("max_split_size") + str("big"))),
+            "bad.pickle: allocator_settings.max_split_size: expected an int, found str");
+  EXPECT_EQ(error_of(with_settings(str("garbage_collection_threshold") + str("0.6"))),
+            "bad.pickle: allocator_settings.garbage_collection_threshold: expected a float, found str");
+  EXPECT_EQ(error_of(with_settings(str("roundup_power2_divisions") + "](e")),
+            "bad.pickle: allocator_settings.roundup_power2_divisions: expected a dict, found list");
+  EXPECT_EQ(error_of(with_settings(str("roundup_power2_divisions") + "}(" + str("4") + str("x") + "u")),
+            "bad.pickle: allocator_settings.roundup_power2_divisions['4']: expected an int, found str");
+  // What PyTorch writes: True, 128 MiB, 0.6, {"4": 2}.
+  PyTorchSnapshot ok = convert_pytorch_snapshot(
+      with_settings(str("expandable_segments") + "\x88" + str("max_split_size") + "J" + std::string("\0\0\0\x08", 4) +
+                    str("garbage_collection_threshold") + "G" + std::string("\x3f\xe3\x33\x33\x33\x33\x33\x33", 8) +
+                    str("roundup_power2_divisions") + "}(" + str("4") + k(2) + "u"),
+      "ok.pickle", -1);
+  EXPECT_EQ(ok.alloc_conf,
+            "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,roundup_power2_divisions:[4:2]");
+}
+
 // An address freed twice with no alloc between is a broken trace (exit 2 naming the entry), not a
 // block alive before the trace's first entry: that reading doubled the block and inflated every
 // peak. Freed and allocated again, the address is an ordinary new block.

@@ -38,6 +38,7 @@ const char* article(Type t) {
     case Type::Dict: return "a dict";
     case Type::List: return "a list";
     case Type::Str: return "a str";
+    case Type::Float: return "a float";
     default: return "a value";
   }
 }
@@ -259,24 +260,35 @@ class Converter {
     if (text != Document::kAbsent && d_.type(text) == Type::Str && !d_.as_bytes(text).empty()) {
       s_.alloc_conf = std::string(d_.as_bytes(text));
     } else {
+      // Rebuilt from the settings PyTorch records: each of them of the type PyTorch writes, or
+      // an error (dropped, it would replay other settings than the recorded run's).
       std::vector<std::string> parts;
+      auto at = [](const char* key) { return [key] { return fmt::format("allocator_settings.{}", key); }; };
       Ref es = d_.get(settings, "expandable_segments");
-      if (es != Document::kAbsent && d_.is_int(es) && d_.as_int(es)) parts.push_back("expandable_segments:True");
+      if (es != Document::kAbsent && int_value(es, at("expandable_segments")))
+        parts.push_back("expandable_segments:True");
       Ref ms = d_.get(settings, "max_split_size");
-      if (ms != Document::kAbsent && d_.is_int(ms)) {
-        std::int64_t v = d_.as_int(ms);  // SIZE_MAX (written as -1) = unlimited
+      if (ms != Document::kAbsent) {
+        std::int64_t v = int_value(ms, at("max_split_size"));  // SIZE_MAX (written as -1) = unlimited
         if (v > 0 && v < (std::int64_t(1) << 62)) parts.push_back(fmt::format("max_split_size_mb:{}", v / std::int64_t(MiB)));
       }
       Ref gc = d_.get(settings, "garbage_collection_threshold");
-      if (gc != Document::kAbsent && d_.type(gc) == Type::Float && d_.as_float(gc) > 0)
-        parts.push_back(fmt::format("garbage_collection_threshold:{}", d_.as_float(gc)));
+      if (gc != Document::kAbsent) {
+        expect(gc, Type::Float, at("garbage_collection_threshold"));
+        if (d_.as_float(gc) > 0) parts.push_back(fmt::format("garbage_collection_threshold:{}", d_.as_float(gc)));
+      }
       Ref rd = d_.get(settings, "roundup_power2_divisions");
-      if (rd != Document::kAbsent && d_.type(rd) == Type::Dict) {
+      if (rd != Document::kAbsent) {
+        expect(rd, Type::Dict, at("roundup_power2_divisions"));
         std::vector<std::string> divs;
         const auto& kv = d_.items(rd);
-        for (std::size_t i = 0; i + 1 < kv.size(); i += 2)
-          if (d_.type(kv[i]) == Type::Str && d_.is_int(kv[i + 1]) && d_.as_int(kv[i + 1]) > 0)
-            divs.push_back(fmt::format("{}:{}", d_.as_bytes(kv[i]), d_.as_int(kv[i + 1])));
+        for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+          const std::string_view size = str_of(kv[i], "key", at("roundup_power2_divisions"));
+          const std::int64_t div = int_value(kv[i + 1], [&] {
+            return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40));
+          });
+          if (div > 0) divs.push_back(fmt::format("{}:{}", size, div));
+        }
         if (!divs.empty()) parts.push_back(fmt::format("roundup_power2_divisions:[{}]", fmt::join(divs, ",")));
       }
       s_.alloc_conf = fmt::format("{}", fmt::join(parts, ","));
