@@ -125,6 +125,36 @@ TEST(CliStrictness, EmptyOutputListsAndADescriptionThatIsNotTextAreErrors) {
   fs::remove_all(dir);
 }
 
+// Counts and seconds the commands share: -1 steps wrapped to 2^64 - 1 in reduce, a count past
+// 2^64 - 1 was capped without a word, and reduce --max-seconds took nan and inf.
+TEST(CliStrictness, StepCountsAndSecondsAreCheckedAlike) {
+  auto dir = temp_dir("counts");
+  const std::pair<std::string, std::string> cases[] = {
+      {"--config " + kHole + " --device sim --steps 18446744073709551616",
+       "--steps: '18446744073709551616' is larger than the largest step count, 18446744073709551615"},
+      {"reduce --config " + kHole + " --allocator caching --steps -1",
+       "--steps: '-1' is not a step count (a whole number, 1 or more)"},
+      {"reduce --config " + kHole + " --allocator caching --steps 99999999999999999999",
+       "--steps: '99999999999999999999' is larger than the largest step count"},
+      {"reduce --config " + kHole + " --allocator caching --max-seconds nan",
+       "--max-seconds: 'nan' is not a number of seconds (0 or more, e.g. 120 or 2.5)"},
+      {"reduce --config " + kHole + " --allocator caching --max-seconds inf", "--max-seconds: 'inf' is not a number"},
+      {"merge --config " + kHole + " --steps 0 " + dir.string(), "--steps: '0' is not a step count"},
+  };
+  for (const auto& [args, error] : cases) {
+    SCOPED_TRACE(args);
+    auto r = run_gpumembench(args + " -q --output " + (dir / "o").string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(error), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(dir / "o"));
+  }
+  // The largest count is a count: every step.
+  auto r = run_gpumembench("--config " + kHole + " --device sim --steps 18446744073709551615 -q --output " +
+                           (dir / "o").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  fs::remove_all(dir);
+}
+
 TEST(CliStrictness, MetricsAreCheckedAfterAll) {
   for (const std::string m : {"gmlake,all,bogus", "all,bogus", "all,"}) {
     SCOPED_TRACE(m);

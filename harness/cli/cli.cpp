@@ -23,6 +23,7 @@
 #include "devices/call_log_file.h"
 #include "devices/cuda_path.h"
 #include "harness/cli/config_option.h"
+#include "harness/cli/count_flag.h"
 #include "harness/cli/frontier_cli.h"
 #include "harness/cli/plot_command.h"
 #include "harness/cli/progress.h"
@@ -581,14 +582,7 @@ int run_cli(int argc, char** argv) {
                  "tf, memory_viz, or all (docs/METRICS.md); results.csv and results.json hold them all; default: "
                  "the config's output.metrics");
   std::uint64_t steps = 0;
-  auto step_count = CLI::Validator(
-      [](const std::string& v) {
-        return v.empty() || v.find_first_not_of("0123456789") != std::string::npos ||
-                       v.find_first_not_of('0') == std::string::npos
-                   ? "'" + v + "' is not a step count (a whole number, 1 or more)"
-                   : std::string();
-      },
-      "N");
+  const CLI::Validator step_count = step_count_flag();
   app.add_option("--steps", steps, "run at most N steps of each workload (a shorter run of the same config)")
       ->check(step_count);
   std::string shard, gpus, worker_case, worker_command;

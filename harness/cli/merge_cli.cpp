@@ -11,6 +11,7 @@
 
 #include "harness/cli/metrics_flag.h"
 #include "harness/cli/config_option.h"
+#include "harness/cli/count_flag.h"
 #include "harness/io/output_folder.h"
 #include "harness/report/markdown_report.h"
 #include "harness/report/report.h"
@@ -43,7 +44,7 @@ CLI::App* add_merge_command(CLI::App& app, MergeCliArgs& a) {
   merge->add_option("--device", a.plan.device, "with --config: the device kind of the run (sim or cuda)")
       ->check(CLI::IsMember({"auto", "sim", "cuda"}));
   merge->add_option("--capacity", a.plan.capacity, "with --config: as for the run");
-  merge->add_option("--steps", a.plan.steps, "with --config: as for the run");
+  merge->add_option("--steps", a.plan.steps, "with --config: as for the run")->check(step_count_flag());
   merge->add_option("--allocator", a.plan.allocators, "with --config: as for the run")->allow_extra_args(false);
   return merge;
 }

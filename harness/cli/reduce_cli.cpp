@@ -11,6 +11,7 @@
 #include "allocators/registry.h"
 #include "common/units.h"
 #include "harness/cli/config_option.h"
+#include "harness/cli/count_flag.h"
 #include "harness/cli/size_flag.h"
 #include "harness/config/config.h"
 #include "harness/reduce/reduce.h"
@@ -102,7 +103,7 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
       ->transform(shipped_config_lookup());
   input->require_option(1);
   r->add_option("--workload", a.workload, "with --config: which workload (0-based; default 0)");
-  r->add_option("--steps", a.steps, "with --config: at most N steps of the workload");
+  r->add_option("--steps", a.steps, "with --config: at most N steps of the workload")->check(step_count_flag());
   r->add_option("--trace-device", a.trace_device, "PyTorch snapshot: the device whose trace to read")
       ->check(CLI::NonNegativeNumber);
   r->add_option("--allocator", a.allocator, "allocator name: " + allocator_names())->required();
@@ -117,7 +118,7 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
                 "caching: the allocator's limit below the capacity, as set_per_process_memory_fraction sets it");
   r->add_option("--output", a.output, "output folder (default reduce-<UTC time>/)");
   r->add_option("--max-seconds", a.max_seconds, "stop reducing after this long and keep the best so far (default 120; 0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds_flag());
   r->add_option("--max-replays", a.max_replays, "stop after this many replays (default: no limit; deterministic)");
   r->add_flag("--no-coarsen", a.no_coarsen, "keep the sizes as they are");
   r->add_flag("--quiet,-q", a.quiet, "no progress line or notices on stderr");
