@@ -126,8 +126,9 @@ TEST(CliStrictness, EmptyOutputListsAndADescriptionThatIsNotTextAreErrors) {
 }
 
 // Counts and seconds the commands share: -1 steps wrapped to 2^64 - 1 in reduce, a count past
-// 2^64 - 1 was capped without a word, and reduce --max-seconds took nan and inf.
-TEST(CliStrictness, StepCountsAndSecondsAreCheckedAlike) {
+// 2^64 - 1 was capped without a word, and reduce --max-seconds took nan and inf. And a flag the
+// command would ignore: frontier --capacity in a capacity search.
+TEST(CliStrictness, StepCountsSecondsAndIgnoredFlagsAreUsageErrors) {
   auto dir = temp_dir("counts");
   const std::pair<std::string, std::string> cases[] = {
       {"--config " + kHole + " --device sim --steps 18446744073709551616",
@@ -140,6 +141,8 @@ TEST(CliStrictness, StepCountsAndSecondsAreCheckedAlike) {
        "--max-seconds: 'nan' is not a number of seconds (0 or more, e.g. 120 or 2.5)"},
       {"reduce --config " + kHole + " --allocator caching --max-seconds inf", "--max-seconds: 'inf' is not a number"},
       {"merge --config " + kHole + " --steps 0 " + dir.string(), "--steps: '0' is not a step count"},
+      {"frontier --config " + kHole + " --device sim --capacity 8GiB",
+       "--capacity goes with --param batch or seq_len; a capacity search takes its range from --lo and --hi"},
   };
   for (const auto& [args, error] : cases) {
     SCOPED_TRACE(args);

@@ -79,6 +79,9 @@ int run_frontier_command(const FrontierCliArgs& a, const std::string& command_li
     if (!a.resolution.empty()) spec.resolution = parse_value("--resolution", a.resolution, spec.param);
     std::optional<Bytes> capacity;
     if (!a.capacity.empty()) capacity = parse_value("--capacity", a.capacity, "capacity");
+    if (capacity && spec.param == "capacity")  // it would be ignored: the search sets the capacity
+      throw std::invalid_argument(
+          "--capacity goes with --param batch or seq_len; a capacity search takes its range from --lo and --hi");
     DeviceChoice choice = config.device.choice;
     if (a.device == "sim") choice = DeviceChoice::Sim;
     if (a.device == "cuda") choice = DeviceChoice::Cuda;
