@@ -188,6 +188,24 @@ TEST(HugeSizes, VmmStitchRefusesMoreChunksThanItsModelKeeps) {
   fs::remove_all(dir);
 }
 
+// On a device that could not hold the request anyway, a request past vmm_stitch's chunk limit is
+// the OOM it always was (a frontier's capacity search goes on bisecting), not a case error.
+TEST(HugeSizes, VmmStitchPastItsChunkLimitOnASmallerDeviceIsAnOom) {
+  auto dir = temp_dir("stitch_oom");
+  write_text(dir / "c.yaml",
+             "device: {capacity: 3TiB}\n"
+             "allocators: [vmm_stitch]\n"
+             "workloads: [{hole_pattern: {sizes: [2TiB, 2560GiB], free: [], probe: 1GiB}}]\n");
+  auto r = run_gpumembench("--device sim --quiet --format csv --config " + (dir / "c.yaml").string() + " --output " +
+                           (dir / "out").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  const auto rows = parse_csv(read_text(dir / "out" / "results.csv"));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows.begin()->second.at("error"), "");
+  EXPECT_NE(rows.begin()->second.at("ooms"), "0");
+  fs::remove_all(dir);
+}
+
 // The simulated driver itself refuses what it cannot hold before rounding it (cudaMalloc,
 // cudaMallocManaged, cudaMallocAsync, cuMemMap), with nothing taken.
 TEST(HugeSizes, SimulatedDriverRefusesBeforeRounding) {

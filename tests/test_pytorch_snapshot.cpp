@@ -145,6 +145,13 @@ std::string pickled(const std::string& body) { return "\x80\x02" + body + "."; }
 std::string k(int v) { return std::string("K") + char(v); }
 std::string str(const std::string& s) { return "X" + std::string(1, char(s.size())) + std::string(3, '\0') + s; }
 
+// A snapshot of one alloc whose allocator_settings hold an empty PYTORCH_CUDA_ALLOC_CONF and `items`.
+std::string with_settings(const std::string& items) {
+  return pickled("}(" + str("allocator_settings") + "}(" + str("PYTORCH_CUDA_ALLOC_CONF") + str("") + items + "u" +
+                 str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") + k(200) + str("size") +
+                 k(100) + str("stream") + k(0) + "ueeu");
+}
+
 TEST(PyTorchSnapshot, NamesThePathAndWhatWasExpected) {
   EXPECT_EQ(error_of(pickled("N")),
             "bad.pickle: the top level: expected a dict (torch.cuda.memory._snapshot()) or a list of segments, found NoneType");
@@ -168,30 +175,50 @@ TEST(PyTorchSnapshot, NamesThePathAndWhatWasExpected) {
 }
 
 // Settings rebuilt from allocator_settings (no PYTORCH_CUDA_ALLOC_CONF text): one of another type
-// than PyTorch writes is an error, not dropped (the replay would run under other settings than
-// the recorded run's, and say nothing).
-TEST(PyTorchSnapshot, AllocatorSettingsOfTheWrongTypeAreErrors) {
-  auto with_settings = [](const std::string& items) {
-    return pickled("}(" + str("allocator_settings") + "}(" + str("PYTORCH_CUDA_ALLOC_CONF") + str("") + items + "u" +
-                   str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") + k(200) + str("size") +
-                   k(100) + str("stream") + k(0) + "ueeu");
+// than PyTorch writes is kept as the reason the recorded settings cannot be used, not dropped
+// (the replay would run under other settings than the recorded run's, and say nothing). Replays
+// that use them fail with it (the next test).
+TEST(PyTorchSnapshot, AllocatorSettingsOfTheWrongTypeAreKeptAsAnError) {
+  auto settings_error = [](const std::string& items) {
+    return convert_pytorch_snapshot(with_settings(items), "bad.pickle", -1).alloc_conf_error;
   };
-  EXPECT_EQ(error_of(with_settings(str("max_split_size") + str("big"))),
-            "bad.pickle: allocator_settings.max_split_size: expected an int, found str");
-  EXPECT_EQ(error_of(with_settings(str("garbage_collection_threshold") + str("0.6"))),
-            "bad.pickle: allocator_settings.garbage_collection_threshold: expected a float, found str");
-  EXPECT_EQ(error_of(with_settings(str("roundup_power2_divisions") + "](e")),
-            "bad.pickle: allocator_settings.roundup_power2_divisions: expected a dict, found list");
-  EXPECT_EQ(error_of(with_settings(str("roundup_power2_divisions") + "}(" + str("4") + str("x") + "u")),
-            "bad.pickle: allocator_settings.roundup_power2_divisions['4']: expected an int, found str");
+  EXPECT_EQ(settings_error(str("max_split_size") + str("big")), "allocator_settings.max_split_size: expected an int, found str");
+  EXPECT_EQ(settings_error(str("expandable_segments") + str("yes")),
+            "allocator_settings.expandable_segments: expected a bool, found str");
+  EXPECT_EQ(settings_error(str("garbage_collection_threshold") + str("0.6")),
+            "allocator_settings.garbage_collection_threshold: expected a float, found str");
+  EXPECT_EQ(settings_error(str("roundup_power2_divisions") + "](e"),
+            "allocator_settings.roundup_power2_divisions: expected a dict, found list");
+  EXPECT_EQ(settings_error(str("roundup_power2_divisions") + "}(" + str("4") + str("x") + "u"),
+            "allocator_settings.roundup_power2_divisions['4']: expected an int, found str");
   // What PyTorch writes: True, 128 MiB, 0.6, {"4": 2}.
   PyTorchSnapshot ok = convert_pytorch_snapshot(
       with_settings(str("expandable_segments") + "\x88" + str("max_split_size") + "J" + std::string("\0\0\0\x08", 4) +
                     str("garbage_collection_threshold") + "G" + std::string("\x3f\xe3\x33\x33\x33\x33\x33\x33", 8) +
                     str("roundup_power2_divisions") + "}(" + str("4") + k(2) + "u"),
       "ok.pickle", -1);
+  EXPECT_EQ(ok.alloc_conf_error, "");
   EXPECT_EQ(ok.alloc_conf,
             "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,roundup_power2_divisions:[4:2]");
+}
+
+// The replay that would use such settings fails with the reason and the way out (exit 2); one
+// given --alloc-conf, or through another allocator, runs.
+TEST(PyTorchSnapshot, RecordedSettingsOfTheWrongTypeFailOnlyWhereUsed) {
+  auto dir = testing::temp_dir("bad_settings");
+  testing::write_text(dir / "s.pickle", with_settings(str("max_split_size") + str("big")));
+  const std::string replay = "replay --device sim -q --capacity 1GiB --trace " + (dir / "s.pickle").string();
+  auto r = testing::run_gpumembench(replay + " --allocator caching");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("s.pickle: allocator_settings.max_split_size: expected an int, found str; --alloc-conf replaces "
+                       "the recorded allocator settings"),
+            std::string::npos)
+      << r.out;
+  r = testing::run_gpumembench(replay + " --allocator caching --alloc-conf max_split_size_mb:128");
+  EXPECT_EQ(r.status, 0) << r.out;
+  r = testing::run_gpumembench(replay + " --allocator bfc");
+  EXPECT_EQ(r.status, 0) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 // An address freed twice with no alloc between is a broken trace (exit 2 naming the entry), not a

@@ -260,40 +260,53 @@ class Converter {
     if (text != Document::kAbsent && d_.type(text) == Type::Str && !d_.as_bytes(text).empty()) {
       s_.alloc_conf = std::string(d_.as_bytes(text));
     } else {
-      // Rebuilt from the settings PyTorch records: each of them of the type PyTorch writes, or
-      // an error (dropped, it would replay other settings than the recorded run's).
-      std::vector<std::string> parts;
-      auto at = [](const char* key) { return [key] { return fmt::format("allocator_settings.{}", key); }; };
-      Ref es = d_.get(settings, "expandable_segments");
-      if (es != Document::kAbsent && int_value(es, at("expandable_segments")))
-        parts.push_back("expandable_segments:True");
-      Ref ms = d_.get(settings, "max_split_size");
-      if (ms != Document::kAbsent) {
-        std::int64_t v = int_value(ms, at("max_split_size"));  // SIZE_MAX (written as -1) = unlimited
-        if (v > 0 && v < (std::int64_t(1) << 62)) parts.push_back(fmt::format("max_split_size_mb:{}", v / std::int64_t(MiB)));
+      try {
+        s_.alloc_conf = rebuilt_alloc_conf(settings);
+      } catch (const TraceError& e) {
+        // Kept for where the settings are used (dropped, a setting would replay other settings
+        // than the recorded run's): the message without the file's name, which the user adds.
+        const std::string what = e.what();
+        s_.alloc_conf_error = what.rfind(file_ + ": ", 0) == 0 ? what.substr(file_.size() + 2) : what;
       }
-      Ref gc = d_.get(settings, "garbage_collection_threshold");
-      if (gc != Document::kAbsent) {
-        expect(gc, Type::Float, at("garbage_collection_threshold"));
-        if (d_.as_float(gc) > 0) parts.push_back(fmt::format("garbage_collection_threshold:{}", d_.as_float(gc)));
-      }
-      Ref rd = d_.get(settings, "roundup_power2_divisions");
-      if (rd != Document::kAbsent) {
-        expect(rd, Type::Dict, at("roundup_power2_divisions"));
-        std::vector<std::string> divs;
-        const auto& kv = d_.items(rd);
-        for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
-          const std::string_view size = str_of(kv[i], "key", at("roundup_power2_divisions"));
-          const std::int64_t div = int_value(kv[i + 1], [&] {
-            return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40));
-          });
-          if (div > 0) divs.push_back(fmt::format("{}:{}", size, div));
-        }
-        if (!divs.empty()) parts.push_back(fmt::format("roundup_power2_divisions:[{}]", fmt::join(divs, ",")));
-      }
-      s_.alloc_conf = fmt::format("{}", fmt::join(parts, ","));
     }
     if (s_.alloc_conf.find("cudaMallocAsync") != std::string::npos) s_.native_allocator = false;
+  }
+
+  // The option string rebuilt from the settings PyTorch records, each of the type PyTorch writes
+  // (TraceError otherwise).
+  std::string rebuilt_alloc_conf(Ref settings) {
+    std::vector<std::string> parts;
+    auto at = [](const char* key) { return [key] { return fmt::format("allocator_settings.{}", key); }; };
+    Ref es = d_.get(settings, "expandable_segments");
+    if (es != Document::kAbsent) {
+      if (!d_.is_int(es)) bad(at("expandable_segments"), fmt::format("a bool, found {}", pickle::type_name(d_.type(es))));
+      if (d_.as_int(es)) parts.push_back("expandable_segments:True");
+    }
+    Ref ms = d_.get(settings, "max_split_size");
+    if (ms != Document::kAbsent) {
+      std::int64_t v = int_value(ms, at("max_split_size"));  // SIZE_MAX (written as -1) = unlimited
+      if (v > 0 && v < (std::int64_t(1) << 62)) parts.push_back(fmt::format("max_split_size_mb:{}", v / std::int64_t(MiB)));
+    }
+    Ref gc = d_.get(settings, "garbage_collection_threshold");
+    if (gc != Document::kAbsent) {
+      expect(gc, Type::Float, at("garbage_collection_threshold"));
+      if (d_.as_float(gc) > 0) parts.push_back(fmt::format("garbage_collection_threshold:{}", d_.as_float(gc)));
+    }
+    Ref rd = d_.get(settings, "roundup_power2_divisions");
+    if (rd != Document::kAbsent) {
+      expect(rd, Type::Dict, at("roundup_power2_divisions"));
+      std::vector<std::string> divs;
+      const auto& kv = d_.items(rd);
+      for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+        const std::string_view size = str_of(kv[i], "key", at("roundup_power2_divisions"));
+        const std::int64_t div = int_value(kv[i + 1], [&] {
+          return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40));
+        });
+        if (div > 0) divs.push_back(fmt::format("{}:{}", size, div));
+      }
+      if (!divs.empty()) parts.push_back(fmt::format("roundup_power2_divisions:[{}]", fmt::join(divs, ",")));
+    }
+    return fmt::format("{}", fmt::join(parts, ","));
   }
 
   std::uint32_t origin_of(Ref entry) { return origin_of_frames(d_.get(entry, "frames")); }

@@ -54,6 +54,9 @@ struct PyTorchSnapshot {
   std::vector<int> devices_with_events;  // for the notes and --trace-device errors
   std::string alloc_conf;                // PYTORCH_CUDA_ALLOC_CONF syntax
   bool has_alloc_conf = false;
+  // Why the recorded settings could not be read (a setting of another type than PyTorch writes),
+  // or empty. An error only where they are used: --alloc-conf, or another allocator, replays.
+  std::string alloc_conf_error;
   bool native_allocator = true;          // false for backend:cudaMallocAsync
   Bytes device_capacity = 0;             // never recorded by PyTorch: 0
   std::vector<std::string> notes;

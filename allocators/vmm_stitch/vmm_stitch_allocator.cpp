@@ -265,11 +265,18 @@ class VmmStitchAllocator final : public InspectableAllocator {
       if (auto p = stitch(n, bytes)) return hit(*p);
       return address_space_oom(bytes, n);
     }
+    over_limit_ = 0;
     bool grown = grow(stitchable ? n - runs_.free_chunks() : n);
     if (!grown && free_cached_memory(stitchable)) {
       ++retries_;
+      over_limit_ = 0;
       grown = grow(stitchable ? n - runs_.free_chunks() : n);
     }
+    if (!grown && over_limit_)
+      throw AllocatorModelLimit(fmt::format(
+          "vmm_stitch's model keeps each physical chunk: at most {} live chunks ({} at the granularity of {}), "
+          "and this request needs {} more; a larger granularity option covers more memory",
+          kMaxLiveChunks, format_bytes(kMaxLiveChunks * chunk_), format_bytes(chunk_), over_limit_));
     if (!grown) {
       record_oom(bytes, fmt::format("vmm_stitch: out of memory allocating {} ({} chunks of {}): {} free chunks, "
                                     "the device refused the rest",
@@ -371,12 +378,14 @@ class VmmStitchAllocator final : public InspectableAllocator {
     if (n == 0) return true;
     // The model keeps every chunk (its handle, its segment, the sBlocks that map it): a request
     // of terabytes at 2 MiB would take gigabytes of host memory and minutes, then the host's
-    // memory killer. A case error instead, before anything is taken.
-    if (n > kMaxLiveChunks - (chunk_creates_ - chunk_releases_))
-      throw AllocatorModelLimit(fmt::format(
-          "vmm_stitch's model keeps each physical chunk: at most {} live chunks ({} at the granularity of {}), "
-          "and this request needs {} more; a larger granularity option covers more memory",
-          kMaxLiveChunks, format_bytes(kMaxLiveChunks * chunk_), format_bytes(chunk_), n));
+    // memory killer. Past the limit nothing is asked of the device: where the device could not
+    // hold it anyway this is the OOM it would be; otherwise allocate_large, once cached memory
+    // is freed and it still does not fit, ends the case (AllocatorModelLimit).
+    if (n > kMaxLiveChunks - (chunk_creates_ - chunk_releases_)) {
+      const DeviceInfo& info = device_.info();
+      if (physical_bytes() + Bytes{n} * chunk_ <= std::max(info.total_bytes, info.capacity_bytes)) over_limit_ = n;
+      return false;
+    }
     std::optional<DevPtr> base = device_.reserve_address_range(n * chunk_);
     if (!base) return false;
     std::vector<Device::PhysicalHandle> handles;
@@ -571,6 +580,7 @@ class VmmStitchAllocator final : public InspectableAllocator {
   }
 
   static constexpr std::size_t kMaxLiveChunks = std::size_t{1} << 21;  // 4 TiB at 2 MiB
+  std::size_t over_limit_ = 0;  // chunks the last grow() wanted past kMaxLiveChunks (0: none)
   Device& device_;
   StitchOptions o_;
   Bytes chunk_;

@@ -299,6 +299,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
       notes.push_back(fmt::format("allocator settings: \"{}\" (--alloc-conf); the recorded ones are \"{}\"", a.alloc_conf,
                                   meta.alloc_conf));
   } else if (meta.has_alloc_conf && takes_alloc_conf) {
+    if (!meta.alloc_conf_error.empty())
+      throw TraceError(a.trace, 0, meta.alloc_conf_error + "; --alloc-conf replaces the recorded allocator settings");
     if (!meta.alloc_conf.empty()) options["alloc_conf"] = meta.alloc_conf;
     recorded_conf = true;
     notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)", meta.alloc_conf));

@@ -1,7 +1,8 @@
 // Validators for the number flags several commands share: a step count (--steps of a run, plan,
-// frontier, merge and reduce) and a time limit in seconds (reduce --max-seconds). CLI11's own
-// conversions let through what these refuse: -1 as a step count (it wraps to 2^64 - 1), a count
-// past 2^64 - 1 (capped), and nan or inf as seconds.
+// frontier, merge and reduce), a whole number (reduce --workload, --max-replays) and a time limit
+// in seconds (reduce --max-seconds). CLI11's own conversions let through what these refuse: -1
+// (it wraps to 2^64 - 1), a count past 2^64 - 1 (capped), a leading zero (read as octal: 010 is
+// 8), and nan or inf as seconds.
 #pragma once
 
 #include <cerrno>
@@ -10,21 +11,27 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 namespace gmb {
 
+// Empty when v is a whole number from `min` to 2^64 - 1 written in decimal; else what it is not.
+inline std::string whole_number_problem(const std::string& v, unsigned min, const char* noun) {
+  const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || (v.size() > 1 && v[0] == '0') || (min > 0 && v == "0"))
+    return fmt::format("'{}' is not a {} ({} or more, in decimal without leading zeros)", v, noun, min);
+  errno = 0;
+  std::strtoull(v.c_str(), nullptr, 10);
+  if (errno == ERANGE) return fmt::format("'{}' is larger than the largest {}, 18446744073709551615", v, noun);
+  return std::string();
+}
+
 inline CLI::Validator step_count_flag() {
-  return CLI::Validator(
-      [](const std::string& v) {
-        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
-        if (!digits || v.find_first_not_of('0') == std::string::npos)
-          return "'" + v + "' is not a step count (a whole number, 1 or more)";
-        errno = 0;
-        std::strtoull(v.c_str(), nullptr, 10);
-        if (errno == ERANGE) return "'" + v + "' is larger than the largest step count, 18446744073709551615";
-        return std::string();
-      },
-      "N");
+  return CLI::Validator([](const std::string& v) { return whole_number_problem(v, 1, "step count"); }, "N");
+}
+
+inline CLI::Validator whole_number_flag() {
+  return CLI::Validator([](const std::string& v) { return whole_number_problem(v, 0, "whole number"); }, "N");
 }
 
 inline CLI::Validator seconds_flag() {

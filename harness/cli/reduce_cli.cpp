@@ -27,6 +27,7 @@ struct Input {
   std::vector<Op> ops;  // Alloc and Free only
   std::string source;   // for the summary
   std::string recorded_alloc_conf;
+  std::string recorded_alloc_conf_error;  // TraceMeta::alloc_conf_error
   bool has_recorded_alloc_conf = false;
   Bytes capacity = 0;   // a config's capacity (0: none)
   std::vector<std::string> notes;
@@ -43,6 +44,7 @@ Input read_input(const ReduceCliArgs& a) {
     in.source = a.trace;
     in.has_recorded_alloc_conf = source->meta().has_alloc_conf;
     in.recorded_alloc_conf = source->meta().alloc_conf;
+    in.recorded_alloc_conf_error = source->meta().alloc_conf_error;
     in.notes = describe(source->meta());
     return in;
   }
@@ -102,7 +104,8 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
                     "a config, a file or a shipped config's name: the event stream of one of its workloads (--workload)")
       ->transform(shipped_config_lookup());
   input->require_option(1);
-  r->add_option("--workload", a.workload, "with --config: which workload (0-based; default 0)");
+  r->add_option("--workload", a.workload, "with --config: which workload (0-based; default 0)")
+      ->check(whole_number_flag());
   r->add_option("--steps", a.steps, "with --config: at most N steps of the workload")->check(step_count_flag());
   r->add_option("--trace-device", a.trace_device, "PyTorch snapshot: the device whose trace to read")
       ->check(CLI::NonNegativeNumber);
@@ -119,7 +122,8 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
   r->add_option("--output", a.output, "output folder (default reduce-<UTC time>/)");
   r->add_option("--max-seconds", a.max_seconds, "stop reducing after this long and keep the best so far (default 120; 0: no limit)")
       ->check(seconds_flag());
-  r->add_option("--max-replays", a.max_replays, "stop after this many replays (default: no limit; deterministic)");
+  r->add_option("--max-replays", a.max_replays, "stop after this many replays (default: no limit; deterministic)")
+      ->check(whole_number_flag());
   r->add_flag("--no-coarsen", a.no_coarsen, "keep the sizes as they are");
   r->add_flag("--quiet,-q", a.quiet, "no progress line or notices on stderr");
   r->callback([&a, conf, contrast] {
@@ -145,6 +149,8 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     AllocatorOptions& options = settings.target.options;
     if (a.alloc_conf_given) {
       if (!a.alloc_conf.empty()) options["alloc_conf"] = a.alloc_conf;
+    } else if (in.has_recorded_alloc_conf && traits.accepts_alloc_conf && !in.recorded_alloc_conf_error.empty()) {
+      throw TraceError(in.source, 0, in.recorded_alloc_conf_error + "; --alloc-conf replaces the recorded allocator settings");
     } else if (in.has_recorded_alloc_conf && traits.accepts_alloc_conf && !in.recorded_alloc_conf.empty()) {
       options["alloc_conf"] = in.recorded_alloc_conf;
       in.notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)",
