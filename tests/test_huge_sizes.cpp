@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,22 @@ const std::vector<Setting> kSettings = {
     {"cuda_managed", ""},
     {"cuda_mempool", ""},
 };
+
+// Runs the config text `yaml` (written to dir/NAME.yaml) on sim with CSV output into dir/NAME/:
+// the command's result and the rows of its results.csv (none where it wrote none).
+struct ConfigRun {
+  CommandResult command;
+  std::map<std::string, std::map<std::string, std::string>> rows;
+};
+ConfigRun run_config_on_sim(const fs::path& dir, const std::string& name, const std::string& yaml) {
+  const fs::path config = dir / (name + ".yaml"), out = dir / name;
+  write_text(config, yaml);
+  ConfigRun run{run_gpumembench("--device sim --quiet --format csv --config " + config.string() + " --output " +
+                                out.string()),
+                {}};
+  if (fs::exists(out / "results.csv")) run.rows = parse_csv(read_text(out / "results.csv"));
+  return run;
+}
 
 // Replays `alloc,0,HUGE,0` then a 1 MiB alloc under every allocator setting.
 void expect_capacity_oom_then_1mib(const std::string& huge, const std::string& need) {
@@ -99,14 +116,13 @@ TEST(HugeSizes, CapacityAboveOnePiBIsAUsageError) {
 TEST(HugeSizes, TheLargestDeviceRunsItsCases) {
   auto dir = temp_dir("largest");
   // 300 TiB and 260 TiB live, the 300 TiB one freed: the 280 TiB probe takes it.
-  write_text(dir / "c.yaml",
-             "device: {capacity: 1024TiB}\n"
-             "allocators: [cuda_malloc, caching, bfc]\n"
-             "workloads: [{hole_pattern: {sizes: [300TiB, 260TiB, 1GiB], free: [0], probe: 280TiB}}]\n");
-  auto r = run_gpumembench("--device sim --quiet --format csv --config " + (dir / "c.yaml").string() + " --output " +
-                           (dir / "out").string());
-  ASSERT_EQ(r.status, 0) << r.out;
-  const auto rows = parse_csv(read_text(dir / "out" / "results.csv"));
+  const ConfigRun run = run_config_on_sim(
+      dir, "c",
+      "device: {capacity: 1024TiB}\n"
+      "allocators: [cuda_malloc, caching, bfc]\n"
+      "workloads: [{hole_pattern: {sizes: [300TiB, 260TiB, 1GiB], free: [0], probe: 280TiB}}]\n");
+  ASSERT_EQ(run.command.status, 0) << run.command.out;
+  const auto& rows = run.rows;
   ASSERT_EQ(rows.size(), 3u);
   int cachings = 0;
   for (const auto& [label, row] : rows) {
@@ -121,13 +137,12 @@ TEST(HugeSizes, TheLargestDeviceRunsItsCases) {
   }
   EXPECT_EQ(cachings, 1);
 
-  write_text(dir / "e.yaml",
-             "device: {capacity: 1024TiB}\n"
-             "allocators: [{caching: {alloc_conf: 'expandable_segments:True'}}]\n"
-             "workloads: [{hole_pattern: {sizes: [100MiB, 200MiB], free: [0], probe: 250MiB}}]\n");
-  r = run_gpumembench("--device sim --quiet --format csv --config " + (dir / "e.yaml").string() + " --output " +
-                      (dir / "e").string());
-  EXPECT_EQ(r.status, 0) << r.out;
+  const ConfigRun expandable = run_config_on_sim(
+      dir, "e",
+      "device: {capacity: 1024TiB}\n"
+      "allocators: [{caching: {alloc_conf: 'expandable_segments:True'}}]\n"
+      "workloads: [{hole_pattern: {sizes: [100MiB, 200MiB], free: [0], probe: 250MiB}}]\n");
+  EXPECT_EQ(expandable.command.status, 0) << expandable.command.out;
   fs::remove_all(dir);
 }
 
@@ -163,16 +178,13 @@ TEST(HugeSizes, CachingTakesTheBestFitAmongFreeBlocksAbove256TiB) {
 // is an error naming the limit, at once; a larger granularity runs the same request.
 TEST(HugeSizes, VmmStitchRefusesMoreChunksThanItsModelKeeps) {
   auto dir = temp_dir("stitch_chunks");
-  write_text(dir / "c.yaml",
-             "device: {capacity: 8TiB}\n"
-             "allocators: [vmm_stitch, {vmm_stitch: {granularity: 1GiB}}]\n"
-             "workloads: [{hole_pattern: {sizes: [5TiB, 1GiB], free: [], probe: 1GiB}}]\n");
-  auto r = run_gpumembench("--device sim --quiet --format csv --config " + (dir / "c.yaml").string() + " --output " +
-                           (dir / "out").string());
-  EXPECT_EQ(r.status, 1) << r.out;  // a case failed; the sweep went on
-  const auto rows = parse_csv(read_text(dir / "out" / "results.csv"));
-  ASSERT_EQ(rows.size(), 2u);
-  for (const auto& [label, row] : rows) {
+  const ConfigRun run = run_config_on_sim(dir, "c",
+                                          "device: {capacity: 8TiB}\n"
+                                          "allocators: [vmm_stitch, {vmm_stitch: {granularity: 1GiB}}]\n"
+                                          "workloads: [{hole_pattern: {sizes: [5TiB, 1GiB], free: [], probe: 1GiB}}]\n");
+  EXPECT_EQ(run.command.status, 1) << run.command.out;  // a case failed; the sweep went on
+  ASSERT_EQ(run.rows.size(), 2u);
+  for (const auto& [label, row] : run.rows) {
     SCOPED_TRACE(label);
     if (row.at("allocator_label") == "vmm_stitch") {
       EXPECT_EQ(row.at("error"),
@@ -192,17 +204,14 @@ TEST(HugeSizes, VmmStitchRefusesMoreChunksThanItsModelKeeps) {
 // the OOM it always was (a frontier's capacity search goes on bisecting), not a case error.
 TEST(HugeSizes, VmmStitchPastItsChunkLimitOnASmallerDeviceIsAnOom) {
   auto dir = temp_dir("stitch_oom");
-  write_text(dir / "c.yaml",
-             "device: {capacity: 3TiB}\n"
-             "allocators: [vmm_stitch]\n"
-             "workloads: [{hole_pattern: {sizes: [2TiB, 2560GiB], free: [], probe: 1GiB}}]\n");
-  auto r = run_gpumembench("--device sim --quiet --format csv --config " + (dir / "c.yaml").string() + " --output " +
-                           (dir / "out").string());
-  EXPECT_EQ(r.status, 0) << r.out;
-  const auto rows = parse_csv(read_text(dir / "out" / "results.csv"));
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows.begin()->second.at("error"), "");
-  EXPECT_NE(rows.begin()->second.at("ooms"), "0");
+  const ConfigRun run = run_config_on_sim(dir, "c",
+                                          "device: {capacity: 3TiB}\n"
+                                          "allocators: [vmm_stitch]\n"
+                                          "workloads: [{hole_pattern: {sizes: [2TiB, 2560GiB], free: [], probe: 1GiB}}]\n");
+  EXPECT_EQ(run.command.status, 0) << run.command.out;
+  ASSERT_EQ(run.rows.size(), 1u);
+  EXPECT_EQ(run.rows.begin()->second.at("error"), "");
+  EXPECT_NE(run.rows.begin()->second.at("ooms"), "0");
   fs::remove_all(dir);
 }
 
