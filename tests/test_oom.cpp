@@ -669,6 +669,35 @@ TEST(OomUsageWindow, LongRunsKeepTheLastEventsBeforeTheOomInOrder) {
   }
 }
 
+// On sim the usage before the first OOM comes from a second run of the case up to that OOM (the
+// first run keeps none: it would cost every event a store). A workload that does not repeat
+// itself makes that run reach another OOM: the case then shows no usage window and says why in
+// its notes, never the other run's usage; the first run's figures stand.
+TEST(OomUsageWindow, OnSimASecondRunThatMeetsAnotherOomGivesNoWindowAndSaysSo) {
+  auto made = std::make_shared<int>(0);
+  gmb::CaseSpec spec{"caching", {}, [made] {
+                       // The first workload made has 10 pairs before its OOM, every later one 5.
+                       return std::make_unique<PairsThenTooLarge>(++*made == 1 ? 10 : 5);
+                     }};
+  const gmb::CaseResult r = gmb::run_case(spec, gmb::DeviceSpec{gmb::DeviceChoice::Sim, 8 * gmb::GiB}, gmb::RunSettings{});
+  ASSERT_EQ(r.runs.size(), 1u);
+  ASSERT_TRUE(r.runs[0].first_oom);
+  EXPECT_EQ(r.runs[0].first_oom->event, 20u);
+  EXPECT_EQ(r.runs[0].ooms, 1u);
+  ASSERT_EQ(r.oom_events.size(), 1u);
+  EXPECT_EQ(r.oom_events[0].event, 20u);
+  EXPECT_TRUE(r.oom_usage.empty());
+  ASSERT_EQ(r.workload_notes.size(), 1u);
+  EXPECT_EQ(r.workload_notes[0],
+            "the usage before the first OOM is not shown: the sim keeps it by running the case again to that OOM, "
+            "and that run did not reach the same OOM");
+  // A workload that repeats itself: the window, and no note.
+  gmb::CaseSpec same{"caching", {}, [] { return std::make_unique<PairsThenTooLarge>(10); }};
+  const gmb::CaseResult ok = gmb::run_case(same, gmb::DeviceSpec{gmb::DeviceChoice::Sim, 8 * gmb::GiB}, gmb::RunSettings{});
+  EXPECT_EQ(ok.oom_usage.size(), 21u);
+  EXPECT_TRUE(ok.workload_notes.empty());
+}
+
 namespace {
 
 // Steps of 36 events in three runs of calls (compute ops between them): a short one (5 calls,

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cstddef>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -92,6 +93,13 @@ struct CaseRun {
   bool first_run;
   AllocatorEventGate* event_gate;  // events exported (first run): closed before the clean-up
   bool need_complete = false;  // after run(): need_tracker saw every step of the workload
+  // The usage after each event up to the first OOM (first run, oom_block_map). On a real GPU it
+  // is sampled into a ring as the run goes (usage_ring). On sim it is not sampled (the ring's
+  // stores cost about 4% of a trace replay); the first OOM's own sample is kept (usage_wanted)
+  // and run_case runs the case again up to that OOM with the ring on: the sim is deterministic,
+  // so that run makes the same calls, and its OOM is checked to be the same one.
+  bool usage_ring = false;
+  std::optional<UsageSample> usage_wanted{};
 
   // By Op::slot (buffer_slots.h): the pointer the live buffer there got (0: none; slot 0 is
   // never a buffer's, so a free of an id that is not live reads 0).
@@ -171,7 +179,11 @@ struct CaseRun {
     if (!m.first_oom) {
       if (details) {
         result.oom_segments = allocator.block_map();
-        keep_usage_up_to_oom({event, step, s.allocated_bytes, s.reserved_bytes});
+        const UsageSample at{event, step, s.allocated_bytes, s.reserved_bytes};
+        if (usage_ring)
+          keep_usage_up_to_oom(at);
+        else
+          usage_wanted = at;
       }
       m.first_oom = r;
       m.free_space_at_first_oom = allocator.free_space();
@@ -249,7 +261,7 @@ struct CaseRun {
                 std::uint8_t(Op::Kind::Free) == CallView::kDeallocate &&
                 std::uint8_t(Op::Kind::Compute) > CallView::kDeallocate);
 
-  bool sampling_usage() const { return first_run && settings.oom_block_map && !m.first_oom; }
+  bool sampling_usage() const { return usage_ring && !m.first_oom; }
 
   // Runs the allocator ops from ops[i] up to the next compute op or kMaxRun ops (one op when a
   // timeline is kept: it reads the full statistics after every call). Returns the next op.
@@ -573,7 +585,8 @@ struct CaseRun {
     op_view.bytes_at = offsetof(Op, bytes);
     op_view.stream_at = offsetof(Op, stream);
     op_view.slot_at = offsetof(Op, slot);
-    if (first_run && settings.oom_block_map) {
+    assert(!usage_ring || (first_run && settings.oom_block_map));
+    if (usage_ring) {
       usage_mem.reset(HugePageAllocator<Bytes>().allocate(2 * kUsageWindow));  // not initialised (above)
       usage_runs.reserve(1024);
     }
@@ -695,6 +708,45 @@ struct CaseRun {
   }
 };
 
+// The usage after each event up to the first OOM of a first run on sim, which kept none
+// (CaseRun::usage_ring): the case again on a fresh device and allocator, untimed and not
+// reported, stopping at its first OOM, with the ring on. That OOM must be `want`, the first
+// run's (the sim is deterministic); where it is not, or the run fails, the case says so in its
+// notes instead of showing another run's usage.
+void usage_up_to_first_oom(const CaseSpec& spec, const RunSettings& settings,
+                           const std::function<std::unique_ptr<Device>()>& make_case_device,
+                           const AllocatorOptions& options, const UsageSample& want, CaseResult& result) {
+  // As the first run was made (a timeline too: its calls are one at a time), less what it reported.
+  RunSettings again = settings;
+  again.on_oom = OnOom::Stop;
+  again.event_sink = nullptr;
+  again.on_device_ready = nullptr;
+  CaseResult scratch;
+  bool same = false;
+  try {
+    auto device = make_case_device();
+    auto allocator = make_allocator(spec.allocator, *device, options);
+    auto workload = spec.make_workload();
+    NeedTracker unused;  // the need is known (run_case computed it after the first run)
+    CaseRun rerun{again, *device, *allocator, *workload, result.need.get(), &unused, scratch, true, nullptr};
+    rerun.usage_ring = true;
+    rerun.run({}, 0);
+    const auto& w = scratch.oom_usage;
+    same = !w.empty() && w.back().event == want.event && w.back().step == want.step &&
+           w.back().allocated_bytes == want.allocated_bytes && w.back().reserved_bytes == want.reserved_bytes;
+  } catch (const std::exception&) {
+    same = false;
+  }
+  if (same) {
+    result.oom_usage = std::move(scratch.oom_usage);
+    result.oom_usage_window_events = scratch.oom_usage_window_events;
+  } else {
+    result.workload_notes.push_back(
+        "the usage before the first OOM is not shown: the sim keeps it by running the case again to "
+        "that OOM, and that run did not reach the same OOM");
+  }
+}
+
 }  // namespace
 
 CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const RunSettings& settings,
@@ -748,12 +800,17 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
       return result;
     }
   }
+  // Each run's device, made afresh (options take the memory limit it leaves).
+  auto make_case_device = [&] {
+    auto device = make_device(case_device);
+    if (capacity_is_limit) options["memory_limit_bytes"] = std::to_string(device->info().capacity_bytes - overshoot);
+    if (device->simulated() && !settings.segment_placements.empty())
+      device = std::make_unique<RecordedPlacementDevice>(std::move(device), settings.segment_placements);
+    return device;
+  };
   for (std::uint64_t r = 0; r < std::max<std::uint64_t>(settings.repeat, 1); ++r) {
     try {
-      auto device = make_device(case_device);
-      if (capacity_is_limit) options["memory_limit_bytes"] = std::to_string(device->info().capacity_bytes - overshoot);
-      if (device->simulated() && !settings.segment_placements.empty())
-        device = std::make_unique<RecordedPlacementDevice>(std::move(device), settings.segment_placements);
+      auto device = make_case_device();
       auto workload = spec.make_workload();
       // With an event sink, the allocator runs on a logging device inside a logging adaptor.
       std::optional<AllocatorEventGate> gate;
@@ -780,6 +837,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
       NeedTracker tracker;
       CaseRun run{settings, *device, *allocator, *workload, result.need.get(), &tracker, result, r == 0,
                   gate ? &*gate : nullptr};
+      run.usage_ring = r == 0 && settings.oom_block_map && !device->simulated();
       run.run(progress, r);
       if (!result.need) {
         if (run.need_complete) {
@@ -791,6 +849,10 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
         run.finish_need(*result.need);
       }
       result.runs.push_back(run.m);
+      if (run.usage_wanted) {
+        // The sim's first run kept no usage before its first OOM: a second run to that OOM.
+        usage_up_to_first_oom(spec, settings, make_case_device, options, *run.usage_wanted, result);
+      }
     } catch (const DeviceError& e) {
       fail(e);
       break;
