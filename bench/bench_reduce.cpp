@@ -21,7 +21,7 @@ const std::vector<Op>& dynamic_seq_ops() {
     for (std::uint64_t s = 0; s < 224; ++s) {  // the OOM is in step 223
       step.clear();
       StepInfo info;
-      workload->step_ops(s, step, info);
+      whole_step_ops(*workload, s, step, info);
       for (const Op& op : step)
         if (op.kind != Op::Kind::Compute) out.push_back(op);
     }

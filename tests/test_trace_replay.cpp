@@ -3,6 +3,7 @@
 // run with the line, exit 2 and nothing written.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/run/runner.h"
@@ -73,6 +74,97 @@ TEST(TraceReplay, ChunkSizeChangesNothingButTheStepCount) {
     EXPECT_EQ(small.oom_events[i].step, small.oom_events[i].event / 7);
   }
   EXPECT_FALSE(whole.recorded_ooms.has_value());  // a native CSV records no failures
+  fs::remove_all(dir);
+}
+
+// A trace's steps as whole steps, each in one step_ops call (whole_step_ops): how the runner
+// saw a trace before steps came in pieces.
+class WholeSteps final : public Workload {
+ public:
+  explicit WholeSteps(std::unique_ptr<Workload> w) : w_(std::move(w)) {}
+  std::string kind() const override { return w_->kind(); }
+  std::string label() const override { return w_->label(); }
+  std::uint64_t num_steps() const override { return w_->num_steps(); }
+  void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) override {
+    whole_step_ops(*w_, step, out, info);
+  }
+  bool makes_ops_ahead() const override { return w_->makes_ops_ahead(); }
+  bool gives_slots() const override { return w_->gives_slots(); }
+  std::uint32_t slots_end() const override { return w_->slots_end(); }
+  void finish() override { w_->finish(); }
+
+ private:
+  std::unique_ptr<Workload> w_;
+};
+
+// A step read in pieces (kTracePieceOps) runs as that step whole: the same events, OOMs (with
+// their steps), step series, need and usage before the first OOM, under every on_oom policy
+// (skip_step skips the allocs of the step's later pieces too), for traces that end inside a
+// piece, at a piece's end and at a step's end.
+TEST(TraceReplay, AStepReadInPiecesRunsAsTheWholeStep) {
+  auto dir = temp_dir("trace_pieces");
+  constexpr std::size_t kChunk = 20000;  // steps of 8192 + 8192 + 3616 ops
+  static_assert(kChunk > 2 * kTracePieceOps && kChunk < 3 * kTracePieceOps);
+  for (int events : {50000, int(2 * kChunk + kTracePieceOps), int(2 * kChunk)}) {
+    write_text(dir / "t.csv", churn_trace(events));
+    const std::string path = (dir / "t.csv").string();
+    for (OnOom policy : {OnOom::Continue, OnOom::SkipStep, OnOom::Stop}) {
+      SCOPED_TRACE(fmt::format("{} events, on_oom {}", events, to_string(policy)));
+      DeviceSpec dev;
+      dev.choice = DeviceChoice::Sim;
+      dev.capacity_bytes = 1 * GiB;
+      RunSettings settings;
+      settings.on_oom = policy;
+      const CaseResult pieces =
+          run_case({"caching", {}, [=] { return make_trace_workload(path, {}, kChunk); }}, dev, settings);
+      const CaseResult whole = run_case(
+          {"caching", {}, [=] { return std::make_unique<WholeSteps>(make_trace_workload(path, {}, kChunk)); }}, dev,
+          settings);
+      ASSERT_EQ(pieces.runs.size(), 1u);
+      ASSERT_EQ(whole.runs.size(), 1u);
+      const RunMetrics &a = pieces.runs[0], &b = whole.runs[0];
+      EXPECT_GT(a.ooms, 0u);
+      EXPECT_EQ(a.events, b.events);
+      EXPECT_EQ(a.ooms, b.ooms);
+      EXPECT_EQ(a.steps_completed, b.steps_completed);
+      EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
+      EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
+      EXPECT_EQ(a.device_allocs, b.device_allocs);
+      EXPECT_EQ(a.allocs, b.allocs);
+      ASSERT_EQ(pieces.steps.size(), whole.steps.size());
+      if (policy == OnOom::Continue) EXPECT_EQ(pieces.steps.size(), (std::size_t(events) + kChunk - 1) / kChunk);
+      for (std::size_t i = 0; i < pieces.steps.size(); ++i) {
+        const StepSample &p = pieces.steps[i], &w = whole.steps[i];
+        SCOPED_TRACE(fmt::format("step {}", i));
+        EXPECT_EQ(p.step, w.step);
+        EXPECT_EQ(p.allocated_bytes, w.allocated_bytes);
+        EXPECT_EQ(p.reserved_bytes, w.reserved_bytes);
+        EXPECT_EQ(p.ooms, w.ooms);
+        EXPECT_EQ(p.step_peak_allocated_bytes, w.step_peak_allocated_bytes);
+        EXPECT_EQ(p.step_peak_reserved_bytes, w.step_peak_reserved_bytes);
+        EXPECT_EQ(p.need_bytes, w.need_bytes);
+        EXPECT_EQ(p.allocated_at_peak_reserved_bytes, w.allocated_at_peak_reserved_bytes);
+      }
+      ASSERT_TRUE(pieces.need && whole.need);
+      EXPECT_EQ(pieces.need->step_peak_requested_bytes, whole.need->step_peak_requested_bytes);
+      EXPECT_EQ(pieces.need->peak_requested_event, whole.need->peak_requested_event);
+      EXPECT_EQ(pieces.need->peak_rounded_bytes, whole.need->peak_rounded_bytes);
+      EXPECT_EQ(pieces.need->events, whole.need->events);
+      ASSERT_EQ(pieces.oom_events.size(), whole.oom_events.size());
+      for (std::size_t i = 0; i < pieces.oom_events.size(); ++i) {
+        EXPECT_EQ(pieces.oom_events[i].event, whole.oom_events[i].event);
+        EXPECT_EQ(pieces.oom_events[i].step, whole.oom_events[i].step);
+        EXPECT_EQ(pieces.oom_events[i].kind, whole.oom_events[i].kind);
+      }
+      ASSERT_EQ(pieces.oom_usage.size(), whole.oom_usage.size());
+      ASSERT_FALSE(pieces.oom_usage.empty());
+      for (std::size_t i = 0; i < pieces.oom_usage.size(); ++i) {
+        EXPECT_EQ(pieces.oom_usage[i].event, whole.oom_usage[i].event);
+        EXPECT_EQ(pieces.oom_usage[i].reserved_bytes, whole.oom_usage[i].reserved_bytes);
+      }
+      if (::testing::Test::HasFailure()) break;
+    }
+  }
   fs::remove_all(dir);
 }
 

@@ -1,5 +1,6 @@
 #include "workloads/trace.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -28,15 +29,21 @@ class TraceWorkload final : public Workload {
     return source_->slots_end();
   }
 
+  // The step's next piece: at most kTracePieceOps ops, up to the step's kTraceChunkOps. A
+  // trace that ends at a piece's end gives its step an empty last piece.
   void step_ops(std::uint64_t, std::vector<Op>& out, StepInfo& info) override {
     std::lock_guard<std::mutex> lock(mu_);
+    const std::size_t want = std::min(piece_ops_, chunk_ops_ - in_step_);
     std::size_t n = 0;
-    while (!ended_ && n < chunk_ops_) {
-      const std::size_t got = source_->read(out, chunk_ops_ - n);
+    while (!ended_ && n < want) {
+      const std::size_t got = source_->read(out, want - n);
       if (got == 0) ended_ = true;
       n += got;
     }
-    info.end = n == 0;
+    info.end = in_step_ == 0 && n == 0;
+    in_step_ += n;
+    info.more = !ended_ && in_step_ < chunk_ops_;
+    if (!info.more) in_step_ = 0;
   }
 
   std::string op_origin(const Op& op) const override {
@@ -61,6 +68,8 @@ class TraceWorkload final : public Workload {
   mutable std::mutex mu_;  // step_ops runs on the runner's worker thread, op_origin on its main one
   std::unique_ptr<TraceSource> source_;
   std::size_t chunk_ops_;
+  std::size_t piece_ops_ = std::min(chunk_ops_, kTracePieceOps);
+  std::size_t in_step_ = 0;  // ops given in this step's pieces so far
   bool ended_ = false;
 };
 

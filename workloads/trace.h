@@ -1,6 +1,9 @@
 // Replay of a recorded allocation trace (any format open_trace reads; docs/TRACES.md), streamed:
 // a trace "step" is a chunk of kTraceChunkOps ops, read on the runner's worker thread while the
-// previous chunk replays, so memory does not grow with the trace's length.
+// previous chunk replays, so memory does not grow with the trace's length. A step comes in
+// pieces of kTracePieceOps (StepInfo::more): the ops of a piece (256 KiB) stay in the core's
+// own cache from the reader through the need to the allocator, where a whole step's (2.5 MiB)
+// would go out to the cache the cores share, and come back from it twice.
 #pragma once
 
 #include <functional>
@@ -15,6 +18,7 @@
 namespace gmb {
 
 constexpr std::size_t kTraceChunkOps = 65536;
+constexpr std::size_t kTracePieceOps = 8192;
 
 // Opens the trace (TraceError for a bad file or a bad start; errors later in the file surface
 // from step_ops, naming the line or offset) and replays it chunk by chunk.

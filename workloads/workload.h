@@ -33,6 +33,11 @@ struct StepInfo {
   // A workload of unknown length (num_steps() == kUnknownSteps) ends with a step that has no
   // ops and sets this; that step is not run.
   bool end = false;
+  // The step goes on: the next step_ops call, for the same step, appends its next piece. A
+  // streamed trace gives its steps in pieces small enough to stay in the cache between the
+  // reader, the need and the runner; a step is still one step of the results. Callers that want
+  // whole steps use whole_step_ops.
+  bool more = false;
 };
 
 // Failed allocations of the run a trace recorded (not replayed): the count and the event
@@ -68,7 +73,8 @@ class Workload {
   // kUnknownSteps: known only at the end (a trace read as a stream); see StepInfo::end.
   static constexpr std::uint64_t kUnknownSteps = ~std::uint64_t(0);
   virtual std::uint64_t num_steps() const = 0;
-  // Appends the ops of step `step` (0-based). Same parameters, same ops: deterministic.
+  // Appends the ops of step `step` (0-based), or of its next piece where it sets info.more.
+  // Deterministic: a workload made again gives the same ops.
   virtual void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo& info) = 0;
   // True when step_ops(k + 1) may run on another thread while compute() runs the ops of step
   // k (the workload keeps two steps' state): the runner then makes the next step's ops ahead,
@@ -93,5 +99,9 @@ class Workload {
   // What the workload found while it ran, for the user (a trace reader's notes), one line each.
   virtual std::vector<std::string> notes() const { return {}; }
 };
+
+// Appends every piece of step `step` (StepInfo::more) to out; info is the step's: its tokens
+// summed, `end` only for a step with no ops that says so.
+void whole_step_ops(Workload& workload, std::uint64_t step, std::vector<Op>& out, StepInfo& info);
 
 }  // namespace gmb

@@ -58,7 +58,7 @@ Input read_input(const ReduceCliArgs& a) {
   for (std::uint64_t s = 0; s < steps; ++s) {
     step.clear();
     StepInfo info;
-    workload->step_ops(s, step, info);
+    whole_step_ops(*workload, s, step, info);
     if (info.end) break;
     for (const Op& op : step)
       if (op.kind != Op::Kind::Compute) in.ops.push_back(op);

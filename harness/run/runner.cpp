@@ -599,51 +599,59 @@ struct CaseRun {
     TickCalibration clock;
     clock.start();
     std::optional<StepOpsAhead> maker(std::in_place, workload, steps, need ? nullptr : need_tracker);
-    std::uint64_t step = 0;
+    std::uint64_t step = 0, piece = 0;
     for (; step < steps && !stop; ++step) {
-      const TickClock::Ticks g = TickClock::now();
-      const StepOpsAhead::Step& made = maker->get(step);
-      if (made.slots_end > slot_ptr.size()) slot_ptr.resize(made.slots_end, 0);
-      generation_ticks += TickClock::now() - g;
-      if (made.info.end) {
-        ended = true;
-        break;
-      }
-      ctx.step = step;
-      {
-        const MemoryInUse u = allocator.in_use();  // what the step starts with counts for it
-        step_peak_allocated = u.allocated_bytes;
-        step_peak_reserved = u.reserved_bytes;
-      }
-      bool skipping = false, step_ok = true;
-      const Op* ops = made.ops.data();
-      const std::size_t n_ops = made.ops.size();
-      for (std::size_t i = 0; i < n_ops && !stop;) {
-        if (ops[i].kind != Op::Kind::Compute) {
-          i = run_allocator_ops(ops, n_ops, i, step, skipping, step_ok, stop);
-          continue;
+      bool skipping = false, step_ok = true, more = true;
+      double step_real_tokens = 0, step_padded_tokens = 0;
+      // The step's pieces (one, unless the workload gives it in pieces: StepInfo::more).
+      for (bool first_piece = true; more && !stop; first_piece = false) {
+        const TickClock::Ticks g = TickClock::now();
+        const StepOpsAhead::Step& made = maker->get(piece++);
+        if (made.slots_end > slot_ptr.size()) slot_ptr.resize(made.slots_end, 0);
+        generation_ticks += TickClock::now() - g;
+        if (made.info.end) {  // only ever a step's first piece
+          ended = true;
+          break;
         }
-        // A run of compute ops, timed as one (between them the harness does nothing).
-        std::size_t j = i + 1;
-        while (j < n_ops && ops[j].kind == Op::Kind::Compute) ++j;
-        if (!skipping) {
-          const TickClock::Ticks t = TickClock::now();
-          for (std::size_t k = i; k < j; ++k) {
-            const ModeledKernel kernel = workload.compute(ops[k], ctx);
-            // The sim's timeline; on a GPU a no-op unless its call log is on (GMB_CUDA_CALL_LOG).
-            device.model_kernel(kernel.gpu_seconds, kernel.launch_seconds);
+        more = made.info.more;
+        step_real_tokens += made.info.real_tokens;
+        step_padded_tokens += made.info.padded_tokens;
+        if (first_piece) {
+          ctx.step = step;
+          const MemoryInUse u = allocator.in_use();  // what the step starts with counts for it
+          step_peak_allocated = u.allocated_bytes;
+          step_peak_reserved = u.reserved_bytes;
+        }
+        const Op* ops = made.ops.data();
+        const std::size_t n_ops = made.ops.size();
+        for (std::size_t i = 0; i < n_ops && !stop;) {
+          if (ops[i].kind != Op::Kind::Compute) {
+            i = run_allocator_ops(ops, n_ops, i, step, skipping, step_ok, stop);
+            continue;
           }
-          compute_ticks += TickClock::now() - t;
+          // A run of compute ops, timed as one (between them the harness does nothing).
+          std::size_t j = i + 1;
+          while (j < n_ops && ops[j].kind == Op::Kind::Compute) ++j;
+          if (!skipping) {
+            const TickClock::Ticks t = TickClock::now();
+            for (std::size_t k = i; k < j; ++k) {
+              const ModeledKernel kernel = workload.compute(ops[k], ctx);
+              // The sim's timeline; on a GPU a no-op unless its call log is on (GMB_CUDA_CALL_LOG).
+              device.model_kernel(kernel.gpu_seconds, kernel.launch_seconds);
+            }
+            compute_ticks += TickClock::now() - t;
+          }
+          i = j;
         }
-        i = j;
       }
+      if (ended) break;
       const TickClock::Ticks t = TickClock::now();
       if (StepAware* hook = step_aware(allocator)) hook->end_of_step(step);  // periodic trims: allocator time
       alloc_ticks += TickClock::now() - t;
-      if (step_ok) {
+      if (step_ok && !more) {  // every piece run (an OOM that stops the run leaves the step unfinished)
         ++m.steps_completed;
-        real_tokens += made.info.real_tokens;
-        padded_tokens += made.info.padded_tokens;
+        real_tokens += step_real_tokens;
+        padded_tokens += step_padded_tokens;
       }
       if (first_run) {
         AllocatorStats s = allocator.stats();

@@ -1,11 +1,14 @@
-// Makes a workload's steps' ops for the runner. For a workload that allows it
-// (Workload::makes_ops_ahead), a worker thread makes step k + 1 while the runner's thread runs
-// step k, so the thread that launches kernels and calls the allocator spends no time making
-// events (the harness must not be what is measured); otherwise each step is made on demand.
-// Given a NeedTracker, each step made (the end step excepted) is added to it, in step order, on
-// the thread that made it: the workload's need without a pass of its own. Every step's allocs
+// Makes a workload's steps' ops for the runner, piece by piece: a step is one piece, or several
+// where the workload gives it in pieces (StepInfo::more). For a workload that allows it
+// (Workload::makes_ops_ahead), a worker thread makes piece k + 1 while the runner's thread runs
+// piece k, so the thread that launches kernels and calls the allocator spends no time making
+// events (the harness must not be what is measured); otherwise each piece is made on demand.
+// Given a NeedTracker, each piece made (the end step's excepted) is added to it, in order, on
+// the thread that made it: the workload's need without a pass of its own. Every piece's allocs
 // and frees get their buffers' slots there too (buffer_slots.h).
 #pragma once
+
+#include <sched.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -25,13 +28,14 @@ class StepOpsAhead {
   // A cache line each: the worker fills one while the runner reads the other.
   struct alignas(64) Step {
     std::vector<Op> ops;
-    StepInfo info;
-    std::uint32_t slots_end = 0;  // every Op::slot of this step and the ones before is below it
+    StepInfo info;                // the piece's: info.more, the step goes on in the next piece
+    std::uint32_t slots_end = 0;  // every Op::slot of this piece and the ones before is below it
+    std::uint64_t step = 0;       // the step the piece belongs to
   };
 
   // `need` (may be null) is read by the caller only once this object is destroyed.
   StepOpsAhead(Workload& workload, std::uint64_t steps, NeedTracker* need = nullptr)
-      : workload_(workload), steps_(steps), threaded_(workload.makes_ops_ahead() && steps > 1), need_(need) {
+      : workload_(workload), steps_(steps), threaded_(workload.makes_ops_ahead() && steps > 1 && cpus() > 1), need_(need) {
     if (threaded_) worker_ = std::thread([this] { work(); });
   }
   ~StepOpsAhead() {
@@ -46,59 +50,70 @@ class StepOpsAhead {
   StepOpsAhead(const StepOpsAhead&) = delete;
   StepOpsAhead& operator=(const StepOpsAhead&) = delete;
 
-  // The ops of `step` (steps are asked for in order, 0, 1, ...); then starts on step + 1 unless
-  // this step is the workload's end (StepInfo::end). The returned step stays valid until the
-  // next call. `steps` may be Workload::kUnknownSteps.
-  const Step& get(std::uint64_t step) {
-    Step& s = made_[step & 1];
+  // Piece `piece` (asked for in order, 0, 1, ...: for a workload without pieces, piece k is
+  // step k); then starts on the next piece, unless this one ends the last step or is the
+  // workload's end (StepInfo::end). The returned piece stays valid until the next call. `steps`
+  // may be Workload::kUnknownSteps.
+  const Step& get(std::uint64_t piece) {
+    Step& s = made_[piece & 1];
     if (!threaded_) {
-      make(step, s);
+      make(s);
       return s;
     }
     std::unique_lock<std::mutex> lock(mu_);
-    if (step == 0) {
+    if (piece == 0) {
       ask(0);
       cv_.notify_all();  // the worker may already be waiting
     }
-    cv_.wait(lock, [&] { return done_ == step || error_; });
+    cv_.wait(lock, [&] { return done_ == piece || error_; });
     if (error_) std::rethrow_exception(error_);
-    if (step + 1 < steps_ && !s.info.end) ask(step + 1);
+    if (s.info.more || (s.step + 1 < steps_ && !s.info.end)) ask(piece + 1);
     lock.unlock();
     cv_.notify_all();
     return s;
   }
 
  private:
-  void make(std::uint64_t step, Step& s) {
+  // The CPUs this process may run on. On one, a worker would only take turns with the runner's
+  // thread: a piece then costs two thread switches and gains nothing.
+  static int cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
+  }
+  // The next piece, of step making_.
+  void make(Step& s) {
     s.ops.clear();
     s.info = StepInfo{};
-    workload_.step_ops(step, s.ops, s.info);
+    s.step = making_;
+    workload_.step_ops(making_, s.ops, s.info);
     if (workload_.gives_slots()) {
       s.slots_end = workload_.slots_end();
     } else {
       slots_.assign(s.ops);
       s.slots_end = slots_.end();
     }
-    if (need_ && !s.info.end) need_->add_step(s.ops, s.slots_end);
+    if (need_ && !s.info.end) need_->add_piece(s.ops, s.slots_end, !s.info.more);
+    if (!s.info.more) ++making_;
   }
-  void ask(std::uint64_t step) { asked_ = step, has_ask_ = true; }  // mu_ held
+  void ask(std::uint64_t piece) { asked_ = piece, has_ask_ = true; }  // mu_ held
 
   void work() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [&] { return has_ask_ || quit_; });
       if (quit_) return;
-      const std::uint64_t step = asked_;
+      const std::uint64_t piece = asked_;
       has_ask_ = false;
       lock.unlock();
       std::exception_ptr error;
       try {
-        make(step, made_[step & 1]);
+        make(made_[piece & 1]);
       } catch (...) {
         error = std::current_exception();
       }
       lock.lock();
-      done_ = step;
+      done_ = piece;
       error_ = error;
       cv_.notify_all();
       if (error_) return;
@@ -109,7 +124,8 @@ class StepOpsAhead {
   const std::uint64_t steps_;
   const bool threaded_;
   NeedTracker* const need_;
-  BufferSlots slots_;  // used by whichever thread makes the steps, one step at a time
+  BufferSlots slots_;  // used by whichever thread makes the pieces, one at a time
+  std::uint64_t making_ = 0;  // the step whose pieces are being made (that thread's too)
   Step made_[2];
   std::thread worker_;
   std::mutex mu_;

@@ -31,8 +31,8 @@ Bytes rounded_without_branch(Bytes requested) {
 
 }  // namespace
 
-void NeedTracker::add_step(const std::vector<Op>& ops, std::uint32_t slots_end) {
-  const std::uint64_t step = step_++;
+void NeedTracker::add_piece(const std::vector<Op>& ops, std::uint32_t slots_end, bool step_ends) {
+  const std::uint64_t step = step_;
   // live_ covers every slot of the step: the loops below need no test per op.
   // (Slot 0 at least: a free of an id that is not live reads it.)
   const std::uint32_t slots = std::max<std::uint32_t>(slots_end, 1);
@@ -40,7 +40,8 @@ void NeedTracker::add_step(const std::vector<Op>& ops, std::uint32_t slots_end) 
   // The sums and the event count in locals for the loops (the vectors' growth is a call).
   Wide requested = requested_, rounded = rounded_;
   std::uint64_t event = event_;
-  Bytes step_peak = saturated(requested);  // what is live when the step starts counts for it
+  // What is live when the step starts counts for it.
+  Bytes step_peak = in_step_ ? step_peak_ : saturated(requested);
   const Op* op = ops.data();
   const Op* const end = op + ops.size();
   // While the sums fit in 64 bits (always, but for traces that ask for exabytes): 64-bit sums,
@@ -89,7 +90,12 @@ void NeedTracker::add_step(const std::vector<Op>& ops, std::uint32_t slots_end) 
   requested_ = requested;
   rounded_ = rounded;
   event_ = event;
-  need_.step_peak_requested_bytes.push_back(step_peak);
+  in_step_ = !step_ends;
+  step_peak_ = step_peak;
+  if (step_ends) {
+    need_.step_peak_requested_bytes.push_back(step_peak);
+    ++step_;
+  }
 }
 
 // The loop of add_step while the sums fit in 64 bits, in a function of its own: fewer values
@@ -139,6 +145,11 @@ void NeedTracker::grow_live(std::uint32_t slot) {
 }
 
 WorkloadNeed NeedTracker::finish() {
+  if (in_step_) {  // a step whose last piece never came (the run stopped in it) counts as far as it went
+    need_.step_peak_requested_bytes.push_back(step_peak_);
+    ++step_;
+    in_step_ = false;
+  }
   WorkloadNeed need = std::move(need_);
   need.steps = need.step_peak_requested_bytes.size();
   need.events = event_;
@@ -160,7 +171,7 @@ WorkloadNeed compute_workload_need(Workload& workload, std::uint64_t max_steps) 
   for (std::uint64_t step = 0; step < steps; ++step) {
     ops.clear();
     StepInfo info;
-    workload.step_ops(step, ops, info);
+    whole_step_ops(workload, step, ops, info);
     if (info.end) break;
     std::uint32_t slots_end = workload.slots_end();
     if (!workload.gives_slots()) {

@@ -21,10 +21,12 @@ Bytes torch_rounded_size(Bytes requested);
 // The need accumulated step by step: add_step() with the ops of steps 0, 1, ... in order (the
 // end step of a workload of unknown length is not a step), their slots given by one BufferSlots
 // (buffer_slots.h) or the workload, every slot so far below slots_end, then finish() once.
-// Frees of ids that are not live (slot 0) are ignored.
+// A step given in pieces (StepInfo::more) is added piece by piece: add_piece, step_ends on its
+// last. Frees of ids that are not live (slot 0) are ignored.
 class NeedTracker {
  public:
-  void add_step(const std::vector<Op>& ops, std::uint32_t slots_end);
+  void add_step(const std::vector<Op>& ops, std::uint32_t slots_end) { add_piece(ops, slots_end, true); }
+  void add_piece(const std::vector<Op>& ops, std::uint32_t slots_end, bool step_ends);
   WorkloadNeed finish();
 
  private:
@@ -51,6 +53,8 @@ class NeedTracker {
   [[gnu::noinline]] const Op* add_ops_64(const Op* op, const Op* end, std::uint64_t step, Sums64& sums);
   Wide requested_ = 0, rounded_ = 0;
   std::uint64_t event_ = 0, step_ = 0;
+  bool in_step_ = false;      // step_ has had pieces, not its last
+  Bytes step_peak_ = 0;       // over step_'s pieces so far
 };
 
 // Walks steps 0 .. min(max_steps, num_steps()) - 1 (max_steps 0: all) of a workload that has
