@@ -1,5 +1,5 @@
-// Streaming replay: a trace is replayed in chunks ("steps") read ahead on the runner's worker
-// thread; the chunking changes nothing in the results, and an error deep in the file stops the
+// Streaming replay: a trace is replayed in chunks ("steps"), each read in pieces (on the
+// runner's worker thread where there are two CPUs); neither changes anything in the results, and an error deep in the file stops the
 // run with the line, exit 2 and nothing written.
 #include <gtest/gtest.h>
 
@@ -132,7 +132,9 @@ TEST(TraceReplay, AStepReadInPiecesRunsAsTheWholeStep) {
       EXPECT_EQ(a.device_allocs, b.device_allocs);
       EXPECT_EQ(a.allocs, b.allocs);
       ASSERT_EQ(pieces.steps.size(), whole.steps.size());
-      if (policy == OnOom::Continue) EXPECT_EQ(pieces.steps.size(), (std::size_t(events) + kChunk - 1) / kChunk);
+      if (policy == OnOom::Continue) {
+        EXPECT_EQ(pieces.steps.size(), (std::size_t(events) + kChunk - 1) / kChunk);
+      }
       for (std::size_t i = 0; i < pieces.steps.size(); ++i) {
         const StepSample &p = pieces.steps[i], &w = whole.steps[i];
         SCOPED_TRACE(fmt::format("step {}", i));

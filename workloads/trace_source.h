@@ -48,7 +48,8 @@ class TraceSource {   // a trace read as a stream, never loaded whole
   // a set that holds the live ids only). The native CSV keeps the file's own ids.
   virtual std::size_t read(std::vector<Op>& out, std::size_t max_ops) = 0;
   // Where an op came from in the user's program ("train.py:88 in forward"), "" if unknown.
-  // Asked for ops returned by the last two read() calls (the replay reads one chunk ahead), from
+  // Asked for ops of the piece being replayed while the next may be read (the replay reads one
+  // piece ahead: trace.h), from
   // another thread than read() but never at the same time (the trace workload serialises them).
   virtual std::string origin(const Op&) const { return {}; }
   // A new reader from the first op, sharing what this one holds in memory (a snapshot, read

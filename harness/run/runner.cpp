@@ -724,10 +724,10 @@ struct CaseRun {
 void usage_up_to_first_oom(const CaseSpec& spec, const RunSettings& settings,
                            const std::function<std::unique_ptr<Device>()>& make_case_device,
                            const AllocatorOptions& options, const UsageSample& want, CaseResult& result) {
-  // As the first run was made (a timeline too: its calls are one at a time), less what it reported.
+  // As the first run was made (a timeline too: its calls are one at a time); it reports nothing
+  // (no event gate: the CaseRun below gets none).
   RunSettings again = settings;
   again.on_oom = OnOom::Stop;
-  again.event_sink = nullptr;
   again.on_device_ready = nullptr;
   CaseResult scratch;
   bool same = false;
