@@ -3,6 +3,8 @@
 // Named Gpu*: they skip themselves where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "gpu_test_helpers.h"
 
 #include <nlohmann/json.hpp>
@@ -65,6 +67,13 @@ TEST(GpuOom, FragmentationConfigOomsAtTheSameEventWithTheSameBlockMapAsOnSim) {
     EXPECT_EQ(gm["segments"][i]["blocks"], sm["segments"][i]["blocks"]) << i;
   }
   EXPECT_TRUE(fs::exists(dir / "cuda" / "oom" / "case00_caching.svg"));
+  // The usage up to the first OOM: on the GPU from the ring every event writes, on sim from a
+  // second run up to that OOM. The same calls give the same bytes, event by event.
+  const std::string g_usage = read_text(dir / "cuda" / "oom" / "case00_caching.timeline.csv");
+  EXPECT_GT(std::count(g_usage.begin(), g_usage.end(), '\n'), 10) << g_usage;
+  EXPECT_EQ(g_usage, read_text(dir / "sim" / "oom" / "case00_caching.timeline.csv"));
+  std::printf("[gpu] fragmentation_oom usage up to the first OOM: %zu lines, the same as on sim\n",
+              static_cast<std::size_t>(std::count(g_usage.begin(), g_usage.end(), '\n')));
   fs::remove_all(dir);
 }
 
