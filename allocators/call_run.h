@@ -40,6 +40,14 @@ struct CallResult {
   MemoryInUse after;  // the allocator's bytes in use after the call
 };
 
+// What a run of calls leaves for a caller that wants no call's own result (run_calls_highs):
+// the most bytes in use after any call, allocated and reserved each on its own, and the bytes
+// after the last call made.
+struct CallHighs {
+  MemoryInUse high;  // raised by every call made, never lowered (the caller starts it)
+  MemoryInUse last;  // after the last call made (unchanged when none was)
+};
+
 class CallRunner {
  public:
   virtual ~CallRunner() = default;
@@ -51,6 +59,11 @@ class CallRunner {
   // made (the failed one not counted).
   virtual std::size_t run_calls(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
                                 MemoryInUse mark, bool& failed) = 0;
+  // The same calls, stops and return value as run_calls, without a result per call: `highs`
+  // takes what the results would have said (a replay's step peaks need no more, and writing
+  // and reading 24 bytes a call back costs it more than the maxima).
+  virtual std::size_t run_calls_highs(const CallView& calls, std::size_t n, DevPtr* slot_ptr, MemoryInUse mark,
+                                      CallHighs& highs, bool& failed) = 0;
 };
 
 inline CallRunner* call_runner(Allocator& a) { return dynamic_cast<CallRunner*>(&a); }

@@ -5,6 +5,7 @@
 // mark.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -88,9 +89,13 @@ void expect_same_state(const Side& a, const Side& b, std::size_t at) {
 // capacity is short; compares every result.
 void run_both(const std::string& conf, Bytes capacity, std::size_t run, std::size_t mix, std::uint64_t seed) {
   const std::vector<Call> calls = random_calls(seed, 4000);
-  Side one(conf, capacity), many(conf, capacity);
+  // highs: the same runs through run_calls_highs, which must make the same calls and report
+  // the maxima and the last bytes in use of many's per-call results.
+  Side one(conf, capacity), many(conf, capacity), highs(conf, capacity);
   CallRunner* runner = call_runner(*many.alloc);
   ASSERT_NE(runner, nullptr) << "caching implements CallRunner";
+  CallRunner* highs_runner = call_runner(*highs.alloc);
+  CallHighs h{{0, 0}, {0, 0}};
   std::size_t ooms = 0;
   CallResult results[64];
   for (std::size_t i = 0; i < calls.size();) {
@@ -108,13 +113,29 @@ void run_both(const std::string& conf, Bytes capacity, std::size_t run, std::siz
     };
     if (mix && i % mix == 0) {  // the caller mixes: this call made on both one by one
       EXPECT_EQ(one_call(one, calls[i]).has_value(), one_call(many, calls[i]).has_value()) << "call " << i;
+      one_call(highs, calls[i]);
       ++i;
       continue;
     }
     const std::size_t n = std::min(run, calls.size() - i);
-    bool failed = false;
+    bool failed = false, highs_failed = false;
     const std::size_t done = runner->run_calls(view_of(calls, i), n, many.slot_ptr.data(), results,
                                                MemoryInUse{~Bytes{0}, ~Bytes{0}}, failed);
+    const CallHighs h_before = h;
+    ASSERT_EQ(highs_runner->run_calls_highs(view_of(calls, i), n, highs.slot_ptr.data(),
+                                            MemoryInUse{~Bytes{0}, ~Bytes{0}}, h, highs_failed),
+              done);
+    EXPECT_EQ(highs_failed, failed);
+    MemoryInUse want_high = h_before.high, want_last = h_before.last;
+    for (std::size_t k = 0; k < done; ++k) {
+      want_high.allocated_bytes = std::max(want_high.allocated_bytes, results[k].after.allocated_bytes);
+      want_high.reserved_bytes = std::max(want_high.reserved_bytes, results[k].after.reserved_bytes);
+      want_last = results[k].after;
+    }
+    EXPECT_EQ(h.high.allocated_bytes, want_high.allocated_bytes) << "call " << i;
+    EXPECT_EQ(h.high.reserved_bytes, want_high.reserved_bytes) << "call " << i;
+    EXPECT_EQ(h.last.allocated_bytes, want_last.allocated_bytes) << "call " << i;
+    EXPECT_EQ(h.last.reserved_bytes, want_last.reserved_bytes) << "call " << i;
     ASSERT_LE(done, n);
     ASSERT_TRUE(done == n || failed) << "stops early only at a failed allocation, the mark being above all";
     for (std::size_t k = 0; k < done; ++k) {
@@ -133,7 +154,9 @@ void run_both(const std::string& conf, Bytes capacity, std::size_t run, std::siz
       ++i;
     }
     expect_same_state(one, many, i);
+    expect_same_state(one, highs, i);
     EXPECT_EQ(one.slot_ptr, many.slot_ptr);
+    EXPECT_EQ(one.slot_ptr, highs.slot_ptr);
   }
   if (capacity < GiB) {
     EXPECT_GT(ooms, 0u) << "the capacity was meant to be short";
@@ -142,8 +165,10 @@ void run_both(const std::string& conf, Bytes capacity, std::size_t run, std::siz
   for (std::size_t s = 0; s < one.slot_ptr.size(); ++s) {
     if (one.slot_ptr[s]) one.alloc->deallocate(one.slot_ptr[s]);
     if (many.slot_ptr[s]) many.alloc->deallocate(many.slot_ptr[s]);
+    if (highs.slot_ptr[s]) highs.alloc->deallocate(highs.slot_ptr[s]);
   }
   expect_same_state(one, many, calls.size());
+  expect_same_state(one, highs, calls.size());
 }
 
 TEST(CallRun, CachingRunCallsMakesTheCallsDecisions) { run_both("", 80 * GiB, 64, 0, 1); }
@@ -178,6 +203,37 @@ TEST(CallRun, StopsAfterTheCallThatPassesTheMark) {
   EXPECT_EQ(results[1].after.allocated_bytes, 8192 + (Bytes{1} << 20));
   EXPECT_EQ(s.slot_ptr[1], 0u);
   EXPECT_NE(s.slot_ptr[3], 0u);
+}
+
+TEST(CallRun, RunCallsHighsStopsAfterTheCallThatPassesTheMark) {
+  Side s("", 80 * GiB);
+  CallRunner* runner = call_runner(*s.alloc);
+  ASSERT_NE(runner, nullptr);
+  const std::vector<Call> calls = {{CallView::kAllocate, 4096, 0, 1},
+                                   {CallView::kAllocate, 8192, 0, 2},
+                                   {CallView::kDeallocate, 0, 0, 1},
+                                   {CallView::kAllocate, 1 << 20, 0, 3},
+                                   {CallView::kDeallocate, 0, 0, 2}};
+  CallHighs h{{0, 0}, {0, 0}};
+  bool failed = true;
+  EXPECT_EQ(runner->run_calls_highs(view_of(calls, 0), 4, s.slot_ptr.data(), MemoryInUse{0, 0}, h, failed), 1u);
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(h.high.reserved_bytes, 2 * MiB);
+  EXPECT_EQ(h.last.allocated_bytes, 4096u);
+  EXPECT_EQ(runner->run_calls_highs(view_of(calls, 1), 4, s.slot_ptr.data(), MemoryInUse{4096, 2 * MiB}, h, failed),
+            1u);
+  EXPECT_EQ(h.high.allocated_bytes, 4096u + 8192u);
+  // The free and the 1 MiB alloc (passes the mark), not the last free.
+  EXPECT_EQ(runner->run_calls_highs(view_of(calls, 2), 3, s.slot_ptr.data(), MemoryInUse{4096 + 8192, 2 * MiB}, h,
+                                    failed),
+            2u);
+  EXPECT_EQ(h.high.allocated_bytes, 8192 + (Bytes{1} << 20));
+  EXPECT_EQ(h.last.allocated_bytes, 8192 + (Bytes{1} << 20));
+  EXPECT_EQ(runner->run_calls_highs(view_of(calls, 4), 1, s.slot_ptr.data(), MemoryInUse{~Bytes{0}, ~Bytes{0}}, h,
+                                    failed),
+            1u);
+  EXPECT_EQ(h.high.allocated_bytes, 8192 + (Bytes{1} << 20)) << "a free lowers no high";
+  EXPECT_EQ(h.last.allocated_bytes, Bytes{1} << 20);
 }
 
 TEST(CallRun, StopsAtARecordThatIsNotACall) {

@@ -84,6 +84,29 @@ TEST(HugeSizes, TwoToThe63IsACapacityOomOnEveryAllocator) {
   expect_capacity_oom_then_1mib("9223372036854775808", "9223372036855824384");
 }
 
+// The need's rounding at the top of the range, as torch's round_size: a request above 2^64 - 1 -
+// 512 rounds to 2^64 - 1 (even 2^64 - 512, a multiple of 512), one below it to the next multiple.
+TEST(HugeSizes, TheNeedRoundsRequestsNearTwoToThe64AsTorchDoes) {
+  auto dir = temp_dir("huge_round");
+  const std::pair<const char*, const char*> cases[] = {
+      {"18446744073709551104", "18446744073709551615"},  // 2^64 - 512
+      {"18446744073709551103", "18446744073709551104"},  // 2^64 - 513
+      {"18446744073709550593", "18446744073709551104"},  // 2^64 - 1023
+  };
+  for (const auto& [bytes, rounded] : cases) {
+    SCOPED_TRACE(bytes);
+    write_text(dir / "t.csv", std::string("action,id,bytes,stream\nalloc,0,") + bytes + ",0\nfree,0,,0\n");
+    auto r = run_gpumembench("replay --device sim --capacity 8GiB --quiet --format csv --trace " +
+                             (dir / "t.csv").string() + " --allocator caching --overwrite --output " + (dir / "out").string());
+    ASSERT_EQ(r.status, 0) << r.out;
+    auto rows = parse_csv(read_text(dir / "out" / "results.csv"));
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows.begin()->second.at("need_peak_requested_bytes"), bytes);
+    EXPECT_EQ(rows.begin()->second.at("need_peak_rounded_bytes"), rounded);
+  }
+  fs::remove_all(dir);
+}
+
 // A device larger than 1 PiB is refused up front (exit 2, the limit named), on the command
 // line and in a config, rather than failing (or wrapping) in the middle of a run.
 TEST(HugeSizes, CapacityAboveOnePiBIsAUsageError) {

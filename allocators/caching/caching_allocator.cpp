@@ -338,14 +338,28 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   // (by_slot_) instead of in the pointer map: a free finds its block without hashing.
   std::size_t run_calls(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
                         MemoryInUse mark, bool& failed) override {
-    return plain_ ? run_calls_as<true>(calls, n, slot_ptr, results, mark, failed)
-                  : run_calls_as<false>(calls, n, slot_ptr, results, mark, failed);
+    CallHighs unused;
+    return plain_ ? run_calls_as<true, true>(calls, n, slot_ptr, results, unused, mark, failed)
+                  : run_calls_as<false, true>(calls, n, slot_ptr, results, unused, mark, failed);
   }
-  // kPlain: the options most runs use (plain_), compiled in as constants.
-  template <bool kPlain>
+  std::size_t run_calls_highs(const CallView& calls, std::size_t n, DevPtr* slot_ptr, MemoryInUse mark,
+                              CallHighs& highs, bool& failed) override {
+    return plain_ ? run_calls_as<true, false>(calls, n, slot_ptr, nullptr, highs, mark, failed)
+                  : run_calls_as<false, false>(calls, n, slot_ptr, nullptr, highs, mark, failed);
+  }
+  // kPlain: the options most runs use (plain_), compiled in as constants. kEach: a result per
+  // call into results (run_calls), else the maxima into highs (run_calls_highs).
+  template <bool kPlain, bool kEach>
   std::size_t run_calls_as(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
-                           MemoryInUse mark, bool& failed) {
+                           CallHighs& highs, MemoryInUse mark, bool& failed) {
     failed = false;
+    // The maxima in locals (the stores into blocks could alias highs), stored back at each return.
+    Bytes high_a = highs.high.allocated_bytes, high_r = highs.high.reserved_bytes;
+    MemoryInUse last = highs.last;
+    auto done = [&](std::size_t made) {
+      if (!kEach) highs = {{high_a, high_r}, last};
+      return made;
+    };
     const unsigned char* rec = calls.base;
     // by_slot_ in locals: the stores into blocks below could alias the vector's own pointers.
     // Only the resize here moves it.
@@ -353,9 +367,10 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     std::size_t by_slot_size = by_slot_.size();
     for (std::size_t i = 0; i < n; ++i, rec += calls.stride) {
       const auto kind = CallView::field<std::uint8_t>(rec, calls.kind_at);
-      if (kind > CallView::kDeallocate) return i;  // another kind of record ends the calls
+      if (kind > CallView::kDeallocate) return done(i);  // another kind of record ends the calls
       const auto slot = CallView::field<std::uint32_t>(rec, calls.slot_at);
-      CallResult& r = results[i];
+      CallResult local;
+      CallResult& r = kEach ? results[i] : local;
       if (kind == CallView::kAllocate) {
         const auto bytes = CallView::field<Bytes>(rec, calls.bytes_at);
         DevPtr ptr = 0;  // PyTorch hands out nullptr for 0 bytes
@@ -365,7 +380,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           Block* b = malloc<kPlain>(bytes, stream);
           if (!b) {
             failed = true;
-            return i;
+            return done(i);
           }
           if (__builtin_expect(slot >= by_slot_size, 0)) {
             by_slot_.resize(std::max<std::size_t>(slot + 1, 2 * by_slot_size), nullptr);
@@ -391,12 +406,19 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           free<kPlain>(b);
         }
       }
-      r.after = in_use();
-      if (r.after.reserved_bytes > mark.reserved_bytes ||
-          (r.after.reserved_bytes == mark.reserved_bytes && r.after.allocated_bytes > mark.allocated_bytes))
-        return i + 1;
+      const MemoryInUse after = in_use();
+      if (kEach) {
+        r.after = after;
+      } else {
+        high_a = std::max(high_a, after.allocated_bytes);
+        high_r = std::max(high_r, after.reserved_bytes);
+        last = after;
+      }
+      if (after.reserved_bytes > mark.reserved_bytes ||
+          (after.reserved_bytes == mark.reserved_bytes && after.allocated_bytes > mark.allocated_bytes))
+        return done(i + 1);
     }
-    return n;
+    return done(n);
   }
 
   AllocatorStats stats() const override {

@@ -276,6 +276,10 @@ struct CaseRun {
     for (;;) {  // once, and again after each OOM inside the run
       const std::size_t first = k;
       const bool sample = sampling_usage();
+      // The loops after the clock read each call's result; most runs want only the step's peaks,
+      // which the allocator keeps as it goes (run_calls_highs).
+      const bool each = !call_runner_ || ids || timeline || skipping || sample;
+      CallHighs highs{{step_peak_allocated, step_peak_reserved}, {}};
       bool failed = false;
       const TickClock::Ticks t = TickClock::now();
       if (call_runner_) {
@@ -294,15 +298,17 @@ struct CaseRun {
             while (stretch < end && ops[stretch].kind == Op::Kind::Free) ++stretch;
           }
           if (!peak_seen) stretch = k + 1;
-          const std::size_t done = call_runner_->run_calls(
-              CallView{reinterpret_cast<const unsigned char*>(ops + k), op_view.stride, op_view.kind_at,
-                       op_view.bytes_at, op_view.stream_at, op_view.slot_at},
-              stretch - k, ptrs, &results[k - i], {allocated_at_peak_reserved, peak_reserved}, failed);
+          const CallView calls{reinterpret_cast<const unsigned char*>(ops + k), op_view.stride, op_view.kind_at,
+                               op_view.bytes_at, op_view.stream_at, op_view.slot_at};
+          const MemoryInUse mark{allocated_at_peak_reserved, peak_reserved};
+          const std::size_t done =
+              each ? call_runner_->run_calls(calls, stretch - k, ptrs, &results[k - i], mark, failed)
+                   : call_runner_->run_calls_highs(calls, stretch - k, ptrs, mark, highs, failed);
           // Before the last call none passed the mark: their track() would only raise the step's
-          // peaks, which the loops after the clock do for every call.
+          // peaks, which the loops after the clock (or highs) do for every call.
           if (skipping)
             for (std::size_t q = k; q < k + done; ++q) skipped[q - i] = false;
-          if (done) track(results[k + done - 1 - i].after);
+          if (done) track(each ? results[k + done - 1 - i].after : highs.last);
           k += done;
           if (failed) break;  // else it stopped at the mark, a compute op (the loop's test) or the end
         }
@@ -377,8 +383,12 @@ struct CaseRun {
           // Every call of the pass has its sample or started a run after it (no sample).
           usage_next_event = event;
           usage_next_step = step;
-        } else {
+        } else if (each) {
           for (std::size_t q = first; q < k; ++q) step_peaks(results[q - i]);
+          event += k - first;
+        } else {
+          step_a = highs.high.allocated_bytes;  // started from the step's peaks
+          step_r = highs.high.reserved_bytes;
           event += k - first;
         }
         m.events = event;

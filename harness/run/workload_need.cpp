@@ -12,19 +12,15 @@ Bytes torch_rounded_size(Bytes requested) { return caching::round_to_min_block(r
 
 namespace {
 
-// torch_rounded_size with selects instead of branches: a free's bytes (0) take the "below the
-// minimum" branch, an alloc's mostly not, so that branch would follow the ops' kinds. Eight
-// instructions, not seventeen (this runs for every event of a trace): 0 counts as 1 (both round
-// to the minimum, as everything below it does); then size + kMin carries exactly when size >=
-// 2^64 - kMin, torch's saturation at 2^64 - 1, and otherwise (size + kMin - 1) rounded down to a
-// multiple of kMin is size rounded up.
+// torch_rounded_size in six instructions, not seventeen (this runs for every event of a trace),
+// with one branch that only requests within kMin of 2^64 take (torch saturates those at 2^64 - 1,
+// round_to_min_block; the add below would wrap). A free's bytes (mostly 0) are masked off by the caller: a branch on
+// "below the minimum" would follow the ops' kinds, a select does not.
 Bytes rounded_without_branch(Bytes requested) {
   constexpr Bytes kMin = caching::kMinBlockSize;
   static_assert((kMin & (kMin - 1)) == 0, "rounding by a mask");
-  const Bytes at_least_one = requested + Bytes{requested == 0};
-  Bytes plus;
-  const bool carry = __builtin_add_overflow(at_least_one, kMin, &plus);
-  const Bytes r = ((plus - 1) & ~(kMin - 1)) | (Bytes{0} - Bytes{carry});
+  Bytes r = std::max((requested + kMin - 1) & ~(kMin - 1), kMin);
+  if (__builtin_expect(requested > UINT64_MAX - kMin, 0)) r = UINT64_MAX;
   assert(r == torch_rounded_size(requested));
   return r;
 }
