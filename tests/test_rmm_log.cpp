@@ -2,6 +2,8 @@
 // dense reused ids, `allocate failure` rows are the recorded OOMs, bad rows name file:line.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "test_helpers.h"
 #include "workloads/trace_source.h"
 
@@ -68,6 +70,43 @@ TEST(RmmLog, ReplaySaysHowManyAllocationsFailedInTheRecordedRun) {
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("format rmm_log"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("recorded run: 1 failed allocation (event 1); replayed: 0 OOMs"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+// A config run that stops at its first OOM (on_oom: stop) before the reader reaches the log's
+// end: the recorded failures are counted over the part read, and results.json says so
+// (whole_trace false). A PyTorch snapshot is parsed whole before its first op, so its count is
+// the whole recording's even when the replay stops early (whole_trace true).
+TEST(RmmLog, ARunStoppedEarlySaysWhichPartItsRecordedFailuresCover) {
+  auto dir = temp_dir("rmm_stop");
+  // 1 GiB live from the start, then 40,000 small allocate/free pairs, a recorded failure at the
+  // end: on a 1 GiB card the first small allocation fails, long before the reader gets there.
+  std::string log = kHeader + "1,0,allocate,0x100000000,1073741824,0x0\n";
+  for (int i = 0; i < 40000; ++i)
+    log += "1,0,allocate,0x200000000,4096,0x0\n1,0,free,0x200000000,4096,0x0\n";
+  log += "1,0,allocate failure,(nil),3221225472,0x0\n";
+  write_text(dir / "log.csv", log);
+  auto run_stopped = [&](const std::string& trace, const std::string& capacity) {
+    write_text(dir / "c.yaml", "name: stopped\ndevice: {capacity: [" + capacity + "]}\nallocators: [caching]\n"
+                               "workloads:\n  - trace: {path: " + trace + "}\nrun: {on_oom: stop}\n");
+    fs::remove_all(dir / "out");
+    auto r = run_gpumembench("--device sim -q --config " + (dir / "c.yaml").string() + " --output " +
+                             (dir / "out").string());
+    EXPECT_EQ(r.status, 0) << r.out;
+    return nlohmann::json::parse(testing::read_text(dir / "out" / "results.json"))["cases"][0];
+  };
+  const auto rmm = run_stopped((dir / "log.csv").string(), "1GiB");
+  EXPECT_EQ(rmm["ooms"], 1);
+  EXPECT_EQ(rmm["events"], 2) << "stopped at the first small allocation";
+  EXPECT_EQ(rmm["recorded_ooms"]["count"], 0) << "the failure at the log's end was not read";
+  EXPECT_EQ(rmm["recorded_ooms"]["whole_trace"], false);
+
+  const auto snap = run_stopped(testing::source_path("tests/data/torch_snapshots/snap_oom_cap16g.pickle.gz"), "16GiB");
+  EXPECT_EQ(snap["ooms"], 1);
+  EXPECT_EQ(snap["events"], 16112) << "stopped at the recorded run's first OOM";
+  EXPECT_EQ(snap["recorded_ooms"]["count"], 2);
+  EXPECT_EQ(snap["recorded_ooms"]["events"], nlohmann::json::parse("[16111, 59591]"));
+  EXPECT_EQ(snap["recorded_ooms"]["whole_trace"], true);
   fs::remove_all(dir);
 }
 

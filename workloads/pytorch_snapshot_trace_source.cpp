@@ -24,6 +24,7 @@ class PyTorchSnapshotSource final : public TraceSource {
     meta_.gzip = gzip;
     meta_.records_ooms = true;
     meta_.recorded_ooms = s_.ooms.size();
+    meta_.recorded_ooms_complete = true;  // the whole pickle is parsed before the first op
     for (const RecordedOom& o : s_.ooms)
       if (meta_.recorded_oom_events.size() < TraceMeta::kMaxRecordedOomEvents) meta_.recorded_oom_events.push_back(o.op);
   }

@@ -60,7 +60,7 @@ class TraceWorkload final : public Workload {
     std::lock_guard<std::mutex> lock(mu_);
     const TraceMeta& m = source_->meta();
     if (!m.records_ooms) return std::nullopt;
-    return RecordedOoms{m.recorded_ooms, m.recorded_oom_events, ended_};
+    return RecordedOoms{m.recorded_ooms, m.recorded_oom_events, ended_ || m.recorded_ooms_complete};
   }
 
  private:

@@ -29,11 +29,13 @@ struct TraceMeta {
   std::vector<std::string> notes;  // what the reader decided, printed to the user (device picked, blocks alive at start, ...)
   bool gzip = false;             // the file was gzip-compressed
   // Allocations that failed in the recorded run (RMM `allocate failure`, snapshot `oom`); they
-  // are not replayed. Complete only once read() has returned 0. Events are positions in the op
+  // are not replayed. Complete once read() has returned 0, or from the start where
+  // recorded_ooms_complete says so (a snapshot, parsed whole). Events are positions in the op
   // stream: the failure happened just before op number `event` (0-based), the replay's event
   // numbering for the same point; the first kMaxRecordedOomEvents are kept.
   bool records_ooms = false;  // the format can record them (the figures below mean something)
   std::uint64_t recorded_ooms = 0;
+  bool recorded_ooms_complete = false;  // the figures cover the whole trace before it is read to its end
   std::vector<std::uint64_t> recorded_oom_events;
   static constexpr std::size_t kMaxRecordedOomEvents = 1000;
 };

@@ -45,7 +45,9 @@ struct StepInfo {
 struct RecordedOoms {
   std::uint64_t count = 0;
   std::vector<std::uint64_t> events;
-  bool whole_trace = true;  // false: the replay stopped early; the figures cover the part read
+  // false: the replay stopped before the reader reached the trace's end, and the figures cover
+  // the part read (the reader runs up to a step ahead of the replay, so maybe more than it ran)
+  bool whole_trace = true;
 };
 
 // A compute op's modeled time on the simulated device: the GPU's time for its kernel and the host's

@@ -229,7 +229,7 @@ std::string recorded_vs_replayed(const CaseResult& c) {
   if (rec.events.size() > 10 || rec.count > rec.events.size()) events += ", ...";
   std::string line = fmt::format("recorded run: {} failed allocation{}{}{}", rec.count, rec.count == 1 ? "" : "s",
                                  events.empty() ? "" : " (event" + std::string(rec.count == 1 ? " " : "s ") + events + ")",
-                                 rec.whole_trace ? "" : " in the part replayed");
+                                 rec.whole_trace ? "" : " in the part of the trace read");
   if (!c.runs.empty()) {
     const RunMetrics& m = c.runs.front();
     line += fmt::format("; replayed: {} OOM{}", m.ooms, m.ooms == 1 ? "" : "s");
