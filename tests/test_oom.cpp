@@ -10,9 +10,10 @@
 #include "common/units.h"
 #include "devices/device.h"
 #include "harness/frontier/frontier.h"
-#include "harness/report/oom_block_map.h"
 #include "harness/report/markdown_report.h"
+#include "harness/report/oom_block_map.h"
 #include "harness/report/report.h"
+#include "harness/report/timeline_report.h"
 #include "harness/run/runner.h"
 #include "harness/run/workload_need.h"
 #include "test_helpers.h"
@@ -691,11 +692,18 @@ TEST(OomUsageWindow, OnSimASecondRunThatMeetsAnotherOomGivesNoWindowAndSaysSo) {
   EXPECT_EQ(r.workload_notes[0],
             "the usage before the first OOM is not shown: the sim keeps it by running the case again to that OOM, "
             "and that run did not reach the same OOM");
+  // The picture of the usage says so too, instead of empty axes.
+  const std::string svg = gmb::usage_svg(r);
+  EXPECT_NE(svg.find("Not drawn: the usage before the first OOM is not shown"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("<polyline"), std::string::npos);
+  EXPECT_EQ(gmb::usage_csv(r), "event,step,allocated_bytes,reserved_bytes\n");
   // A workload that repeats itself: the window, and no note.
   gmb::CaseSpec same{"caching", {}, [] { return std::make_unique<PairsThenTooLarge>(10); }};
   const gmb::CaseResult ok = gmb::run_case(same, gmb::DeviceSpec{gmb::DeviceChoice::Sim, 8 * gmb::GiB}, gmb::RunSettings{});
   EXPECT_EQ(ok.oom_usage.size(), 21u);
   EXPECT_TRUE(ok.workload_notes.empty());
+  EXPECT_NE(gmb::usage_svg(ok).find("<polyline"), std::string::npos);
+  EXPECT_EQ(gmb::usage_svg(ok).find("Not drawn"), std::string::npos);
 }
 
 namespace {

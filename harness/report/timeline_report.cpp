@@ -63,6 +63,15 @@ std::string usage_svg(const CaseResult& c) {
                          ? fmt::format(" (the last {} events drawn)", c.oom_usage.size())
                          : ""),
          12, kWidth - 32);
+  if (c.oom_usage.empty()) {
+    // Nothing kept (on sim, the second run up to the OOM did not reach the same OOM): say why,
+    // in the picture itself, rather than draw empty axes.
+    std::string why = "no usage was kept for this run";
+    for (const std::string& n : c.workload_notes)
+      if (n.rfind("the usage before the first OOM", 0) == 0) why = n;
+    top = g.lines(16, top + 8, "Not drawn: " + why + ".", 12, kWidth - 32, "bold", kRequest);
+    return g.finish(kWidth, top + 16);
+  }
   const double kY0 = top + 16, kY1 = kY0 + kPlotH, kHeight = kY1 + 76;
   const auto& u = c.oom_usage;
   Bytes ymax_b = o.capacity_bytes;
