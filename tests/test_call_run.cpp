@@ -177,15 +177,20 @@ TEST(CallRun, CachingRunCallsMixedWithSingleCalls) { run_both("", 160 * MiB, 17,
 TEST(CallRun, CachingRunCallsExpandableSegments) { run_both("expandable_segments:True", 200 * MiB, 64, 7, 4); }
 TEST(CallRun, CachingRunCallsMaxSplitSize) { run_both("max_split_size_mb:20", 160 * MiB, 33, 0, 5); }
 
+// Two allocs, a free, a 1 MiB alloc and a free, for the stops at the mark.
+std::vector<Call> mark_calls() {
+  return {{CallView::kAllocate, 4096, 0, 1},
+          {CallView::kAllocate, 8192, 0, 2},
+          {CallView::kDeallocate, 0, 0, 1},
+          {CallView::kAllocate, 1 << 20, 0, 3},
+          {CallView::kDeallocate, 0, 0, 2}};
+}
+
 TEST(CallRun, StopsAfterTheCallThatPassesTheMark) {
   Side s("", 80 * GiB);
   CallRunner* runner = call_runner(*s.alloc);
   ASSERT_NE(runner, nullptr);
-  const std::vector<Call> calls = {{CallView::kAllocate, 4096, 0, 1},
-                                   {CallView::kAllocate, 8192, 0, 2},
-                                   {CallView::kDeallocate, 0, 0, 1},
-                                   {CallView::kAllocate, 1 << 20, 0, 3},
-                                   {CallView::kDeallocate, 0, 0, 2}};
+  const std::vector<Call> calls = mark_calls();
   CallResult results[5];
   bool failed = true;
   // Nothing reserved yet: the first call reserves a 2 MiB segment, above a mark of 0.
@@ -209,11 +214,7 @@ TEST(CallRun, RunCallsHighsStopsAfterTheCallThatPassesTheMark) {
   Side s("", 80 * GiB);
   CallRunner* runner = call_runner(*s.alloc);
   ASSERT_NE(runner, nullptr);
-  const std::vector<Call> calls = {{CallView::kAllocate, 4096, 0, 1},
-                                   {CallView::kAllocate, 8192, 0, 2},
-                                   {CallView::kDeallocate, 0, 0, 1},
-                                   {CallView::kAllocate, 1 << 20, 0, 3},
-                                   {CallView::kDeallocate, 0, 0, 2}};
+  const std::vector<Call> calls = mark_calls();
   CallHighs h{{0, 0}, {0, 0}};
   bool failed = true;
   EXPECT_EQ(runner->run_calls_highs(view_of(calls, 0), 4, s.slot_ptr.data(), MemoryInUse{0, 0}, h, failed), 1u);
