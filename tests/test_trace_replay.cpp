@@ -3,6 +3,8 @@
 // run with the line, exit 2 and nothing written.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -97,10 +99,60 @@ class WholeSteps final : public Workload {
   std::unique_ptr<Workload> w_;
 };
 
+// The same run, event for event: events, OOMs (with their steps), the step series, the need
+// and the usage before the first OOM.
+void expect_same_run(const CaseResult& a_case, const CaseResult& b_case, OnOom policy, int events, std::size_t chunk) {
+  ASSERT_EQ(a_case.runs.size(), 1u);
+  ASSERT_EQ(b_case.runs.size(), 1u);
+  const RunMetrics &a = a_case.runs[0], &b = b_case.runs[0];
+  EXPECT_GT(a.ooms, 0u);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.ooms, b.ooms);
+  EXPECT_EQ(a.steps_completed, b.steps_completed);
+  EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
+  EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
+  EXPECT_EQ(a.device_allocs, b.device_allocs);
+  EXPECT_EQ(a.allocs, b.allocs);
+  ASSERT_EQ(a_case.steps.size(), b_case.steps.size());
+  if (policy == OnOom::Continue) {
+    EXPECT_EQ(a_case.steps.size(), (std::size_t(events) + chunk - 1) / chunk);
+  }
+  for (std::size_t i = 0; i < a_case.steps.size(); ++i) {
+    const StepSample &p = a_case.steps[i], &w = b_case.steps[i];
+    SCOPED_TRACE(fmt::format("step {}", i));
+    EXPECT_EQ(p.step, w.step);
+    EXPECT_EQ(p.allocated_bytes, w.allocated_bytes);
+    EXPECT_EQ(p.reserved_bytes, w.reserved_bytes);
+    EXPECT_EQ(p.ooms, w.ooms);
+    EXPECT_EQ(p.step_peak_allocated_bytes, w.step_peak_allocated_bytes);
+    EXPECT_EQ(p.step_peak_reserved_bytes, w.step_peak_reserved_bytes);
+    EXPECT_EQ(p.need_bytes, w.need_bytes);
+    EXPECT_EQ(p.allocated_at_peak_reserved_bytes, w.allocated_at_peak_reserved_bytes);
+  }
+  ASSERT_TRUE(a_case.need && b_case.need);
+  EXPECT_EQ(a_case.need->step_peak_requested_bytes, b_case.need->step_peak_requested_bytes);
+  EXPECT_EQ(a_case.need->peak_requested_event, b_case.need->peak_requested_event);
+  EXPECT_EQ(a_case.need->peak_rounded_bytes, b_case.need->peak_rounded_bytes);
+  EXPECT_EQ(a_case.need->events, b_case.need->events);
+  ASSERT_EQ(a_case.oom_events.size(), b_case.oom_events.size());
+  for (std::size_t i = 0; i < a_case.oom_events.size(); ++i) {
+    EXPECT_EQ(a_case.oom_events[i].event, b_case.oom_events[i].event);
+    EXPECT_EQ(a_case.oom_events[i].step, b_case.oom_events[i].step);
+    EXPECT_EQ(a_case.oom_events[i].kind, b_case.oom_events[i].kind);
+  }
+  ASSERT_EQ(a_case.oom_usage.size(), b_case.oom_usage.size());
+  ASSERT_FALSE(a_case.oom_usage.empty());
+  for (std::size_t i = 0; i < a_case.oom_usage.size(); ++i) {
+    EXPECT_EQ(a_case.oom_usage[i].event, b_case.oom_usage[i].event);
+    EXPECT_EQ(a_case.oom_usage[i].reserved_bytes, b_case.oom_usage[i].reserved_bytes);
+  }
+}
+
 // A step read in pieces (kTracePieceOps) runs as that step whole: the same events, OOMs (with
 // their steps), step series, need and usage before the first OOM, under every on_oom policy
 // (skip_step skips the allocs of the step's later pieces too), for traces that end inside a
-// piece, at a piece's end and at a step's end.
+// piece, at a piece's end and at a step's end; with the pieces made on a worker thread (where
+// the machine has two CPUs, as CI's has) and on the runner's own (the process on one CPU).
 TEST(TraceReplay, AStepReadInPiecesRunsAsTheWholeStep) {
   auto dir = temp_dir("trace_pieces");
   constexpr std::size_t kChunk = 20000;  // steps of 8192 + 8192 + 3616 ops
@@ -120,50 +172,21 @@ TEST(TraceReplay, AStepReadInPiecesRunsAsTheWholeStep) {
       const CaseResult whole = run_case(
           {"caching", {}, [=] { return std::make_unique<WholeSteps>(make_trace_workload(path, {}, kChunk)); }}, dev,
           settings);
-      ASSERT_EQ(pieces.runs.size(), 1u);
-      ASSERT_EQ(whole.runs.size(), 1u);
-      const RunMetrics &a = pieces.runs[0], &b = whole.runs[0];
-      EXPECT_GT(a.ooms, 0u);
-      EXPECT_EQ(a.events, b.events);
-      EXPECT_EQ(a.ooms, b.ooms);
-      EXPECT_EQ(a.steps_completed, b.steps_completed);
-      EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
-      EXPECT_EQ(a.peak_allocated_bytes, b.peak_allocated_bytes);
-      EXPECT_EQ(a.device_allocs, b.device_allocs);
-      EXPECT_EQ(a.allocs, b.allocs);
-      ASSERT_EQ(pieces.steps.size(), whole.steps.size());
-      if (policy == OnOom::Continue) {
-        EXPECT_EQ(pieces.steps.size(), (std::size_t(events) + kChunk - 1) / kChunk);
-      }
-      for (std::size_t i = 0; i < pieces.steps.size(); ++i) {
-        const StepSample &p = pieces.steps[i], &w = whole.steps[i];
-        SCOPED_TRACE(fmt::format("step {}", i));
-        EXPECT_EQ(p.step, w.step);
-        EXPECT_EQ(p.allocated_bytes, w.allocated_bytes);
-        EXPECT_EQ(p.reserved_bytes, w.reserved_bytes);
-        EXPECT_EQ(p.ooms, w.ooms);
-        EXPECT_EQ(p.step_peak_allocated_bytes, w.step_peak_allocated_bytes);
-        EXPECT_EQ(p.step_peak_reserved_bytes, w.step_peak_reserved_bytes);
-        EXPECT_EQ(p.need_bytes, w.need_bytes);
-        EXPECT_EQ(p.allocated_at_peak_reserved_bytes, w.allocated_at_peak_reserved_bytes);
-      }
-      ASSERT_TRUE(pieces.need && whole.need);
-      EXPECT_EQ(pieces.need->step_peak_requested_bytes, whole.need->step_peak_requested_bytes);
-      EXPECT_EQ(pieces.need->peak_requested_event, whole.need->peak_requested_event);
-      EXPECT_EQ(pieces.need->peak_rounded_bytes, whole.need->peak_rounded_bytes);
-      EXPECT_EQ(pieces.need->events, whole.need->events);
-      ASSERT_EQ(pieces.oom_events.size(), whole.oom_events.size());
-      for (std::size_t i = 0; i < pieces.oom_events.size(); ++i) {
-        EXPECT_EQ(pieces.oom_events[i].event, whole.oom_events[i].event);
-        EXPECT_EQ(pieces.oom_events[i].step, whole.oom_events[i].step);
-        EXPECT_EQ(pieces.oom_events[i].kind, whole.oom_events[i].kind);
-      }
-      ASSERT_EQ(pieces.oom_usage.size(), whole.oom_usage.size());
-      ASSERT_FALSE(pieces.oom_usage.empty());
-      for (std::size_t i = 0; i < pieces.oom_usage.size(); ++i) {
-        EXPECT_EQ(pieces.oom_usage[i].event, whole.oom_usage[i].event);
-        EXPECT_EQ(pieces.oom_usage[i].reserved_bytes, whole.oom_usage[i].reserved_bytes);
-      }
+      expect_same_run(pieces, whole, policy, events, kChunk);
+      // On one CPU the pieces are made on the runner's own thread (no worker): the same run.
+      cpu_set_t all, one;
+      ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+      CPU_ZERO(&one);
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &all)) {
+          CPU_SET(c, &one);
+          break;
+        }
+      ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+      const CaseResult one_cpu =
+          run_case({"caching", {}, [=] { return make_trace_workload(path, {}, kChunk); }}, dev, settings);
+      ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+      expect_same_run(one_cpu, whole, policy, events, kChunk);
       if (::testing::Test::HasFailure()) break;
     }
   }
