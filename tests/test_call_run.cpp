@@ -252,5 +252,30 @@ TEST(CallRun, StopsAtARecordThatIsNotACall) {
   EXPECT_EQ(s.slot_ptr[2], 0u) << "the call after the other record is not made";
 }
 
+TEST(CallRun, RunCallsHighsStopsAtARecordThatIsNotACallWithTheHighsSoFar) {
+  Side s("", 80 * GiB);
+  CallRunner* runner = call_runner(*s.alloc);
+  ASSERT_NE(runner, nullptr);
+  constexpr std::uint8_t kOther = CallView::kDeallocate + 1;  // the harness's compute op
+  const std::vector<Call> calls = {{CallView::kAllocate, 4096, 0, 1}, {kOther, 0, 0, 0}, {CallView::kAllocate, 4096, 0, 2}};
+  CallHighs h{{0, 0}, {0, 0}};
+  bool failed = true;
+  EXPECT_EQ(runner->run_calls_highs(view_of(calls, 0), 3, s.slot_ptr.data(), MemoryInUse{~Bytes{0}, ~Bytes{0}}, h,
+                                    failed),
+            1u);
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(h.high.allocated_bytes, 4096u);
+  EXPECT_EQ(h.high.reserved_bytes, 2 * MiB);
+  EXPECT_EQ(h.last.allocated_bytes, 4096u);
+  // Stopped at its first record: no call made, the highs as they were.
+  const CallHighs before = h;
+  EXPECT_EQ(runner->run_calls_highs(view_of(calls, 1), 2, s.slot_ptr.data(), MemoryInUse{~Bytes{0}, ~Bytes{0}}, h,
+                                    failed),
+            0u);
+  EXPECT_EQ(h.high.allocated_bytes, before.high.allocated_bytes);
+  EXPECT_EQ(h.last.allocated_bytes, before.last.allocated_bytes);
+  EXPECT_EQ(s.slot_ptr[2], 0u);
+}
+
 }  // namespace
 }  // namespace gmb

@@ -810,6 +810,19 @@ TEST(OomUsageWindow, EachRowHasItsEventStepAndBytesAcrossGapsAndStepsAfterTheRin
     ASSERT_EQ(timed.oom_usage[i].allocated_bytes, u[i].allocated_bytes) << i;
     ASSERT_EQ(timed.oom_usage[i].reserved_bytes, u[i].reserved_bytes) << i;
   }
+  // The plain run takes each run of calls' peaks from the allocator (run_calls_highs), the timed
+  // one reads every call's result: the same steps, event counts and peaks.
+  EXPECT_EQ(plain.runs[0].events, timed.runs[0].events);
+  EXPECT_EQ(plain.runs[0].ooms, timed.runs[0].ooms);
+  EXPECT_EQ(plain.runs[0].peak_allocated_bytes, timed.runs[0].peak_allocated_bytes);
+  EXPECT_EQ(plain.runs[0].peak_reserved_bytes, timed.runs[0].peak_reserved_bytes);
+  ASSERT_EQ(plain.steps.size(), timed.steps.size());
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) {
+    ASSERT_EQ(plain.steps[i].step_peak_allocated_bytes, timed.steps[i].step_peak_allocated_bytes) << i;
+    ASSERT_EQ(plain.steps[i].step_peak_reserved_bytes, timed.steps[i].step_peak_reserved_bytes) << i;
+    ASSERT_EQ(plain.steps[i].allocated_at_peak_reserved_bytes, timed.steps[i].allocated_at_peak_reserved_bytes) << i;
+    ASSERT_EQ(plain.steps[i].allocated_bytes, timed.steps[i].allocated_bytes) << i;
+  }
 }
 
 // On sim run_case computes the need from the run's own steps (the workload is read once) and

@@ -174,18 +174,26 @@ TEST(TraceReplay, AStepReadInPiecesRunsAsTheWholeStep) {
           settings);
       expect_same_run(pieces, whole, policy, events, kChunk);
       // On one CPU the pieces are made on the runner's own thread (no worker): the same run.
-      cpu_set_t all, one;
-      ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+      // The thread's CPUs are given back however the run ends (later tests need the worker).
+      struct Affinity {
+        cpu_set_t all;
+        bool got = sched_getaffinity(0, sizeof all, &all) == 0;
+        ~Affinity() {
+          if (got) sched_setaffinity(0, sizeof all, &all);
+        }
+      } affinity;
+      ASSERT_TRUE(affinity.got);
+      cpu_set_t one;
       CPU_ZERO(&one);
       for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &all)) {
+        if (CPU_ISSET(c, &affinity.all)) {
           CPU_SET(c, &one);
           break;
         }
       ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
       const CaseResult one_cpu =
           run_case({"caching", {}, [=] { return make_trace_workload(path, {}, kChunk); }}, dev, settings);
-      ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+      ASSERT_EQ(sched_setaffinity(0, sizeof affinity.all, &affinity.all), 0);
       expect_same_run(one_cpu, whole, policy, events, kChunk);
       if (::testing::Test::HasFailure()) break;
     }
