@@ -237,12 +237,17 @@ TEST(CallRun, RunCallsHighsStopsAfterTheCallThatPassesTheMark) {
   EXPECT_EQ(h.last.allocated_bytes, Bytes{1} << 20);
 }
 
+// An alloc, a record of another kind (the harness's compute op), an alloc.
+std::vector<Call> calls_around_another_record() {
+  constexpr std::uint8_t kOther = CallView::kDeallocate + 1;
+  return {{CallView::kAllocate, 4096, 0, 1}, {kOther, 0, 0, 0}, {CallView::kAllocate, 4096, 0, 2}};
+}
+
 TEST(CallRun, StopsAtARecordThatIsNotACall) {
   Side s("", 80 * GiB);
   CallRunner* runner = call_runner(*s.alloc);
   ASSERT_NE(runner, nullptr);
-  constexpr std::uint8_t kOther = CallView::kDeallocate + 1;  // the harness's compute op
-  const std::vector<Call> calls = {{CallView::kAllocate, 4096, 0, 1}, {kOther, 0, 0, 0}, {CallView::kAllocate, 4096, 0, 2}};
+  const std::vector<Call> calls = calls_around_another_record();
   CallResult results[3];
   bool failed = true;
   EXPECT_EQ(runner->run_calls(view_of(calls, 0), 3, s.slot_ptr.data(), results, MemoryInUse{~Bytes{0}, ~Bytes{0}}, failed),
@@ -256,8 +261,7 @@ TEST(CallRun, RunCallsHighsStopsAtARecordThatIsNotACallWithTheHighsSoFar) {
   Side s("", 80 * GiB);
   CallRunner* runner = call_runner(*s.alloc);
   ASSERT_NE(runner, nullptr);
-  constexpr std::uint8_t kOther = CallView::kDeallocate + 1;  // the harness's compute op
-  const std::vector<Call> calls = {{CallView::kAllocate, 4096, 0, 1}, {kOther, 0, 0, 0}, {CallView::kAllocate, 4096, 0, 2}};
+  const std::vector<Call> calls = calls_around_another_record();
   CallHighs h{{0, 0}, {0, 0}};
   bool failed = true;
   EXPECT_EQ(runner->run_calls_highs(view_of(calls, 0), 3, s.slot_ptr.data(), MemoryInUse{~Bytes{0}, ~Bytes{0}}, h,

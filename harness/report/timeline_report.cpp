@@ -68,7 +68,7 @@ std::string usage_svg(const CaseResult& c) {
     // in the picture itself, rather than draw empty axes.
     std::string why = "no usage was kept for this run";
     for (const std::string& n : c.workload_notes)
-      if (n.rfind("the usage before the first OOM", 0) == 0) why = n;
+      if (n == kUsageNotKeptNote) why = n;
     top = g.lines(16, top + 8, "Not drawn: " + why + ".", 12, kWidth - 32, "bold", kRequest);
     return g.finish(kWidth, top + 16);
   }

@@ -152,6 +152,12 @@ struct CaseGpu {
   Bytes total_bytes = 0;
 };
 
+// The note a case gets when its usage before the first OOM is not shown (on sim the second run
+// up to that OOM did not reach the same OOM): the runner adds it, the usage picture says it.
+inline constexpr const char* kUsageNotKeptNote =
+    "the usage before the first OOM is not shown: the sim keeps it by running the case again to that OOM, "
+    "and that run did not reach the same OOM";
+
 struct CaseResult {
   std::string label;           // "caching[expandable_segments:True] x hole_pattern[...]"
   std::string workload;        // kind

@@ -759,9 +759,7 @@ void usage_up_to_first_oom(const CaseSpec& spec, const RunSettings& settings,
     result.oom_usage = std::move(scratch.oom_usage);
     result.oom_usage_window_events = scratch.oom_usage_window_events;
   } else {
-    result.workload_notes.push_back(
-        "the usage before the first OOM is not shown: the sim keeps it by running the case again to "
-        "that OOM, and that run did not reach the same OOM");
+    result.workload_notes.push_back(kUsageNotKeptNote);
   }
 }
 

@@ -14,8 +14,8 @@ namespace {
 
 // torch_rounded_size in six instructions, not seventeen (this runs for every event of a trace),
 // with one branch that only requests within kMin of 2^64 take (torch saturates those at 2^64 - 1,
-// round_to_min_block; the add below would wrap). A free's bytes (mostly 0) are masked off by the caller: a branch on
-// "below the minimum" would follow the ops' kinds, a select does not.
+// round_to_min_block; the add below would wrap). A free's bytes (mostly 0) are masked off by the
+// caller: a branch on "below the minimum" would follow the ops' kinds, a select does not.
 Bytes rounded_without_branch(Bytes requested) {
   constexpr Bytes kMin = caching::kMinBlockSize;
   static_assert((kMin & (kMin - 1)) == 0, "rounding by a mask");
