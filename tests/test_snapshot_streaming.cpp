@@ -651,6 +651,57 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
   expect_two_pass(anew, "frames_anew.pickle", "origin 'batch3.py:7 in step'");
 }
 
+// On one core a snapshot is read whole first only up to 64 MiB; a longer one is streamed as
+// with two cores, so the memory of a replay does not grow with the pickle. Here 114 MB of
+// entries whose frames name a long file written anew in each (as PyTorch writes a frame's
+// strs): read whole, the replay's peak would be more than the pickle's length.
+TEST(SnapshotFeed, OnOneCoreALongSnapshotIsStreamedNotReadWhole) {
+  const std::vector<std::string> strs = {"action", "addr", "size", "stream", "frames", "name", "filename", "line",
+                                         "alloc", "free_completed"};
+  const std::string file = "/work/" + std::string(300, 'd') + "/train.py";
+  const int entries = 150000;
+  std::string bytes = keyed_trace(strs, entries, [](Bytes2&, const KeyAt&, int) {}, [&](Bytes2& p, const KeyAt& k, int i) {
+    const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 2) * (2 << 20);
+    p.keyed_entry(k, {{"action", [&](Bytes2& q) { q.get(k.at(i % 2 ? "free_completed" : "alloc")); }},
+                      {"addr", [&](Bytes2& q) { q.integer(static_cast<std::int64_t>(addr)); }},
+                      {"size", [&](Bytes2& q) { q.integer(3 << 20); }},
+                      {"stream", [](Bytes2& q) { q.op('K').op('\x00'); }},
+                      {"frames", [&](Bytes2& q) {
+                         q.op(']').memoize().op('(');
+                         for (int f = 0; f < 2; ++f) {
+                           q.op('}').memoize().op('(');
+                           q.get(k.at("filename")).str(file).memoize();
+                           q.get(k.at("line")).op('K').op(static_cast<char>(7 + f)).get(k.at("name")).str("step").memoize();
+                           q.op('u');
+                         }
+                         q.op('e');
+                       }}});
+  });
+  ASSERT_GT(bytes.size(), std::size_t(96) << 20);
+  const auto dir = testing::temp_dir("one_core");
+  const std::string path = (dir / "long.pickle").string();
+  testing::write_text(path, bytes);
+  testing::write_text(dir / "one.csv", "action,id,bytes,stream\nalloc,0,1285,0\n");
+  // gmb_peak_rss (tests/peak_rss_main.cpp) runs a replay on one CPU and prints its peak memory.
+  auto peak_kib_of = [&](const std::string& trace, const char* want) {
+    const auto r = testing::run_gpumembench_with_prefix(
+        std::string(GMB_PEAK_RSS_BINARY) + " --one-cpu ",
+        "replay --device sim --trace " + trace + " --allocator caching --capacity 1GiB");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out.substr(0, 2000);
+    const std::size_t at = r.out.rfind("peak_rss_kib ");
+    return at == std::string::npos ? -1L : std::stol(r.out.substr(at + 13));
+  };
+  // 75,000 allocations of 3 MiB, each freed before the next: one 20 MiB segment serves them all.
+  const long peak = peak_kib_of(path, "| caching | 20.0 MiB | 3.0 MiB | 85.0% | 1 | 0 | 100.0% |");
+  const long start_up = peak_kib_of((dir / "one.csv").string(), "| caching | 2.0 MiB | 0.0 MiB |");
+  ASSERT_GT(start_up, 0);
+  // Read whole, the pickle alone would be more than 96 MiB above a one-event replay.
+  EXPECT_LT(peak - start_up, 64 * 1024) << "KiB of peak memory above start-up for a " << bytes.size()
+                                        << "-byte pickle";
+  std::filesystem::remove_all(dir);
+}
+
 // The sink at the pickle level: a list it claims stays empty in the Document, the sink gets
 // every item in order, and the tree does not hold them.
 class CollectingSink final : public pickle::ListSink {

@@ -58,6 +58,8 @@ class ByteInput {
   // A regular file (not a pipe, FIFO or character device such as /dev/zero): its length is
   // bounded by what the disk holds.
   bool regular_file() const { return regular_file_; }
+  // A regular file's length on disk (compressed, where it is), 0 otherwise.
+  std::uint64_t file_bytes() const { return file_bytes_; }
   bool pipe() const { return pipe_; }  // a FIFO or a socket: its bytes can be read once
   // What the file says the whole content's length is, 0 where it does not say (a pipe): only a
   // hint, for sizing (a gzip stream's own length field, taken modulo 2^32, is that of its last

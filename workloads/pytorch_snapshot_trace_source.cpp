@@ -64,6 +64,17 @@ class PyTorchSnapshotSource final : public TraceSource {
   std::size_t next_ = 0, chunk_start_ = 0, chunk_before_ = 0;
 };
 
+// The most a snapshot read on one core is read whole (its content, and its file): the peak
+// memory a trace may add (the bound for a 10 M-event trace is 64 MiB above start-up).
+constexpr std::uint64_t kReadWholeOnOneCore = std::uint64_t(64) << 20;
+
+bool read_whole_on_one_core(const ByteInput& in) {
+  // Both the content's length (as the file says it) and the file's: a gzip length field is
+  // taken modulo 2^32, so a pickle of 4 GiB and more may say it is small; its compressed
+  // file cannot.
+  return in.size_hint() <= kReadWholeOnOneCore && in.file_bytes() <= kReadWholeOnOneCore;
+}
+
 }  // namespace
 
 const PyTorchSnapshot* pytorch_snapshot_of(const TraceSource& source) {
@@ -79,10 +90,12 @@ std::unique_ptr<TraceSource> make_pytorch_snapshot_source(std::unique_ptr<ByteIn
     in->fail_at(0, "a PyTorch snapshot is read whole: give it as a regular file (plain or .gz), not a pipe or device");
   const bool gzip = in->gzip();
   const std::string path = in->path();
-  // With a second core the pickle is parsed as it is read and inflated there (content_feed.h);
-  // on one core, read whole first (libdeflate inflates it whole, faster than block by block).
+  // With a second core the pickle is parsed as it is read and inflated there (content_feed.h).
+  // On one core a pickle of at most kReadWholeOnOneCore is read whole first (libdeflate
+  // inflates it whole, faster than block by block); a larger one is streamed too, so that
+  // memory stays bounded (the feed's window) whatever the pickle's length.
   std::shared_ptr<const PyTorchSnapshot> s;
-  if (ContentFeed::usable_cores() >= 2)
+  if (ContentFeed::usable_cores() >= 2 || !read_whole_on_one_core(*in))
     if (auto feed = ContentFeed::start(in, kMaxSnapshotBytes, "the snapshot's content"))
       s = std::make_shared<const PyTorchSnapshot>(convert_pytorch_snapshot(*feed, path, options.device));
   if (!s) {

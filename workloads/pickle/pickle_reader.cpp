@@ -837,6 +837,19 @@ class Builder {
       if (!n.moved) {  // `moved` marks a scalar already kept; payload is then its new number
         Node k = n;
         if (n.type == Type::Str || n.type == Type::Bytes || n.type == Type::BigInt) {
+          // One node per value: PyTorch makes a new Python str for every frame's filename and
+          // name, and the pickler memoizes each, so a trace with stacks would keep its every
+          // frame's text (the pickle's length, again) where it needs the few distinct ones.
+          kept_key_.assign(1, static_cast<char>(n.type));
+          kept_key_.append(doc_.text_.data() + n.payload, n.length);
+          auto [at, added] = kept_by_value_.try_emplace(kept_key_, kNoMemo);
+          if (!added && holds_kept(at->second, kept_key_, f)) {
+            n.moved = true;
+            n.payload = at->second;
+            r = at->second;
+            continue;
+          }
+          at->second = static_cast<Ref>(floor + kept_nodes_.size());
           k.payload = f.text + kept_text_.size();
           kept_text_.append(doc_.text_.data() + n.payload, n.length);
         }
@@ -858,6 +871,26 @@ class Builder {
     doc_.items_.resize(f.items);
     room_.erase(room_.lower_bound(floor), room_.end());
     sink_->nodes_dropped(floor);
+  }
+  // True where node r, kept by an earlier drop (below this floor) or by this one, still holds
+  // the value `key` (its type's byte, then its text): a later floor may lie below an earlier
+  // one (a second device's list), and then what that drop kept was dropped since.
+  bool holds_kept(Ref r, std::string_view key, const Floor& f) const {
+    const std::string_view text = key.substr(1);
+    const Node* node;
+    const char* at;
+    if (r < f.nodes) {
+      if (r >= doc_.nodes_.size()) return false;
+      node = &doc_.nodes_[r];
+      if (node->payload + node->length > doc_.text_.size()) return false;
+      at = doc_.text_.data() + node->payload;
+    } else {
+      if (r - f.nodes >= kept_nodes_.size()) return false;
+      node = &kept_nodes_[r - f.nodes];
+      at = kept_text_.data() + (node->payload - f.text);
+    }
+    return static_cast<char>(node->type) == key[0] && node->length == text.size() &&
+           std::memcmp(at, text.data(), text.size()) == 0;
   }
   // Container r, which must be of type want1 or want2.
   Ref container(Ref r, Type want1, Type want2, const char* op_name) {
@@ -1230,6 +1263,9 @@ class Builder {
   ShapeSet entry_shapes_, frame_shapes_;
   std::vector<Node> kept_nodes_;
   std::string kept_text_;
+  // Every str, bytes and big int a drop kept, by value (type byte, then text): its node.
+  std::unordered_map<std::string, Ref> kept_by_value_;
+  std::string kept_key_;
 };
 
 Document parse(std::string_view data, const std::string& file) {
