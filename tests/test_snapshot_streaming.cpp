@@ -651,11 +651,25 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
   expect_two_pass(anew, "frames_anew.pickle", "origin 'batch3.py:7 in step'");
 }
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)  // (clang's way to say it)
+#define GMB_TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef GMB_TEST_UNDER_ASAN
+#define GMB_TEST_UNDER_ASAN 0
+#endif
+
 // On one core a snapshot is read whole first only up to 64 MiB; a longer one is streamed as
 // with two cores, so the memory of a replay does not grow with the pickle. Here 114 MB of
 // entries whose frames name a long file written anew in each (as PyTorch writes a frame's
 // strs): read whole, the replay's peak would be more than the pickle's length.
 TEST(SnapshotFeed, OnOneCoreALongSnapshotIsStreamedNotReadWhole) {
+#if defined(__SANITIZE_ADDRESS__) || GMB_TEST_UNDER_ASAN
+  // (There a replay's peak is the sanitizer's: freed memory waits in its quarantine, 169 MB
+  // above start-up for this pickle in .ci/run's sanitizer build.)
+  GTEST_SKIP() << "peak memory is not measured under AddressSanitizer";
+#endif
   const std::vector<std::string> strs = {"action", "addr", "size", "stream", "frames", "name", "filename", "line",
                                          "alloc", "free_completed"};
   const std::string file = "/work/" + std::string(300, 'd') + "/train.py";
@@ -795,6 +809,43 @@ TEST(PickleSink, AMemoReferenceToADroppedContainerRestarts) {
   EXPECT_THROW(pickle::parse(p.bytes(), "sink.pickle", &sink), pickle::SinkRestart);
   Document whole = pickle::parse(p.bytes(), "sink.pickle");
   EXPECT_EQ(whole.get(whole.root(), "again"), whole.items(whole.get(whole.root(), "stream"))[0]);
+}
+
+// A dict inside an entry (a stack frame: PyTorch writes each distinct frame once and fetches it
+// from the memo in every later entry with that frame), and a list of such dicts, fetched by an
+// entry of a later batch: the first batch's drop kept both, so the parse goes on with the sink
+// instead of starting over. A dropped entry fetched again still restarts (the test above).
+TEST(PickleSink, AFrameFetchedAgainAfterItsBatchIsKept) {
+  Bytes2 p;
+  p.stream_list();
+  p.op('(');  // batch 1: {'size': 1, 'frames': [{'line': 7, 'name': 'step'}]}
+  p.op('}');
+  p.put();
+  p.op('(').str("size");
+  const std::uint32_t size_key = p.put();
+  p.op('K').op('\x01').str("frames");
+  const std::uint32_t frames_key = p.put();
+  p.op(']');
+  const std::uint32_t list = p.put();
+  p.op('}');
+  const std::uint32_t frame = p.put();
+  p.op('(').str("line").op('K').op('\x07').str("name").str("step").op('u').op('a');
+  p.op('u');
+  p.op('e');
+  for (int batch = 2; batch <= 3; ++batch) {  // {'size': 2, 'frames': the list}; {'size': 3, 'frames': [the frame]}
+    p.op('(').op('}');
+    p.put();
+    p.op('(').get(size_key).op('K').op(static_cast<char>(batch)).get(frames_key);
+    if (batch == 2) p.get(list);
+    else p.op(']').get(frame).op('a');
+    p.op('u').op('e');
+  }
+  p.op('u').op('.');
+  CollectingSink sink;
+  Document doc;
+  ASSERT_NO_THROW(doc = pickle::parse(p.bytes(), "frames.pickle", &sink));
+  EXPECT_EQ(sink.sizes, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(sink.drops.size(), 3u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "workloads/pickle/pickle_reader.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -781,7 +782,9 @@ class Builder {
   // Node::sink bits. kClaimed: a list whose items go to the sink. kTaken: a container the sink
   // has read (its items are final). kShared: a list fetched from the memo or DUP'd, so maybe in
   // two places: never claimed, since the sink takes items one place would show.
-  static constexpr std::uint8_t kClaimed = 1, kTaken = 2, kShared = 4;
+  // kEntry: an item the sink was given (a trace entry), never kept by a drop. kKept: a node
+  // a drop kept (its payload is then the kept node's number).
+  static constexpr std::uint8_t kClaimed = 1, kTaken = 2, kShared = 4, kEntry = 8, kKept = 16;
   bool claimed(Ref r) const { return r < Document::kImmediate && (doc_.nodes_[r].sink & kClaimed); }
   // A value fetched again (memo, DUP): a claimed list so fetched restarts, another list is marked.
   void fetched_again(Ref r) {
@@ -811,6 +814,8 @@ class Builder {
     read_.clear();
     sink_->take(doc_, c, stack_.data() + from, n, read_);
     mark_taken();
+    for (std::size_t i = from; i < from + n; ++i)
+      if (stack_[i] < doc_.nodes_.size()) doc_.nodes_[stack_[i]].sink |= kEntry;
   }
   void mark_taken() {
     for (Ref r : read_)
@@ -826,71 +831,112 @@ class Builder {
     const Ref floor = f.nodes;
     kept_nodes_.clear();
     kept_text_.clear();
-    for (std::size_t i = f.memo; i < memo_.size(); ++i) {
-      Ref& r = memo_[i];
-      if (r < floor || r >= Document::kImmediate) continue;  // older, an immediate, or none
-      Node& n = nodes[r];
-      if (n.type >= Type::List) {
-        r = kConsumed;
-        continue;
-      }
-      if (!n.moved) {  // `moved` marks a scalar already kept; payload is then its new number
-        Node k = n;
-        if (n.type == Type::Str || n.type == Type::Bytes || n.type == Type::BigInt) {
-          // One node per value: PyTorch makes a new Python str for every frame's filename and
-          // name, and the pickler memoizes each, so a trace with stacks would keep its every
-          // frame's text (the pickle's length, again) where it needs the few distinct ones.
-          kept_key_.assign(1, static_cast<char>(n.type));
-          kept_key_.append(doc_.text_.data() + n.payload, n.length);
-          auto [at, added] = kept_by_value_.try_emplace(kept_key_, kNoMemo);
-          if (!added && holds_kept(at->second, kept_key_, f)) {
-            n.moved = true;
-            n.payload = at->second;
-            r = at->second;
-            continue;
-          }
-          at->second = static_cast<Ref>(floor + kept_nodes_.size());
-          k.payload = f.text + kept_text_.size();
-          kept_text_.append(doc_.text_.data() + n.payload, n.length);
-        }
-        n.moved = true;
-        n.payload = floor + kept_nodes_.size();
-        kept_nodes_.push_back(k);
-      }
-      r = static_cast<Ref>(n.payload);
-    }
+    kept_items_.clear();
+    for (std::size_t i = f.memo; i < memo_.size(); ++i) memo_[i] = keep(memo_[i], f, kKeepDepth);
     if (short_str_made_)  // (slots made before the last drop name nodes below every later floor)
       for (ShortStr& s : short_strs_)
         if (s.ref != Document::kAbsent && s.ref >= floor)
-          s.ref = nodes[s.ref].moved ? static_cast<Ref>(nodes[s.ref].payload) : Document::kAbsent;
+          s.ref = (nodes[s.ref].sink & kKept) ? static_cast<Ref>(nodes[s.ref].payload) : Document::kAbsent;
     short_str_made_ = false;
     nodes.resize(floor);
     nodes.append(kept_nodes_.data(), kept_nodes_.size());
     doc_.text_.resize(f.text);
     doc_.text_.append(kept_text_);
     doc_.items_.resize(f.items);
+    doc_.items_.append(kept_items_.data(), kept_items_.size());
     room_.erase(room_.lower_bound(floor), room_.end());
     sink_->nodes_dropped(floor);
   }
+  // Value r, which a memo slot names, as it is numbered after the drop of floor f: older
+  // values and immediates as they are; a str, bytes or number made since the floor kept (moved
+  // down: kept_nodes_, kept_text_); a container made since kept with what it holds where that
+  // is `depth` levels of containers at most, else kConsumed (a BINGET of it restarts the
+  // parse). PyTorch writes each distinct stack frame (a dict) once and fetches it from the memo
+  // in every later entry with that frame; dropped, the first such fetch would start the parse
+  // over without the sink, building the whole pickle's tree. A container the sink was given as
+  // an item (a trace entry) or claimed, or one kept beyond kMaxKeptContainers, is not kept.
+  Ref keep(Ref r, const Floor& f, int depth) {
+    const Ref floor = f.nodes;
+    if (r < floor || r >= Document::kImmediate) return r;  // older, an immediate, or none
+    Node& n = doc_.nodes_[r];
+    if (n.sink & kKept) return static_cast<Ref>(n.payload);  // kept already: payload is its new number
+    if (n.type >= Type::List) {
+      if (depth == 0 || (n.sink & (kClaimed | kEntry)) || kept_containers_ >= kMaxKeptContainers) return kConsumed;
+      // Its items kept first (their new numbers), gathered before they are appended: a kept
+      // child appends its own items to kept_items_.
+      std::vector<Ref>& items = keep_scratch_[static_cast<std::size_t>(depth)];
+      items.assign(doc_.items_.data() + n.payload, doc_.items_.data() + n.payload + n.length);
+      for (Ref& item : items)
+        if ((item = keep(item, f, depth - 1)) == kConsumed) return kConsumed;
+      // One node per value here too: the fresh dicts and lists of equal frames and stacks
+      // become one each (a container kept is never changed: an append to it restarts).
+      kept_key_.assign(1, static_cast<char>(n.type));
+      kept_key_.append(reinterpret_cast<const char*>(items.data()), items.size() * sizeof(Ref));
+      auto [at, added] = kept_by_value_.try_emplace(kept_key_, kNoMemo);
+      if (!added && holds_kept(at->second, kept_key_, f)) {
+        n.sink |= kKept;
+        n.payload = at->second;
+        return at->second;
+      }
+      at->second = static_cast<Ref>(floor + kept_nodes_.size());
+      Node k = n;
+      k.moved = false;  // (a container's `moved` says it has room; a kept one has none)
+      k.sink = kTaken;  // its items are final: an append to it restarts the parse
+      k.payload = f.items + kept_items_.size();
+      kept_items_.insert(kept_items_.end(), items.begin(), items.end());
+      ++kept_containers_;
+      return mark_kept(n, k, floor);
+    }
+    Node k = n;
+    if (n.type == Type::Str || n.type == Type::Bytes || n.type == Type::BigInt) {
+      // One node per value: PyTorch makes a new Python str for every frame's filename and
+      // name, and the pickler memoizes each, so a trace with stacks would keep its every
+      // frame's text (the pickle's length, again) where it needs the few distinct ones.
+      kept_key_.assign(1, static_cast<char>(n.type));
+      kept_key_.append(doc_.text_.data() + n.payload, n.length);
+      auto [at, added] = kept_by_value_.try_emplace(kept_key_, kNoMemo);
+      if (!added && holds_kept(at->second, kept_key_, f)) {
+        n.sink |= kKept;
+        n.payload = at->second;
+        return at->second;
+      }
+      at->second = static_cast<Ref>(floor + kept_nodes_.size());
+      k.payload = f.text + kept_text_.size();
+      kept_text_.append(doc_.text_.data() + n.payload, n.length);
+    }
+    return mark_kept(n, k, floor);
+  }
+  // Node n (made since the floor) kept as k: k's new number, which n's payload now holds.
+  Ref mark_kept(Node& n, const Node& k, Ref floor) {
+    n.sink |= kKept;
+    n.payload = floor + kept_nodes_.size();
+    kept_nodes_.push_back(k);
+    return static_cast<Ref>(n.payload);
+  }
   // True where node r, kept by an earlier drop (below this floor) or by this one, still holds
-  // the value `key` (its type's byte, then its text): a later floor may lie below an earlier
-  // one (a second device's list), and then what that drop kept was dropped since.
+  // the value `key` (its type's byte, then its text, or its items' numbers): a later floor may
+  // lie below an earlier one (a second device's list), and then what that drop kept was
+  // dropped since.
   bool holds_kept(Ref r, std::string_view key, const Floor& f) const {
-    const std::string_view text = key.substr(1);
+    const std::string_view bytes = key.substr(1);
+    const bool container = static_cast<Type>(key[0]) >= Type::List;
     const Node* node;
     const char* at;
     if (r < f.nodes) {
       if (r >= doc_.nodes_.size()) return false;
       node = &doc_.nodes_[r];
-      if (node->payload + node->length > doc_.text_.size()) return false;
-      at = doc_.text_.data() + node->payload;
+      const std::uint64_t end = node->payload + node->length;
+      if (container ? end > doc_.items_.size() : end > doc_.text_.size()) return false;
+      at = container ? reinterpret_cast<const char*>(doc_.items_.data() + node->payload) : doc_.text_.data() + node->payload;
     } else {
       if (r - f.nodes >= kept_nodes_.size()) return false;
       node = &kept_nodes_[r - f.nodes];
-      at = kept_text_.data() + (node->payload - f.text);
+      at = container ? reinterpret_cast<const char*>(kept_items_.data() + (node->payload - f.items))
+                     : kept_text_.data() + (node->payload - f.text);
     }
-    return static_cast<char>(node->type) == key[0] && node->length == text.size() &&
-           std::memcmp(at, text.data(), text.size()) == 0;
+    const std::size_t length = container ? bytes.size() / sizeof(Ref) : bytes.size();
+    return static_cast<char>(node->type) == key[0] && node->length == length &&
+           (!container || (node->sink & kTaken)) && std::memcmp(at, bytes.data(), bytes.size()) == 0;
   }
   // Container r, which must be of type want1 or want2.
   Ref container(Ref r, Type want1, Type want2, const char* op_name) {
@@ -1263,7 +1309,12 @@ class Builder {
   ShapeSet entry_shapes_, frame_shapes_;
   std::vector<Node> kept_nodes_;
   std::string kept_text_;
-  // Every str, bytes and big int a drop kept, by value (type byte, then text): its node.
+  std::vector<Ref> kept_items_;
+  static constexpr int kKeepDepth = 2;  // a list of frames: the list, its dicts
+  static constexpr std::uint64_t kMaxKeptContainers = std::uint64_t(1) << 18;
+  std::uint64_t kept_containers_ = 0;
+  std::array<std::vector<Ref>, kKeepDepth + 1> keep_scratch_;
+  // Every value a drop kept, by value (type byte, then its text or its items' numbers): its node.
   std::unordered_map<std::string, Ref> kept_by_value_;
   std::string kept_key_;
 };
