@@ -870,15 +870,15 @@ class Builder {
         if ((item = keep(item, f, depth - 1)) == kConsumed) return kConsumed;
       // One node per value here too: the fresh dicts and lists of equal frames and stacks
       // become one each (a container kept is never changed: an append to it restarts).
-      kept_key_.assign(1, static_cast<char>(n.type));
-      kept_key_.append(reinterpret_cast<const char*>(items.data()), items.size() * sizeof(Ref));
-      auto [at, added] = kept_by_value_.try_emplace(kept_key_, kNoMemo);
-      if (!added && holds_kept(at->second, kept_key_, f)) {
+      const std::uint64_t hash = items_hash(n.type, items);
+      KeptContainer* slot = find_kept_container(hash, n.type, items, f);
+      if (slot->ref != kNoMemo) {
         n.sink |= kKept;
-        n.payload = at->second;
-        return at->second;
+        n.payload = slot->ref;
+        return slot->ref;
       }
-      at->second = static_cast<Ref>(floor + kept_nodes_.size());
+      *slot = {hash, static_cast<Ref>(floor + kept_nodes_.size())};
+      if (++kept_container_slots_used_ * 2 > kept_container_slots_.size()) grow_kept_containers();
       Node k = n;
       k.moved = false;  // (a container's `moved` says it has room; a kept one has none)
       k.sink = kTaken;  // its items are final: an append to it restarts the parse
@@ -913,30 +913,78 @@ class Builder {
     kept_nodes_.push_back(k);
     return static_cast<Ref>(n.payload);
   }
+  // Kept containers by value: an open-addressing table of (hash of type and items, node).
+  // A slot whose node no longer holds that value (dropped by a lower floor since) is passed
+  // over; at most kMaxKeptContainers are ever added.
+  struct KeptContainer {
+    std::uint64_t hash = 0;
+    Ref ref = kNoMemo;
+  };
+  static std::uint64_t items_hash(Type type, const std::vector<Ref>& items) {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull * (static_cast<std::uint64_t>(type) + 1);
+    for (Ref r : items) {
+      h = (h ^ r) * 0xff51afd7ed558ccdull;
+      h ^= h >> 32;
+    }
+    return h;
+  }
+  // The slot holding this value, or the empty slot where it goes.
+  KeptContainer* find_kept_container(std::uint64_t hash, Type type, const std::vector<Ref>& items, const Floor& f) {
+    if (kept_container_slots_.empty()) kept_container_slots_.resize(1024);
+    const std::size_t mask = kept_container_slots_.size() - 1;
+    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+      KeptContainer& slot = kept_container_slots_[i];
+      if (slot.ref == kNoMemo || (slot.hash == hash && holds_kept_items(slot.ref, type, items, f))) return &slot;
+    }
+  }
+  void grow_kept_containers() {
+    std::vector<KeptContainer> old(kept_container_slots_.size() * 2);
+    old.swap(kept_container_slots_);
+    const std::size_t mask = kept_container_slots_.size() - 1;
+    for (const KeptContainer& k : old) {
+      if (k.ref == kNoMemo) continue;
+      std::size_t i = k.hash & mask;
+      while (kept_container_slots_[i].ref != kNoMemo) i = (i + 1) & mask;
+      kept_container_slots_[i] = k;
+    }
+  }
+  // True where node r, a kept container (below this floor or kept by this drop), still holds
+  // exactly `items` as a container of this type.
+  bool holds_kept_items(Ref r, Type type, const std::vector<Ref>& items, const Floor& f) const {
+    const Node* node;
+    const Ref* at;
+    if (r < f.nodes) {
+      if (r >= doc_.nodes_.size()) return false;
+      node = &doc_.nodes_[r];
+      if (node->payload + node->length > doc_.items_.size()) return false;
+      at = doc_.items_.data() + node->payload;
+    } else {
+      if (r - f.nodes >= kept_nodes_.size()) return false;
+      node = &kept_nodes_[r - f.nodes];
+      at = kept_items_.data() + (node->payload - f.items);
+    }
+    return node->type == type && node->length == items.size() && (node->sink & kTaken) &&
+           std::memcmp(at, items.data(), items.size() * sizeof(Ref)) == 0;
+  }
   // True where node r, kept by an earlier drop (below this floor) or by this one, still holds
-  // the value `key` (its type's byte, then its text, or its items' numbers): a later floor may
-  // lie below an earlier one (a second device's list), and then what that drop kept was
-  // dropped since.
+  // the value `key` (its type's byte, then its text): a later floor may lie below an earlier
+  // one (a second device's list), and then what that drop kept was dropped since.
   bool holds_kept(Ref r, std::string_view key, const Floor& f) const {
-    const std::string_view bytes = key.substr(1);
-    const bool container = static_cast<Type>(key[0]) >= Type::List;
+    const std::string_view text = key.substr(1);
     const Node* node;
     const char* at;
     if (r < f.nodes) {
       if (r >= doc_.nodes_.size()) return false;
       node = &doc_.nodes_[r];
-      const std::uint64_t end = node->payload + node->length;
-      if (container ? end > doc_.items_.size() : end > doc_.text_.size()) return false;
-      at = container ? reinterpret_cast<const char*>(doc_.items_.data() + node->payload) : doc_.text_.data() + node->payload;
+      if (node->payload + node->length > doc_.text_.size()) return false;
+      at = doc_.text_.data() + node->payload;
     } else {
       if (r - f.nodes >= kept_nodes_.size()) return false;
       node = &kept_nodes_[r - f.nodes];
-      at = container ? reinterpret_cast<const char*>(kept_items_.data() + (node->payload - f.items))
-                     : kept_text_.data() + (node->payload - f.text);
+      at = kept_text_.data() + (node->payload - f.text);
     }
-    const std::size_t length = container ? bytes.size() / sizeof(Ref) : bytes.size();
-    return static_cast<char>(node->type) == key[0] && node->length == length &&
-           (!container || (node->sink & kTaken)) && std::memcmp(at, bytes.data(), bytes.size()) == 0;
+    return static_cast<char>(node->type) == key[0] && node->length == text.size() &&
+           std::memcmp(at, text.data(), text.size()) == 0;
   }
   // Container r, which must be of type want1 or want2.
   Ref container(Ref r, Type want1, Type want2, const char* op_name) {
@@ -1314,7 +1362,9 @@ class Builder {
   static constexpr std::uint64_t kMaxKeptContainers = std::uint64_t(1) << 18;
   std::uint64_t kept_containers_ = 0;
   std::array<std::vector<Ref>, kKeepDepth + 1> keep_scratch_;
-  // Every value a drop kept, by value (type byte, then its text or its items' numbers): its node.
+  std::vector<KeptContainer> kept_container_slots_;  // a power of two, at most half used
+  std::size_t kept_container_slots_used_ = 0;
+  // Every str, bytes and big int a drop kept, by value (type byte, then text): its node.
   std::unordered_map<std::string, Ref> kept_by_value_;
   std::string kept_key_;
 };
