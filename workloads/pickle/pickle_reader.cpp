@@ -843,7 +843,7 @@ class Builder {
     doc_.text_.resize(f.text);
     doc_.text_.append(kept_text_);
     doc_.items_.resize(f.items);
-    doc_.items_.append(kept_items_.data(), kept_items_.size());
+    if (!kept_items_.empty()) doc_.items_.append(kept_items_.data(), kept_items_.size());
     room_.erase(room_.lower_bound(floor), room_.end());
     sink_->nodes_dropped(floor);
   }
@@ -964,7 +964,7 @@ class Builder {
       at = kept_items_.data() + (node->payload - f.items);
     }
     return node->type == type && node->length == items.size() && (node->sink & kTaken) &&
-           std::memcmp(at, items.data(), items.size() * sizeof(Ref)) == 0;
+           (items.empty() || std::memcmp(at, items.data(), items.size() * sizeof(Ref)) == 0);  // (no null to memcmp)
   }
   // True where node r, kept by an earlier drop (below this floor) or by this one, still holds
   // the value `key` (its type's byte, then its text): a later floor may lie below an earlier
