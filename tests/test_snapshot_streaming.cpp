@@ -649,6 +649,38 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
     q.op('a');
   }));
   expect_two_pass(anew, "frames_anew.pickle", "origin 'batch3.py:7 in step'");
+
+  // PyTorch's own layout: one dict per distinct frame, written once and fetched from the memo
+  // by every later entry with it (across batches), and one list per traceback, fetched again by
+  // the entry of a free that shares its alloc's stack. The fetched dicts and lists are read
+  // flat with their entry (PickleSink.FetchedFramesAreReadFlat).
+  std::vector<std::uint32_t> frame_at;  // the memo slots of the distinct frames, as written
+  std::uint32_t last_list = 0;
+  const std::string shared = keyed_trace(strs, 3500, nothing, entry_with([&](Bytes2& q, const KeyAt& k, int i) {
+    if (i % 2 == 1 && i % 6 != 5) {  // a free with its alloc's stack
+      q.get(last_list);
+      return;
+    }
+    q.op(']');
+    last_list = q.memo_count();
+    q.memoize();
+    const int n = 1 + i % 3;
+    if (n > 1) q.op('(');
+    for (int f = 0; f < n; ++f) {
+      const std::size_t distinct = static_cast<std::size_t>((i / 2 + 5 * f) % 40);
+      if (distinct < frame_at.size()) {
+        q.get(frame_at[distinct]);
+        continue;
+      }
+      frame_at.push_back(q.memo_count());  // (made in turn: frame 'distinct' is the next one)
+      q.op('}').memoize().op('(');
+      q.get(k.at("name")).get(k.at("forward")).get(k.at("filename"));
+      q.get(k.at(distinct % 2 ? "/work/train.py" : "/venv/site-packages/torch/nn/module.py"));
+      q.get(k.at("line")).integer(static_cast<std::int64_t>(100 + distinct)).op('u');
+    }
+    q.op(n > 1 ? 'e' : 'a');
+  }));
+  expect_two_pass(shared, "frames_shared.pickle", "origin 'train.py:1");
 }
 
 #if defined(__has_feature)
@@ -791,6 +823,58 @@ TEST(PickleSink, LaterBatchesOfTraceLikeDictsAreTakenFlat) {
   CollectingSink sink;
   sink.flat = true;
   Document d = pickle::parse(p.bytes(), "flat.pickle", &sink);
+  EXPECT_EQ(sink.flat_entries, 2000u);  // the first batch claims the list the general way
+  ASSERT_EQ(sink.sizes.size(), 3000u);
+  for (int i = 0; i < 3000; ++i) ASSERT_EQ(sink.sizes[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(sink.drops.size(), 3u);
+  EXPECT_LT(d.node_count(), 100u);
+}
+
+// Trace entries whose frames are dicts fetched from the memo (PyTorch writes each distinct frame
+// once), or whose frames list is fetched again (a free sharing its alloc's stack): every batch
+// after the first is still read flat, with the same sizes as the general read.
+TEST(PickleSink, FetchedFramesAreReadFlat) {
+  Bytes2 p;
+  p.stream_list();
+  std::map<std::string, std::uint32_t> key_at;
+  for (const char* k : {"size", "frames", "line"}) {
+    p.str(k);
+    key_at[k] = p.put();
+    p.op('0');
+  }
+  std::uint32_t frame_a = 0, frame_b = 0, last_list = 0;
+  for (int i = 0; i < 3000; ++i) {
+    if (i % 1000 == 0) p.op('(');
+    p.keyed_entry(key_at, {{"size", [&](Bytes2& q) { q.integer(i); }},
+                           {"frames", [&](Bytes2& q) {
+                              if (i % 5 == 4) {  // the list of the entry before
+                                q.get(last_list);
+                                return;
+                              }
+                              q.op(']');
+                              last_list = q.memo_count();
+                              q.memoize();
+                              if (i == 0) {  // the two frames, made once
+                                q.op('(');
+                                for (std::uint32_t* f : {&frame_a, &frame_b}) {
+                                  q.op('}');
+                                  *f = q.memo_count();
+                                  q.memoize().op('(').get(key_at.at("line")).op('K').op(f == &frame_a ? '\x01' : '\x02');
+                                  q.op('u');
+                                }
+                                q.op('e');
+                              } else if (i % 2) {
+                                q.get(frame_b).op('a');
+                              } else {
+                                q.op('(').get(frame_a).get(frame_b).op('e');
+                              }
+                            }}});
+    if (i % 1000 == 999) p.op('e');
+  }
+  p.str("after").str(std::string(300, 'x')).op('u').op('.');
+  CollectingSink sink;
+  sink.flat = true;
+  Document d = pickle::parse(p.bytes(), "fetched_frames.pickle", &sink);
   EXPECT_EQ(sink.flat_entries, 2000u);  // the first batch claims the list the general way
   ASSERT_EQ(sink.sizes.size(), 3000u);
   for (int i = 0; i < 3000; ++i) ASSERT_EQ(sink.sizes[static_cast<std::size_t>(i)], i);

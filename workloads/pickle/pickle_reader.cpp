@@ -345,7 +345,7 @@ class Builder {
       // batch's drop would leave it.
       const std::size_t entry_at = pos_;
       const Shape* s = find_shape(entry_shapes_);
-      const bool read = s ? read_shaped(*s, kConsumed, flat_kv_.extend(2 * std::size_t{s->pairs}))
+      const bool read = s ? read_shaped(*s, kConsumed, flat_kv_.extend(2 * std::size_t{s->pairs}), true)
                           : flat_open(kConsumed) && flat_pairs(flat_kv_, true);
       if (!read || flat_kv_.size() > UINT32_MAX) return undo();
       flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
@@ -378,7 +378,8 @@ class Builder {
       if (!flat_fetch(op, key) || doc_.type(key) != Type::Str) return false;
       op = flat_next();
       if (op == 'h' || op == 'j') {
-        if (!flat_fetch(op, value)) return false;
+        // A list fetched again: a stack PyTorch shares between entries (one traceback object).
+        if (!flat_fetch(op, value) && !(lists && flat_fetched_list(value))) return false;
       } else if (op == ']' && lists) {
         if (!flat_list(value)) return false;
       } else if (!flat_scalar(op, value)) {
@@ -396,9 +397,9 @@ class Builder {
     const Ref list = add_container(Type::List);
     if (!flat_open(list)) return false;
     int op = flat_next();
-    if (op == '}') {  // one item
+    if (op == '}' || op == 'h' || op == 'j') {  // one item
       Ref d;
-      if (!flat_dict(d) || flat_next() != 'a') return false;
+      if (!flat_frame(op, d) || flat_next() != 'a') return false;
       ++pos_;
       append_items(list, &d, 1);
     } else if (op == '(') {
@@ -408,13 +409,28 @@ class Builder {
         op = flat_next();
         if (op == 'e') break;
         Ref d;
-        if (op != '}' || !flat_dict(d)) return false;
+        if (!flat_frame(op, d)) return false;
         flat_items_.push_back(d);
       }
       ++pos_;
       append_items(list, flat_items_.data(), flat_items_.size());
     }
     r = list;
+    return true;
+  }
+  // One frame of a flat list (op, read by flat_next): a new dict, or one fetched from the memo
+  // (PyTorch makes one dict per distinct frame and the pickler writes it once).
+  bool flat_frame(int op, Ref& r) {
+    if (op == '}') return flat_dict(r);
+    return flat_fetch_container(op, r) && doc_.nodes_[r].type == Type::Dict;
+  }
+  // A list fetched from the memo as a frames value: as memo_get takes it (marked shared, never
+  // a claimed one: the general path restarts there).
+  bool flat_fetched_list(Ref& r) { return flat_fetch_container(flat_next(), r) && take_fetched_list(r); }
+  bool take_fetched_list(Ref r) {
+    Node& node = doc_.nodes_[r];
+    if (node.type != Type::List || (node.sink & kClaimed)) return false;
+    node.sink |= kShared;
     return true;
   }
   // One dict of a flat list, at its EMPTY_DICT: by shape where it has one of frame_shapes_.
@@ -425,7 +441,7 @@ class Builder {
       // puts them (nothing else is added to items_ between EMPTY_DICT and SETITEMS).
       const std::size_t n = 2 * std::size_t{s->pairs};
       const Ref dict = add(Type::Dict, doc_.items_.size(), static_cast<std::uint32_t>(n));
-      if (!read_shaped(*s, dict, doc_.items_.extend(n))) return false;
+      if (!read_shaped(*s, dict, doc_.items_.extend(n), false)) return false;
       if (dict < lowest_target_) lowest_target_ = dict;  // as append_items notes a container that took items
       r = dict;
       return true;
@@ -476,21 +492,37 @@ class Builder {
     const int op = flat_next();
     return !is_memo_op(op) || flat_memoize(op, r);
   }
-  // BINGET / LONG_BINGET (op) of a stored slot that is no container.
+  // BINGET / LONG_BINGET (op) of a stored slot that is no container; pos_ moves past it only
+  // where it is one.
   bool flat_fetch(int op, Ref& r) {
+    std::size_t length;
+    if (!flat_fetched(op, r, length) || (r < Document::kImmediate && doc_.nodes_[r].type >= Type::List)) return false;
+    pos_ += length;
+    return true;
+  }
+  // The same for a slot that holds a container (a node).
+  bool flat_fetch_container(int op, Ref& r) {
+    std::size_t length;
+    if (!flat_fetched(op, r, length) || r >= Document::kImmediate || doc_.nodes_[r].type < Type::List) return false;
+    pos_ += length;
+    return true;
+  }
+  // What the BINGET / LONG_BINGET (op) at pos_ fetches, and its length; false at another
+  // opcode or a slot never stored or dropped.
+  bool flat_fetched(int op, Ref& r, std::size_t& length) const {
     std::uint64_t index;
     if (op == 'h') {
       index = static_cast<unsigned char>(in_[pos_ + 1]);
-      pos_ += 2;
+      length = 2;
     } else if (op == 'j') {
       index = little_endian(in_.data() + pos_ + 1, 4);
-      pos_ += 5;
+      length = 5;
     } else {
       return false;
     }
     if (index >= memo_.size() || memo_[index] >= kConsumed) return false;
     r = memo_[index];
-    return r >= Document::kImmediate || doc_.nodes_[r].type < Type::List;
+    return true;
   }
   // BININT1 / BININT2 / BININT / LONG1 of 8 bytes at most, or a str of 255 bytes at most with
   // its memo if it has one: made as the general path makes them.
@@ -599,8 +631,9 @@ class Builder {
   // The dict at pos_, which has shape s, read: its memo stores `dict` (its node, or kConsumed
   // for a trace entry, which has none), its keys and values go to kv[0, 2 * s.pairs), pos_ to
   // after its SETITEMS. False where the opcode-by-opcode read gives up too (a value fetched
-  // from a slot that holds no scalar, a memo index out of turn).
-  [[gnu::noinline]] bool read_shaped(const Shape& s, Ref dict, Ref* kv) {
+  // from a slot that holds no scalar, or with `lists` (an entry's) no list of frames; a memo
+  // index out of turn).
+  [[gnu::noinline]] bool read_shaped(const Shape& s, Ref dict, Ref* kv, bool lists) {
     const std::size_t at = pos_;
     const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + at);
     if (s.dict_memo != kNoMemoOp && !memo_next(s.dict_memo, reinterpret_cast<const char*>(p + 1), dict)) return false;
@@ -616,7 +649,9 @@ class Builder {
           const std::uint64_t index = v.kind == kFetch1 ? little_endian(arg, 1) : little_endian(arg, 4);
           if (index >= memo_.size() || memo_[index] >= kConsumed) return false;
           r = memo_[index];
-          if (r < Document::kImmediate && doc_.nodes_[r].type >= Type::List) return false;
+          // A container: only an entry's list of frames fetched again, as flat_pairs takes it.
+          if (r < Document::kImmediate && doc_.nodes_[r].type >= Type::List && !(lists && take_fetched_list(r)))
+            return false;
           break;
         }
         case kInt1: r = add_int(static_cast<std::int64_t>(little_endian(arg, 1))); break;
