@@ -344,12 +344,21 @@ class Builder {
       // The entry by shape, or opcode by opcode (then learned). Its memo holds kConsumed, as its
       // batch's drop would leave it.
       const std::size_t entry_at = pos_;
-      const Shape* s = find_shape(entry_shapes_);
-      const bool read = s ? read_shaped(*s, kConsumed, flat_kv_.extend(2 * std::size_t{s->pairs}), true)
+      Shape* s = find_shape(entry_shapes_);
+      std::size_t scalars_after = 0;  // pairs read after a prefix shape's, before a list
+      const bool read = s ? read_shaped(*s, kConsumed, flat_kv_.extend(2 * std::size_t{s->pairs}), true) &&
+                                (!s->prefix || flat_pairs_after_mark(flat_kv_, true, &scalars_after))
                           : flat_open(kConsumed) && flat_pairs(flat_kv_, true);
       if (!read || flat_kv_.size() > UINT32_MAX) return undo();
       flat_ends_.push_back(static_cast<std::uint32_t>(flat_kv_.size()));
-      if (!s) learn_shape(entry_shapes_, entry_at);
+      if (!s) {
+        learn_shape(entry_shapes_, entry_at, true);
+      } else if (scalars_after && !s->tried_longer) {
+        // A prefix shorter than this entry's could be (learned from an entry of another
+        // layout): tried once, the longer one learned then matches first.
+        s->tried_longer = true;
+        learn_shape(entry_shapes_, entry_at, true);
+      }
     }
     undo_from_ = SIZE_MAX;
     read_.clear();
@@ -368,6 +377,12 @@ class Builder {
   bool flat_pairs(RefArray& kv, bool lists) {
     if (flat_next() != '(') return false;
     ++pos_;
+    return flat_pairs_after_mark(kv, lists);
+  }
+  // The same from a pair's key on (after the MARK, or after a prefix read by shape); counts in
+  // *scalars the pairs before the first whose value is a list.
+  bool flat_pairs_after_mark(RefArray& kv, bool lists, std::size_t* scalars = nullptr) {
+    bool list_met = false;
     for (;;) {
       int op = flat_next();
       if (op == 'u') {  // SETITEMS
@@ -385,6 +400,8 @@ class Builder {
       } else if (!flat_scalar(op, value)) {
         return false;
       }
+      list_met |= value < Document::kImmediate && doc_.nodes_[value].type == Type::List;
+      if (scalars && !list_met) ++*scalars;
       kv.push_back(key);
       kv.push_back(value);
     }
@@ -450,7 +467,7 @@ class Builder {
     flat_dict_kv_.resize(0);
     if (!flat_open(dict) || !flat_pairs(flat_dict_kv_, false)) return false;
     append_items(dict, flat_dict_kv_.data(), flat_dict_kv_.size());
-    learn_shape(frame_shapes_, at);
+    learn_shape(frame_shapes_, at, false);
     r = dict;
     return true;
   }
@@ -570,8 +587,10 @@ class Builder {
   // by the shape: the same memo slots stored, the same ints and strs made in the same order, the
   // same keys and values given, as the opcode-by-opcode read (flat_pairs) would; anything else
   // is read that way. A shape never holds a FRAME, so a dict with one inside is read opcode by
-  // opcode. Entries and frame dicts have a ShapeSet each.
-  static constexpr std::size_t kShapeBytes = 128;  // longer entries are not learned
+  // opcode. Entries and frame dicts have a ShapeSet each. An entry's shape may be a prefix: its
+  // pairs up to one the shape cannot hold (a list of frames, or bytes past kShapeBytes), the rest
+  // then read opcode by opcode.
+  static constexpr std::size_t kShapeBytes = 128;  // longer dicts are learned as a prefix, or not
   static constexpr int kShapeValues = 16;
   static constexpr int kShapes = 8;
   static_assert(kShapeBytes <= kFlatRoom);
@@ -580,9 +599,11 @@ class Builder {
   struct Shape {
     alignas(16) unsigned char bytes[kShapeBytes];  // the entry's bytes, 0 where masked
     alignas(16) unsigned char mask[kShapeBytes];   // 0xff where a byte must be equal
-    std::uint32_t length = 0;                      // bytes from '}' through 'u'; 0: no shape
+    std::uint32_t length = 0;                      // bytes from '}' through 'u' (or the prefix); 0: no shape
     std::uint8_t dict_memo = kNoMemoOp;
     std::uint8_t pairs = 0;
+    bool prefix = false;                           // the dict goes on after `length` bytes
+    bool tried_longer = false;                     // a longer prefix was learned (or tried) after it
     struct Value {
       std::uint8_t kind, at, size, memo;  // at: the opcode's offset; size: LONG1's or a str's bytes
     } values[kShapeValues];
@@ -612,7 +633,7 @@ class Builder {
     return (half[0] | half[1]) == 0;
   }
   // The shape of `set` that the dict at pos_ (its '}') has, or nullptr (nothing changed).
-  [[gnu::always_inline]] const Shape* find_shape(ShapeSet& set) {
+  [[gnu::always_inline]] Shape* find_shape(ShapeSet& set) {
     if (in_.size() - pos_ < kShapeBytes + kFlatRoom) return nullptr;
     const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + pos_);
     int k = set.last;
@@ -673,18 +694,21 @@ class Builder {
   }
   // The dict in [at, pos_), just read opcode by opcode, becomes a shape of `set` (replacing the
   // oldest) unless it holds a FRAME or a container, is longer than kShapeBytes or has more than
-  // kShapeValues values.
-  [[gnu::noinline]] void learn_shape(ShapeSet& set, std::size_t at) {
+  // kShapeValues values. With `prefix` (an entry's), the pairs before the first such one become
+  // a prefix shape instead, where there is at least one.
+  [[gnu::noinline]] void learn_shape(ShapeSet& set, std::size_t at, bool prefix) {
     const std::size_t length = pos_ - at;
-    if (length > kShapeBytes) return;
     const auto* b = reinterpret_cast<const unsigned char*>(in_.data() + at);
-    Shape& s = set.shapes[set.next];
     Shape t;
-    std::memcpy(t.bytes, b, length);
-    std::memset(t.bytes + length, 0, kShapeBytes - length);
-    std::memset(t.mask, 0xff, length);
-    std::memset(t.mask + length, 0, kShapeBytes - length);
+    const std::size_t copied = std::min(length, kShapeBytes);
+    std::memcpy(t.bytes, b, copied);
+    std::memset(t.bytes + copied, 0, kShapeBytes - copied);
+    std::memset(t.mask, 0xff, copied);
+    std::memset(t.mask + copied, 0, kShapeBytes - copied);
     std::size_t i = 1;  // after '}'
+    // Every byte read below is within the dict (i < length, and i + k < length for an
+    // opcode's k argument bytes: the dict was just read whole); holes only within kShapeBytes.
+    auto fits = [&](std::size_t end) { return end <= length && end <= kShapeBytes; };
     auto hole = [&](std::size_t from, std::size_t n) {
       std::memset(t.mask + from, 0, n);
       std::memset(t.bytes + from, 0, n);
@@ -692,39 +716,53 @@ class Builder {
     auto memo_op = [&](std::uint8_t& op) {  // its index, if it has one, is a hole (memo_next checks it)
       op = i < length && is_memo_op(b[i]) ? b[i] : kNoMemoOp;
       const std::size_t index_bytes = op == 'q' ? 1 : op == 'r' ? 4 : 0;
-      if (op != kNoMemoOp) {
-        hole(i + 1, index_bytes);
-        i += 1 + index_bytes;
-      }
+      if (op == kNoMemoOp) return true;
+      if (!fits(i + 1 + index_bytes)) return false;
+      hole(i + 1, index_bytes);
+      i += 1 + index_bytes;
+      return true;
     };
-    memo_op(t.dict_memo);
-    if (i >= length || b[i] != '(') return;
+    if (!memo_op(t.dict_memo) || i >= length || b[i] != '(') return;
     ++i;
     int n = 0;
+    // The pairs before pair_at, n of them, as a prefix shape (mask and bytes cleared from there).
+    auto learn_prefix = [&](std::size_t pair_at) {
+      if (!prefix || n == 0 || pair_at > kShapeBytes) return;
+      std::memset(t.mask + pair_at, 0, kShapeBytes - pair_at);
+      std::memset(t.bytes + pair_at, 0, kShapeBytes - pair_at);
+      t.length = static_cast<std::uint32_t>(pair_at);
+      t.pairs = static_cast<std::uint8_t>(n);
+      t.prefix = true;
+      add_shape(set, t);
+    };
     while (i < length && b[i] != 'u') {
-      if (n == kShapeValues) return;
+      const std::size_t pair_at = i;
+      if (n == kShapeValues) return learn_prefix(pair_at);
       std::uint64_t slot;
-      if (b[i] == 'h') {
+      if (b[i] == 'h' && fits(i + 2)) {
         slot = b[i + 1];
         i += 2;
-      } else if (b[i] == 'j') {
+      } else if (b[i] == 'j' && fits(i + 5)) {
         slot = little_endian(reinterpret_cast<const char*>(b + i + 1), 4);
         i += 5;
       } else {
-        return;
+        return b[i] == 0x95 ? void() : learn_prefix(pair_at);  // (at a FRAME, as below)
       }
       if (slot >= memo_.size()) return;
       t.key_slot[n] = static_cast<std::uint32_t>(slot);
       t.key[n] = memo_[slot];
       Shape::Value& v = t.values[n];
       v = {kFetch1, static_cast<std::uint8_t>(i), 0, kNoMemoOp};
+      // The value's opcode and its argument bytes (k past the opcode), if they fit.
+      auto arg = [&](std::size_t k) { return i + 1 + k <= length && fits(i + 1 + k); };
       switch (b[i]) {
-        case 'h': v.kind = kFetch1; hole(i + 1, 1); i += 2; break;
-        case 'j': v.kind = kFetch4; hole(i + 1, 4); i += 5; break;
-        case 'K': v.kind = kInt1; hole(i + 1, 1); i += 2; break;
-        case 'M': v.kind = kInt2; hole(i + 1, 2); i += 3; break;
-        case 'J': v.kind = kInt4; hole(i + 1, 4); i += 5; break;
+        case 'h': if (!arg(1)) return learn_prefix(pair_at); v.kind = kFetch1; hole(i + 1, 1); i += 2; break;
+        case 'j': if (!arg(4)) return learn_prefix(pair_at); v.kind = kFetch4; hole(i + 1, 4); i += 5; break;
+        case 'K': if (!arg(1)) return learn_prefix(pair_at); v.kind = kInt1; hole(i + 1, 1); i += 2; break;
+        case 'M': if (!arg(2)) return learn_prefix(pair_at); v.kind = kInt2; hole(i + 1, 2); i += 3; break;
+        case 'J': if (!arg(4)) return learn_prefix(pair_at); v.kind = kInt4; hole(i + 1, 4); i += 5; break;
         case 0x8a:
+          if (!arg(1) || !arg(1 + std::size_t{b[i + 1]})) return learn_prefix(pair_at);
           v.kind = kLong1;
           v.size = b[i + 1];
           hole(i + 2, v.size);
@@ -733,23 +771,28 @@ class Builder {
         case 0x8c:
         case 'X': {
           const std::size_t head = b[i] == 0x8c ? 2 : 5;
+          if (!arg(head - 1)) return learn_prefix(pair_at);
           const std::uint64_t size = b[i] == 0x8c ? b[i + 1] : little_endian(reinterpret_cast<const char*>(b + i + 1), 4);
-          if (size > 255) return;
+          if (size > 255 || !arg(head - 1 + static_cast<std::size_t>(size))) return learn_prefix(pair_at);
           v.kind = b[i] == 0x8c ? kStr1 : kStr4;
           v.size = static_cast<std::uint8_t>(size);
           hole(i + head, v.size);
           i += head + v.size;
-          memo_op(v.memo);
+          if (!memo_op(v.memo)) return learn_prefix(pair_at);
           break;
         }
-        default: return;  // a FRAME, or what the flat read does not take
+        case 0x95: return;  // a FRAME (one in 64 KiB): the next entry learns
+        default: return learn_prefix(pair_at);  // a container, or what the flat read does not take
       }
       ++n;
     }
-    if (i + 1 != length || b[i] != 'u') return;
+    if (i + 1 != length || b[i] != 'u' || !fits(length)) return learn_prefix(i);
     t.length = static_cast<std::uint32_t>(length);
     t.pairs = static_cast<std::uint8_t>(n);
-    s = t;
+    add_shape(set, t);
+  }
+  void add_shape(ShapeSet& set, const Shape& t) {
+    set.shapes[set.next] = t;
     set.last = set.next;
     set.next = (set.next + 1) % kShapes;
   }
@@ -898,15 +941,23 @@ class Builder {
     if (n.type >= Type::List) {
       if (depth == 0 || (n.sink & (kClaimed | kEntry)) || kept_containers_ >= kMaxKeptContainers) return kConsumed;
       // Its items kept first (their new numbers), gathered before they are appended: a kept
-      // child appends its own items to kept_items_.
-      std::vector<Ref>& items = keep_scratch_[static_cast<std::size_t>(depth)];
-      items.assign(doc_.items_.data() + n.payload, doc_.items_.data() + n.payload + n.length);
-      for (Ref& item : items)
-        if ((item = keep(item, f, depth - 1)) == kConsumed) return kConsumed;
+      // child appends its own items to kept_items_. Items all older than the floor (a stack of
+      // frames fetched from the memo, the usual) keep their numbers: read in place.
+      const Ref* items = doc_.items_.data() + n.payload;
+      const std::size_t count = n.length;
+      bool older = true;
+      for (std::size_t i = 0; i < count; ++i) older &= items[i] < floor || items[i] >= Document::kImmediate;
+      if (!older) {
+        std::vector<Ref>& copy = keep_scratch_[static_cast<std::size_t>(depth)];
+        copy.assign(items, items + count);
+        for (Ref& item : copy)
+          if ((item = keep(item, f, depth - 1)) == kConsumed) return kConsumed;
+        items = copy.data();
+      }
       // One node per value here too: the fresh dicts and lists of equal frames and stacks
       // become one each (a container kept is never changed: an append to it restarts).
-      const std::uint64_t hash = items_hash(n.type, items);
-      KeptContainer* slot = find_kept_container(hash, n.type, items, f);
+      const std::uint64_t hash = items_hash(n.type, items, count);
+      KeptContainer* slot = find_kept_container(hash, n.type, items, count, f);
       if (slot->ref != kNoMemo) {
         n.sink |= kKept;
         n.payload = slot->ref;
@@ -918,7 +969,7 @@ class Builder {
       k.moved = false;  // (a container's `moved` says it has room; a kept one has none)
       k.sink = kTaken;  // its items are final: an append to it restarts the parse
       k.payload = f.items + kept_items_.size();
-      kept_items_.insert(kept_items_.end(), items.begin(), items.end());
+      kept_items_.insert(kept_items_.end(), items, items + count);
       ++kept_containers_;
       return mark_kept(n, k, floor);
     }
@@ -955,21 +1006,21 @@ class Builder {
     std::uint64_t hash = 0;
     Ref ref = kNoMemo;
   };
-  static std::uint64_t items_hash(Type type, const std::vector<Ref>& items) {
+  static std::uint64_t items_hash(Type type, const Ref* items, std::size_t count) {
     std::uint64_t h = 0x9e3779b97f4a7c15ull * (static_cast<std::uint64_t>(type) + 1);
-    for (Ref r : items) {
-      h = (h ^ r) * 0xff51afd7ed558ccdull;
+    for (std::size_t i = 0; i < count; ++i) {
+      h = (h ^ items[i]) * 0xff51afd7ed558ccdull;
       h ^= h >> 32;
     }
     return h;
   }
   // The slot holding this value, or the empty slot where it goes.
-  KeptContainer* find_kept_container(std::uint64_t hash, Type type, const std::vector<Ref>& items, const Floor& f) {
+  KeptContainer* find_kept_container(std::uint64_t hash, Type type, const Ref* items, std::size_t count, const Floor& f) {
     if (kept_container_slots_.empty()) kept_container_slots_.resize(1024);
     const std::size_t mask = kept_container_slots_.size() - 1;
     for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
       KeptContainer& slot = kept_container_slots_[i];
-      if (slot.ref == kNoMemo || (slot.hash == hash && holds_kept_items(slot.ref, type, items, f))) return &slot;
+      if (slot.ref == kNoMemo || (slot.hash == hash && holds_kept_items(slot.ref, type, items, count, f))) return &slot;
     }
   }
   void grow_kept_containers() {
@@ -985,7 +1036,7 @@ class Builder {
   }
   // True where node r, a kept container (below this floor or kept by this drop), still holds
   // exactly `items` as a container of this type.
-  bool holds_kept_items(Ref r, Type type, const std::vector<Ref>& items, const Floor& f) const {
+  bool holds_kept_items(Ref r, Type type, const Ref* items, std::size_t count, const Floor& f) const {
     const Node* node;
     const Ref* at;
     if (r < f.nodes) {
@@ -998,8 +1049,8 @@ class Builder {
       node = &kept_nodes_[r - f.nodes];
       at = kept_items_.data() + (node->payload - f.items);
     }
-    return node->type == type && node->length == items.size() && (node->sink & kTaken) &&
-           (items.empty() || std::memcmp(at, items.data(), items.size() * sizeof(Ref)) == 0);  // (no null to memcmp)
+    return node->type == type && node->length == count && (node->sink & kTaken) &&
+           (count == 0 || std::memcmp(at, items, count * sizeof(Ref)) == 0);  // (no null to memcmp)
   }
   // True where node r, kept by an earlier drop (below this floor) or by this one, still holds
   // the value `key` (its type's byte, then its text): a later floor may lie below an earlier
