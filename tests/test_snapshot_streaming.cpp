@@ -681,6 +681,31 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
     q.op(n > 1 ? 'e' : 'a');
   }));
   expect_two_pass(shared, "frames_shared.pickle", "origin 'train.py:1");
+
+  // Entries read by a prefix shape (their pairs before the frames): two layouts in turn, the
+  // frames after one pair or after four (the shorter prefix matches the longer layout's start
+  // too), pairs after the frames, and a FRAME inside one entry in 300.
+  const std::string prefixes = keyed_trace(strs, 3500, nothing, [&](Bytes2& p, const KeyAt& k, int i) {
+    const std::uint64_t addr = 0x7f0000000000ull + static_cast<std::uint64_t>(i / 2) * (2 << 20);
+    auto frames = [&](Bytes2& q) {
+      q.op(']').memoize();
+      q.op('}').memoize().op('(');
+      q.get(k.at("filename")).get(k.at("/work/train.py")).get(k.at("line")).integer(200 + i % 50);
+      q.get(k.at("name")).get(k.at("forward")).op('u').op('a');
+    };
+    auto action = [&](Bytes2& q) { q.get(k.at(i % 2 ? "free_completed" : "alloc")); };
+    auto address = [&](Bytes2& q) {
+      if (i % 300 == 7) q.frame(40);
+      q.integer(static_cast<std::int64_t>(addr));
+    };
+    auto size = [](Bytes2& q) { q.integer(2 << 20); };
+    auto stream = [](Bytes2& q) { q.op('K').op('\x00'); };
+    if ((i / 2) % 3 == 0)
+      p.keyed_entry(k, {{"action", action}, {"frames", frames}, {"addr", address}, {"size", size}, {"stream", stream}});
+    else
+      p.keyed_entry(k, {{"action", action}, {"addr", address}, {"size", size}, {"stream", stream}, {"frames", frames}});
+  });
+  expect_two_pass(prefixes, "frames_prefixes.pickle", "origin 'train.py:2");
 }
 
 #if defined(__has_feature)
