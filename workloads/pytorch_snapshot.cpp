@@ -116,6 +116,8 @@ class Converter {
     last_pairs_ = kNoneRemembered;
     for (auto& a : action_cache_) a = {Document::kAbsent, kUnknownAction};
     ++nodes_seen_;  // what origin_seen_ and file_seen_ hold is of an older numbering
+    for (FrameSeen& f : frame_seen_)
+      if (f.frame != Document::kAbsent && f.frame >= floor) f = FrameSeen{};
   }
   // Takes over the trace `from` converted (its ops, live blocks, streams, origins).
   void adopt_trace(Converter&& from) {
@@ -310,6 +312,9 @@ class Converter {
   }
 
   std::uint32_t origin_of(Ref entry) { return origin_of_frames(d_.get(entry, "frames")); }
+  // A frame's file: not Python (C/C++ frames of stacks="all", or none), a library's Python
+  // (PyTorch's, site- or dist-packages, the standard library), or the user's.
+  enum FileKind : std::uint8_t { kNotPython, kLibraryPython, kUserPython };
   std::uint32_t origin_of_frames(Ref frames) {
     if (frames == Document::kAbsent || d_.type(frames) != Type::List) return 0;
     if (reads_) reads_->push_back(frames);
@@ -319,7 +324,7 @@ class Converter {
     for (Ref f : d_.items(frames)) {
       if (d_.type(f) != Type::Dict) continue;
       if (reads_) reads_->push_back(f);
-      const FileKind kind = file_kind(d_.get(f, "filename"));
+      const FileKind kind = frame_seen(f).kind;
       if (kind == kNotPython) continue;
       if (first_py == Document::kAbsent) first_py = f;
       if (kind == kUserPython) {
@@ -330,6 +335,28 @@ class Converter {
     if (pick == Document::kAbsent) pick = first_py;
     if (pick == Document::kAbsent) pick = d_.items(frames)[0];
     if (d_.type(pick) != Type::Dict) return 0;
+    FrameSeen& frame = frame_seen(pick);
+    if (frame.origin == kNoOrigin) frame.origin = origin_of_parts(pick);
+    return frame.origin;
+  }
+  // What is known of frame dict f (its file's kind; its origin, once asked): PyTorch writes each
+  // distinct frame once and fetches it in every later entry with it, so a stack's frames are
+  // the same few nodes from entry to entry. Cached by node; forget_nodes_from forgets the
+  // nodes a drop numbers anew (the dicts are final: the sink read them, so an append restarts).
+  static constexpr std::uint32_t kNoOrigin = UINT32_MAX;
+  struct FrameSeen {
+    Ref frame = Document::kAbsent;
+    FileKind kind = kNotPython;
+    std::uint32_t origin = kNoOrigin;
+  };
+  static constexpr std::size_t kFramesSeen = 1024;
+  FrameSeen frame_seen_[kFramesSeen];
+  FrameSeen& frame_seen(Ref f) {
+    FrameSeen& seen = frame_seen_[f & (kFramesSeen - 1)];
+    if (seen.frame != f) seen = {f, file_kind(d_.get(f, "filename")), kNoOrigin};
+    return seen;
+  }
+  std::uint32_t origin_of_parts(Ref pick) {
     // The frame's text from its three values: memoized strs and small ints, the same nodes from
     // entry to entry, so the text is made once per frame seen (a cache by node, forgotten when
     // nodes are dropped).
@@ -342,9 +369,7 @@ class Converter {
     seen = {nodes_seen_, {parts[0], parts[1], parts[2]}, origin};
     return origin;
   }
-  // A frame's file: not Python (C/C++ frames of stacks="all", or none), a library's Python
-  // (PyTorch's, site- or dist-packages, the standard library), or the user's. Cached by node.
-  enum FileKind : std::uint8_t { kNotPython, kLibraryPython, kUserPython };
+  // A frame's file (FileKind), cached by node.
   FileKind file_kind(Ref fn) {
     if (fn == Document::kAbsent || d_.type(fn) != Type::Str) return kNotPython;
     FileSeen& seen = file_seen_[fn & (kFilesSeen - 1)];

@@ -423,6 +423,7 @@ class Builder {
       ++pos_;
       flat_items_.resize(0);
       for (;;) {
+        flat_fetched_dicts();
         op = flat_next();
         if (op == 'e') break;
         Ref d;
@@ -434,6 +435,36 @@ class Builder {
     }
     r = list;
     return true;
+  }
+  // A run of BINGET / LONG_BINGET of dicts (a stack's frames, each written once and fetched
+  // after), appended to flat_items_ as flat_frame would, in one loop: no FRAME between them and
+  // kFlatRoom bytes after each (else the loop stops and flat_next goes on from there).
+  void flat_fetched_dicts() {
+    if (in_.size() - pos_ < 2 * kFlatRoom) return;
+    const char* p = in_.data() + pos_;
+    const char* const end = in_.data() + in_.size() - kFlatRoom;
+    const Ref* const memo = memo_.data();
+    const std::size_t memo_size = memo_.size();
+    while (p < end) {
+      std::uint64_t index;
+      std::size_t length;
+      if (*p == 'j') {
+        index = little_endian(p + 1, 4);
+        length = 5;
+      } else if (*p == 'h') {
+        index = static_cast<unsigned char>(p[1]);
+        length = 2;
+      } else {
+        break;
+      }
+      if (index >= memo_size) break;
+      const Ref r = memo[index];
+      static_assert(kConsumed >= Document::kImmediate && kNoMemo >= Document::kImmediate);  // no node
+      if (r >= Document::kImmediate || doc_.nodes_[r].type != Type::Dict) break;
+      flat_items_.push_back(r);
+      p += length;
+    }
+    pos_ = static_cast<std::size_t>(p - in_.data());
   }
   // One frame of a flat list (op, read by flat_next): a new dict, or one fetched from the memo
   // (PyTorch makes one dict per distinct frame and the pickler writes it once).
