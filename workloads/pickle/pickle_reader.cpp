@@ -412,6 +412,7 @@ class Builder {
   // them: the list's node, then each dict's node with its items, then the list's items.
   bool flat_list(Ref& r) {
     const Ref list = add_container(Type::List);
+    const std::size_t memo_at = memo_.size();
     if (!flat_open(list)) return false;
     int op = flat_next();
     if (op == '}' || op == 'h' || op == 'j') {  // one item
@@ -431,10 +432,35 @@ class Builder {
         flat_items_.push_back(d);
       }
       ++pos_;
+      // A stack of fetched frames equal to a list kept before: that node, in the memo too,
+      // instead of a new one (a value; the kept list is final), while nothing came after this one.
+      const Ref same = doc_.nodes_.size() == list + 1 ? kept_list(flat_items_.data(), flat_items_.size()) : kNoMemo;
+      if (same != kNoMemo) {
+        doc_.nodes_.resize(list);
+        if (memo_.size() > memo_at) memo_.back() = same;
+        r = same;
+        return true;
+      }
       append_items(list, flat_items_.data(), flat_items_.size());
     }
     r = list;
     return true;
+  }
+  // A list kept by an earlier drop (final) that holds exactly items[0, count), or kNoMemo.
+  Ref kept_list(const Ref* items, std::size_t count) {
+    if (kept_container_slots_.empty() || count == 0) return kNoMemo;
+    const std::uint64_t hash = items_hash(Type::List, items, count);
+    const std::size_t mask = kept_container_slots_.size() - 1;
+    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+      const KeptContainer& slot = kept_container_slots_[i];
+      if (slot.ref == kNoMemo) return kNoMemo;
+      if (slot.hash != hash || slot.ref >= doc_.nodes_.size()) continue;
+      const Node& node = doc_.nodes_[slot.ref];
+      if (node.type == Type::List && node.length == count && (node.sink & kTaken) &&
+          node.payload + count <= doc_.items_.size() &&
+          std::memcmp(doc_.items_.data() + node.payload, items, count * sizeof(Ref)) == 0)
+        return slot.ref;
+    }
   }
   // A run of BINGET / LONG_BINGET of dicts (a stack's frames, each written once and fetched
   // after), appended to flat_items_ as flat_frame would, in one loop: no FRAME between them and
@@ -976,9 +1002,11 @@ class Builder {
       // frames fetched from the memo, the usual) keep their numbers: read in place.
       const Ref* items = doc_.items_.data() + n.payload;
       const std::size_t count = n.length;
-      bool older = true;
-      for (std::size_t i = 0; i < count; ++i) older &= items[i] < floor || items[i] >= Document::kImmediate;
-      if (!older) {
+      // (An item made since the floor is in [floor, kImmediate): one unsigned comparison each.)
+      const Ref newer_span = Document::kImmediate - floor;
+      bool newer = false;
+      for (std::size_t i = 0; i < count; ++i) newer |= static_cast<Ref>(items[i] - floor) < newer_span;
+      if (newer) {
         std::vector<Ref>& copy = keep_scratch_[static_cast<std::size_t>(depth)];
         copy.assign(items, items + count);
         for (Ref& item : copy)
