@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -411,45 +412,62 @@ class Builder {
   // (key value)* SETITEMS with keys and values as an entry's. Made as the general path makes
   // them: the list's node, then each dict's node with its items, then the list's items.
   bool flat_list(Ref& r) {
-    const Ref list = add_container(Type::List);
+    // The list's node is made where the general read makes it, before the dicts it holds, but
+    // only once it is known not to be a stack seen before (a kept list): until then nothing else
+    // is made, and its memo slot holds the number it will have.
+    const Ref list = static_cast<Ref>(doc_.nodes_.size());
     const std::size_t memo_at = memo_.size();
     if (!flat_open(list)) return false;
     int op = flat_next();
     if (op == '}' || op == 'h' || op == 'j') {  // one item
+      make_list(list);
       Ref d;
       if (!flat_frame(op, d) || flat_next() != 'a') return false;
       ++pos_;
       append_items(list, &d, 1);
     } else if (op == '(') {
       ++pos_;
-      flat_items_.resize(0);
-      for (;;) {
-        flat_fetched_dicts();
-        op = flat_next();
-        if (op == 'e') break;
-        Ref d;
-        if (!flat_frame(op, d)) return false;
-        flat_items_.push_back(d);
-      }
-      ++pos_;
-      // A stack of fetched frames equal to a list kept before: that node, in the memo too,
-      // instead of a new one (a value; the kept list is final), while nothing came after this one.
-      const Ref same = doc_.nodes_.size() == list + 1 ? kept_list(flat_items_.data(), flat_items_.size()) : kNoMemo;
-      if (same != kNoMemo) {
-        doc_.nodes_.resize(list);
-        if (memo_.size() > memo_at) memo_.back() = same;
-        r = same;
-        return true;
+      flat_items_.truncate(0);
+      std::uint64_t hash = hash_start(Type::List);
+      flat_fetched_dicts(&hash);
+      if (flat_next() == 'e') {  // fetched frames only, the usual
+        ++pos_;
+        // A stack equal to a list kept before: that node, in the memo too, instead of a new one
+        // (a value; the kept list is final).
+        const Ref same = kept_list(hash, flat_items_.data(), flat_items_.size());
+        if (same != kNoMemo) {
+          if (memo_.size() > memo_at) memo_.back() = same;
+          r = same;
+          return true;
+        }
+        make_list(list);
+      } else {
+        make_list(list);
+        for (;;) {
+          op = flat_next();
+          if (op == 'e') break;
+          Ref d;
+          if (!flat_frame(op, d)) return false;
+          flat_items_.push_back(d);
+          flat_fetched_dicts(nullptr);
+        }
+        ++pos_;
       }
       append_items(list, flat_items_.data(), flat_items_.size());
+    } else {
+      make_list(list);  // empty
     }
     r = list;
     return true;
   }
-  // A list kept by an earlier drop (final) that holds exactly items[0, count), or kNoMemo.
-  Ref kept_list(const Ref* items, std::size_t count) {
+  void make_list([[maybe_unused]] Ref list) {
+    [[maybe_unused]] const Ref made = add_container(Type::List);
+    assert(made == list);  // (nothing made since its memo slot was given the number)
+  }
+  // A list kept by an earlier drop (final) that holds exactly items[0, count) (whose
+  // items_hash is `hash`), or kNoMemo.
+  Ref kept_list(std::uint64_t hash, const Ref* items, std::size_t count) const {
     if (kept_container_slots_.empty() || count == 0) return kNoMemo;
-    const std::uint64_t hash = items_hash(Type::List, items, count);
     const std::size_t mask = kept_container_slots_.size() - 1;
     for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
       const KeptContainer& slot = kept_container_slots_[i];
@@ -463,33 +481,46 @@ class Builder {
     }
   }
   // A run of BINGET / LONG_BINGET of dicts (a stack's frames, each written once and fetched
-  // after), appended to flat_items_ as flat_frame would, in one loop: no FRAME between them and
-  // kFlatRoom bytes after each (else the loop stops and flat_next goes on from there).
-  void flat_fetched_dicts() {
+  // after), appended to flat_items_ as flat_frame would, in one loop, and mixed into *hash (as
+  // items_hash mixes them) where given: no FRAME between them and kFlatRoom bytes after each
+  // (else the loop stops and flat_next goes on from there).
+  void flat_fetched_dicts(std::uint64_t* hash) {
     if (in_.size() - pos_ < 2 * kFlatRoom) return;
     const char* p = in_.data() + pos_;
     const char* const end = in_.data() + in_.size() - kFlatRoom;
     const Ref* const memo = memo_.data();
     const std::size_t memo_size = memo_.size();
-    while (p < end) {
-      std::uint64_t index;
-      std::size_t length;
-      if (*p == 'j') {
-        index = little_endian(p + 1, 4);
-        length = 5;
-      } else if (*p == 'h') {
-        index = static_cast<unsigned char>(p[1]);
-        length = 2;
-      } else {
-        break;
+    const Node* const nodes = doc_.nodes_.data();
+    std::uint64_t h = hash ? *hash : 0;
+    static constexpr std::size_t kChunk = 64;  // room made at a time
+    for (bool more = true; more;) {
+      Ref* const out = flat_items_.extend(kChunk);
+      std::size_t n = 0;
+      for (; n < kChunk; ++n) {
+        std::uint64_t index;
+        std::size_t length;
+        if (p >= end) break;
+        if (*p == 'j') {
+          index = little_endian(p + 1, 4);
+          length = 5;
+        } else if (*p == 'h') {
+          index = static_cast<unsigned char>(p[1]);
+          length = 2;
+        } else {
+          break;
+        }
+        if (index >= memo_size) break;
+        const Ref r = memo[index];
+        static_assert(kConsumed >= Document::kImmediate && kNoMemo >= Document::kImmediate);  // no node
+        if (r >= Document::kImmediate || nodes[r].type != Type::Dict) break;
+        out[n] = r;
+        h = hash_item(h, r);
+        p += length;
       }
-      if (index >= memo_size) break;
-      const Ref r = memo[index];
-      static_assert(kConsumed >= Document::kImmediate && kNoMemo >= Document::kImmediate);  // no node
-      if (r >= Document::kImmediate || doc_.nodes_[r].type != Type::Dict) break;
-      flat_items_.push_back(r);
-      p += length;
+      more = n == kChunk;
+      flat_items_.truncate(flat_items_.size() - (kChunk - n));
     }
+    if (hash) *hash = h;
     pos_ = static_cast<std::size_t>(p - in_.data());
   }
   // One frame of a flat list (op, read by flat_next): a new dict, or one fetched from the memo
@@ -1066,12 +1097,14 @@ class Builder {
     Ref ref = kNoMemo;
   };
   static std::uint64_t items_hash(Type type, const Ref* items, std::size_t count) {
-    std::uint64_t h = 0x9e3779b97f4a7c15ull * (static_cast<std::uint64_t>(type) + 1);
-    for (std::size_t i = 0; i < count; ++i) {
-      h = (h ^ items[i]) * 0xff51afd7ed558ccdull;
-      h ^= h >> 32;
-    }
+    std::uint64_t h = hash_start(type);
+    for (std::size_t i = 0; i < count; ++i) h = hash_item(h, items[i]);
     return h;
+  }
+  static std::uint64_t hash_start(Type type) { return 0x9e3779b97f4a7c15ull * (static_cast<std::uint64_t>(type) + 1); }
+  [[gnu::always_inline]] static std::uint64_t hash_item(std::uint64_t h, Ref item) {
+    h = (h ^ item) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 32);
   }
   // The slot holding this value, or the empty slot where it goes.
   KeptContainer* find_kept_container(std::uint64_t hash, Type type, const Ref* items, std::size_t count, const Floor& f) {

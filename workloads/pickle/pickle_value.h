@@ -97,6 +97,11 @@ class HugeArray {
     size_ += n;
     return p;
   }
+  // The first n elements kept (n at most the size).
+  [[gnu::always_inline]] void truncate(std::size_t n) {
+    assert(n <= size_);
+    size_ = n;
+  }
   // Shrinks, or grows by zeros.
   void resize(std::size_t n) {
     if (n > size_) {
