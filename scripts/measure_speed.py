@@ -17,7 +17,9 @@ Runs, each `--runs` times (medians, quartiles and ranges reported, with the load
     frees) on one core, and snap_speed_120steps.pickle.gz (the same loop for 120 steps: 452,603
     entries, 301,783 allocs and frees) on one core and with every core (the self-check's second
     replay runs beside the replay), and the same with frames in every entry
-    (scripts/make_frames_snapshot.py, made under /tmp once) with every core;
+    (scripts/make_frames_snapshot.py, made under /tmp once) with every core, and in PyTorch's own
+    layout (--shared-dicts: each distinct frame written once, then fetched) on one core and with
+    every core;
   - configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events);
   - the Google Benchmark rows for the same paths (bench/), on one core, and the 120-step snapshot
     in process with every core.
@@ -69,15 +71,18 @@ def main():
     snap = os.path.join(ROOT, "tests", "data", "torch_snapshots", "snap_default.pickle.gz")
     snap_long = os.path.join(ROOT, "tests", "data", "torch_snapshots", "snap_speed_120steps.pickle.gz")
     snap_frames = "/tmp/gmb_speed_frames.pickle.gz"
-    if not os.path.exists(snap_frames):
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_frames_snapshot.py"), snap_long, snap_frames],
-                       check=True)
+    snap_shared = "/tmp/gmb_speed_frames_shared.pickle.gz"
+    for path, how in ((snap_frames, []), (snap_shared, ["--shared-dicts"])):
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_frames_snapshot.py"), snap_long, path] + how,
+                           check=True)
     csv = [gmb, "replay", "--device", "sim", "-q", "--trace", trace, "--allocator", "caching", "--capacity", "80GiB"]
     one = ["taskset", "-c", "1"]
     rows = []
     load = [os.getloadavg()[0]]
 
-    res = {"one": [], "all": [], "snap": [], "long1": [], "long": [], "frames": [], "dyn": []}
+    res = {"one": [], "all": [], "snap": [], "long1": [], "long": [], "frames": [], "shared1": [], "shared": [],
+           "dyn": []}
     for i in range(a.runs):  # interleaved, so that a busy minute falls on every measure alike
         res["one"].append(run(one + csv))
         res["all"].append(run(csv))
@@ -86,6 +91,9 @@ def main():
         res["long1"].append(run(one + long_cmd))
         res["long"].append(run(long_cmd))
         res["frames"].append(run([gmb, "replay", "--device", "sim", "-q", "--trace", snap_frames, "--allocator", "caching"]))
+        shared_cmd = [gmb, "replay", "--device", "sim", "-q", "--trace", snap_shared, "--allocator", "caching"]
+        res["shared1"].append(run(one + shared_cmd))
+        res["shared"].append(run(shared_cmd))
         load.append(os.getloadavg()[0])
     for i in range(max(3, a.runs // 3)):
         res["dyn"].append(run([gmb, "--config", os.path.join(ROOT, "configs", "dynamic_seq.yaml"), "--device", "sim", "-q"]))
@@ -129,6 +137,17 @@ def main():
                  "`gpumembench replay --device sim -q --trace frames.pickle.gz --allocator caching`",
                  f"{spread([x * 1000 for x in wf], 'ms', 1)}: {452603 / statistics.median(wf) / 1e6:.2f} M entries/s; "
                  f"CPU {spread([x * 1000 for x in cf], 'ms', 1)}; peak RSS {rf[len(rf) // 2] / 1024:.1f} MB"))
+    for key, how in (("shared1", "on one core"), ("shared", "with every core")):
+        ws = [w for w, _, _ in res[key]]
+        cs = [c for _, c, _ in res[key]]
+        rs = sorted(r for _, _, r in res[key])
+        rows.append((f"the same 120 steps with frames in PyTorch's own layout (one dict per distinct frame, written once "
+                     f"and fetched from the memo after; a 60 MB pickle: make_frames_snapshot.py --shared-dicts), {how}: wall",
+                     f"`{'taskset -c 1 ' if key == 'shared1' else ''}gpumembench replay --device sim -q --trace "
+                     "frames_shared.pickle.gz --allocator caching`",
+                     f"{spread([x * 1000 for x in ws], 'ms', 1)}: {452603 / statistics.median(ws) / 1e6:.2f} M entries/s, "
+                     f"{301783 / statistics.median(ws) / 1e6:.2f} M events/s; CPU {spread([x * 1000 for x in cs], 'ms', 1)}; "
+                     f"peak RSS {rs[len(rs) // 2] / 1024:.1f} MB"))
     cd = [c for _, c, _ in res["dyn"]]
     wd = [w for w, _, _ in res["dyn"]]
     rows.append(("configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events): CPU",
