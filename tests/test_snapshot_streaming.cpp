@@ -654,33 +654,47 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
   // by every later entry with it (across batches), and one list per traceback, fetched again by
   // the entry of a free that shares its alloc's stack. The fetched dicts and lists are read
   // flat with their entry (PickleSink.FetchedFramesAreReadFlat).
-  std::vector<std::uint32_t> frame_at;  // the memo slots of the distinct frames, as written
-  std::uint32_t last_list = 0;
-  const std::string shared = keyed_trace(strs, 3500, nothing, entry_with([&](Bytes2& q, const KeyAt& k, int i) {
-    if (i % 2 == 1 && i % 6 != 5) {  // a free with its alloc's stack
-      q.get(last_list);
-      return;
-    }
-    q.op(']');
-    last_list = q.memo_count();
-    q.memoize();
-    const int n = 1 + i % 3;
-    if (n > 1) q.op('(');
-    for (int f = 0; f < n; ++f) {
-      const std::size_t distinct = static_cast<std::size_t>((i / 2 + 5 * f) % 40);
-      if (distinct < frame_at.size()) {
-        q.get(frame_at[distinct]);
-        continue;
+  // With store_again, frame 1 (train.py:101) is replaced before the third batch: its memo slot
+  // stored again (LONG_BINPUT) with another frame (train.py:9999), so stacks of the same bytes
+  // as before hold another dict from there on (a stack read before is not reused).
+  auto shared_trace = [&](bool store_again) {
+    std::vector<std::uint32_t> frame_at;  // the memo slots of the distinct frames, as written
+    std::uint32_t last_list = 0;
+    auto between = [&](Bytes2& p, const KeyAt& k, int batch) {
+      if (!store_again || batch != 2) return;
+      p.op('}').op('(').get(k.at("name")).get(k.at("forward")).get(k.at("filename")).get(k.at("/work/train.py"));
+      p.get(k.at("line")).integer(9999).op('u');
+      p.op('r');
+      for (int b = 0; b < 4; ++b) p.op(static_cast<char>((frame_at.at(1) >> (8 * b)) & 0xff));
+      p.op('0');
+    };
+    return keyed_trace(strs, 3500, between, entry_with([&](Bytes2& q, const KeyAt& k, int i) {
+      if (i % 2 == 1 && i % 6 != 5) {  // a free with its alloc's stack
+        q.get(last_list);
+        return;
       }
-      frame_at.push_back(q.memo_count());  // (made in turn: frame 'distinct' is the next one)
-      q.op('}').memoize().op('(');
-      q.get(k.at("name")).get(k.at("forward")).get(k.at("filename"));
-      q.get(k.at(distinct % 2 ? "/work/train.py" : "/venv/site-packages/torch/nn/module.py"));
-      q.get(k.at("line")).integer(static_cast<std::int64_t>(100 + distinct)).op('u');
-    }
-    q.op(n > 1 ? 'e' : 'a');
-  }));
-  expect_two_pass(shared, "frames_shared.pickle", "origin 'train.py:1");
+      q.op(']');
+      last_list = q.memo_count();
+      q.memoize();
+      const int n = 1 + i % 3;
+      if (n > 1) q.op('(');
+      for (int f = 0; f < n; ++f) {
+        const std::size_t distinct = static_cast<std::size_t>((i / 2 + 5 * f) % 40);
+        if (distinct < frame_at.size()) {
+          q.get(frame_at[distinct]);
+          continue;
+        }
+        frame_at.push_back(q.memo_count());  // (made in turn: frame 'distinct' is the next one)
+        q.op('}').memoize().op('(');
+        q.get(k.at("name")).get(k.at("forward")).get(k.at("filename"));
+        q.get(k.at(distinct % 2 ? "/work/train.py" : "/venv/site-packages/torch/nn/module.py"));
+        q.get(k.at("line")).integer(static_cast<std::int64_t>(100 + distinct)).op('u');
+      }
+      q.op(n > 1 ? 'e' : 'a');
+    }));
+  };
+  expect_two_pass(shared_trace(false), "frames_shared.pickle", "origin 'train.py:1");
+  expect_two_pass(shared_trace(true), "frames_stored_again.pickle", "origin 'train.py:9999 in forward'");
 
   // Entries read by a prefix shape (their pairs before the frames): two layouts in turn, the
   // frames after one pair or after four (the shorter prefix matches the longer layout's start

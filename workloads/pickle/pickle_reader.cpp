@@ -334,6 +334,7 @@ class Builder {
       undo_from_ = SIZE_MAX;
       memo_.resize(memo_at);
       memo_count_ = count_at;
+      forget_stacks();  // (their slots may be stored anew)
     };
     for (;;) {
       int op = flat_next();
@@ -427,22 +428,30 @@ class Builder {
       append_items(list, &d, 1);
     } else if (op == '(') {
       ++pos_;
-      flat_items_.truncate(0);
-      std::uint64_t hash = hash_start(Type::List);
-      flat_fetched_dicts(&hash);
-      if (flat_next() == 'e') {  // fetched frames only, the usual
-        ++pos_;
-        // A stack equal to a list kept before: that node, in the memo too, instead of a new one
-        // (a value; the kept list is final).
-        const Ref same = kept_list(hash, flat_items_.data(), flat_items_.size());
-        if (same != kNoMemo) {
-          if (memo_.size() > memo_at) memo_.back() = same;
-          r = same;
-          return true;
+      const std::size_t items_at = pos_;
+      // A stack read before, byte for byte: its kept list, without reading a frame.
+      Ref same = seen_stack();
+      bool fetched_only = false;
+      if (same == kNoMemo) {
+        flat_items_.truncate(0);
+        std::uint64_t hash = hash_start(Type::List);
+        flat_fetched_dicts(&hash);
+        if (flat_next() == 'e') {  // fetched frames only, the usual
+          ++pos_;
+          fetched_only = true;
+          // A stack equal to a list kept before: that node, in the memo too, instead of a new
+          // one (a value; the kept list is final).
+          same = kept_list(hash, flat_items_.data(), flat_items_.size());
+          if (same != kNoMemo) remember_stack(items_at, same);
         }
-        make_list(list);
-      } else {
-        make_list(list);
+      }
+      if (same != kNoMemo) {
+        if (memo_.size() > memo_at) memo_.back() = same;
+        r = same;
+        return true;
+      }
+      make_list(list);
+      if (!fetched_only) {
         for (;;) {
           op = flat_next();
           if (op == 'e') break;
@@ -479,6 +488,85 @@ class Builder {
           std::memcmp(doc_.items_.data() + node.payload, items, count * sizeof(Ref)) == 0)
         return slot.ref;
     }
+  }
+  // Stacks seen: the bytes of a list of fetched frames (its items' BINGETs through its APPENDS)
+  // and the kept list they gave. Equal bytes parse alike, so they give the same list while the
+  // memo slots they fetch and the list's node stay as they were. The slots are older than
+  // every later batch (a drop renumbers only its own batch's); a memo slot stored again forgets
+  // every stack (SnapshotStreaming.EntriesWithFramesConvertAsInTwoPasses, frames_stored_again).
+  // Precautions a snapshot never needs (its floors only rise, and a batch read again stores
+  // the same values): a stack whose node a drop renumbers is forgotten, and all at an undo.
+  static constexpr std::size_t kStacksSeen = 4096, kStackBytes = 1024;
+  struct StackSeen {
+    std::uint64_t hash = 0;
+    Ref list = kNoMemo;
+    std::string bytes;
+  };
+  std::vector<StackSeen> stacks_seen_;
+  bool any_stack_seen_ = false;
+  // The bytes from pos_ (after the list's MARK) through its APPENDS, where they are BINGETs and
+  // LONG_BINGETs only (at most kStackBytes): their length, else 0; their hash in *hash.
+  std::size_t stack_bytes(std::uint64_t* hash) const {
+    if (in_.size() - pos_ < kStackBytes + kFlatRoom) return 0;
+    const char* const start = in_.data() + pos_;
+    const char* p = start;
+    const char* const end = start + kStackBytes;
+    for (;;) {  // (LONG_BINGETs four at a time: a stack's frames fetched from a memo past 256)
+      while (p + 20 <= end && p[0] == 'j' && p[5] == 'j' && p[10] == 'j' && p[15] == 'j') p += 20;
+      if (p < end && *p == 'j') p += 5;
+      else if (p < end && *p == 'h') p += 2;
+      else break;
+    }
+    if (p >= end || *p != 'e') return 0;
+    const std::size_t n = static_cast<std::size_t>(p + 1 - start);
+    std::uint64_t h = n * 0x9e3779b97f4a7c15ull, w;
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      std::memcpy(&w, start + i, 8);
+      h = hash_item(h ^ w, 0);
+    }
+    if (i < n)  // the last 1 to 7 bytes
+      h = hash_item(h ^ little_endian(start + i, n - i), 0);
+    *hash = h;
+    return n;
+  }
+  // The kept list of the stack at pos_, if it was seen (pos_ then after its APPENDS), or kNoMemo.
+  Ref seen_stack() {
+    if (!any_stack_seen_) return kNoMemo;
+    std::uint64_t hash;
+    const std::size_t n = stack_bytes(&hash);
+    if (n == 0) return kNoMemo;
+    const StackSeen& seen = stacks_seen_[hash & (kStacksSeen - 1)];
+    if (seen.list == kNoMemo || seen.hash != hash || seen.bytes.size() != n ||
+        std::memcmp(seen.bytes.data(), in_.data() + pos_, n) != 0)
+      return kNoMemo;
+    pos_ += n;
+    return seen.list;
+  }
+  // The stack read from `at` to pos_ gave kept list `list`.
+  void remember_stack(std::size_t at, Ref list) {
+    const std::size_t keep_pos = pos_;
+    pos_ = at;
+    std::uint64_t hash;
+    const std::size_t n = stack_bytes(&hash);
+    pos_ = keep_pos;
+    if (n == 0 || at + n != pos_) return;
+    if (stacks_seen_.empty()) stacks_seen_.resize(kStacksSeen);
+    StackSeen& seen = stacks_seen_[hash & (kStacksSeen - 1)];
+    seen.hash = hash;
+    seen.list = list;
+    seen.bytes.assign(in_.data() + at, n);
+    any_stack_seen_ = true;
+  }
+  void forget_stacks_from(Ref floor) {
+    if (!any_stack_seen_) return;
+    for (StackSeen& seen : stacks_seen_)
+      if (seen.list != kNoMemo && seen.list >= floor) seen.list = kNoMemo;
+  }
+  void forget_stacks() {
+    if (!any_stack_seen_) return;
+    for (StackSeen& seen : stacks_seen_) seen.list = kNoMemo;
+    any_stack_seen_ = false;
   }
   // A run of BINGET / LONG_BINGET of dicts (a stack's frames, each written once and fetched
   // after), appended to flat_items_ as flat_frame would, in one loop, and mixed into *hash (as
@@ -1011,6 +1099,7 @@ class Builder {
     doc_.items_.resize(f.items);
     if (!kept_items_.empty()) doc_.items_.append(kept_items_.data(), kept_items_.size());
     room_.erase(room_.lower_bound(floor), room_.end());
+    forget_stacks_from(floor);
     sink_->nodes_dropped(floor);
   }
   // Value r, which a memo slot names, as it is numbered after the drop of floor f: older
@@ -1179,7 +1268,10 @@ class Builder {
       fail(op_at_, fmt::format("memo index {} is larger than the pickle", index));
     if (sink_) {
       if (claimed(top())) throw SinkRestart{};
-      if (index < memo_.size()) memo_irregular_ = true;  // a slot filled late or again
+      if (index < memo_.size()) {  // a slot filled late or again
+        memo_irregular_ = true;
+        forget_stacks();
+      }
     }
     if (index == memo_.size()) memo_.push_back(kNoMemo);  // the usual: the next index
     else if (index > memo_.size()) memo_.resize(index + 1, kNoMemo);
