@@ -237,11 +237,32 @@ def long_frames():
             "external_annotations": []}
 
 
+def shared_frames():
+    # 1,100 entries with frames in PyTorch's own layout: one dict per distinct frame and one list
+    # per traceback, shared objects, so the pickler writes each once and fetches it from its memo
+    # after (a free_completed shares its alloc's list, as PyTorch's trace does). The batches
+    # after the first read the fetched frames flat, and stacks seen before by their bytes.
+    t = Trace()
+    t.add("segment_alloc", B, 64 * MiB, no_frames=True)
+    files = ["/usr/lib/python3/site-packages/torch/nn/modules/linear.py", "/home/u/model.py", "/home/u/train.py"]
+    distinct = [{"filename": files[k % 3], "line": [7, 300, 70000, 125, 9][k % 5], "name": ["forward", "step"][k % 2]}
+                for k in range(12)]
+    stacks = [[distinct[(s + k * 5) % 12] for k in range(1 + s % 5)] for s in range(9)]
+    for i in range(367):
+        a = B + (i % 32) * MiB
+        fr = list(stacks[i % 9]) if i % 3 else stacks[i % 9]  # mostly a new list of the same frames
+        t.add("alloc", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, fr=fr)
+        t.add("free_requested", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, fr=list(stacks[(i + 4) % 9]))
+        t.add("free_completed", a, MiB - 512 * (i % 7), stream=7 if i % 5 == 0 else 0, fr=fr)
+    return {"segments": [], "device_traces": [t.entries[:1100]], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
              "expandable_oom": expandable_oom(), "rebuilt_settings": rebuilt_settings(), "legacy_list": legacy_list(),
-             "long_trace": long_trace(), "long_frames": long_frames()}
+             "long_trace": long_trace(), "long_frames": long_frames(), "shared_frames": shared_frames()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)
