@@ -116,8 +116,9 @@ class Converter {
     last_pairs_ = kNoneRemembered;
     for (auto& a : action_cache_) a = {Document::kAbsent, kUnknownAction};
     ++nodes_seen_;  // what origin_seen_ and file_seen_ hold is of an older numbering
-    for (FrameSeen& f : frame_seen_)
-      if (f.frame != Document::kAbsent && f.frame >= floor) f = FrameSeen{};
+    if (any_frame_seen_)
+      for (FrameSeen& f : frame_seen_)
+        if (f.frame != Document::kAbsent && f.frame >= floor) f = FrameSeen{};
   }
   // Takes over the trace `from` converted (its ops, live blocks, streams, origins).
   void adopt_trace(Converter&& from) {
@@ -351,9 +352,13 @@ class Converter {
   };
   static constexpr std::size_t kFramesSeen = 1024;
   FrameSeen frame_seen_[kFramesSeen];
+  bool any_frame_seen_ = false;  // (a snapshot without stacks has none to forget)
   FrameSeen& frame_seen(Ref f) {
     FrameSeen& seen = frame_seen_[f & (kFramesSeen - 1)];
-    if (seen.frame != f) seen = {f, file_kind(d_.get(f, "filename")), kNoOrigin};
+    if (seen.frame != f) {
+      seen = {f, file_kind(d_.get(f, "filename")), kNoOrigin};
+      any_frame_seen_ = true;
+    }
     return seen;
   }
   std::uint32_t origin_of_parts(Ref pick) {

@@ -171,7 +171,7 @@ class Builder {
     doc_.nodes_.push_back(Node{type, false, 0, length, payload});
     return static_cast<Ref>(doc_.nodes_.size() - 1);
   }
-  Ref add_text(Type type, std::string_view bytes) {
+  [[gnu::always_inline]] Ref add_text(Type type, std::string_view bytes) {
     if (type == Type::Str && bytes.size() <= 8) return short_str(bytes);
     if (bytes.size() >= UINT32_MAX) fail(op_at_, "a string of 4 GiB or more");
     return store_text(type, bytes);
@@ -186,7 +186,7 @@ class Builder {
   // of 256). Strings are values, so sharing a node changes nothing a reader sees; a snapshot
   // writes some values anew in every trace entry (compile_context 'N/A'): 450,000 nodes and
   // 7 MB less for a 450,000-entry trace.
-  Ref short_str(std::string_view bytes) {
+  [[gnu::always_inline]] Ref short_str(std::string_view bytes) {
     std::uint64_t content = 0;  // the bytes and the length: equal for equal strings only
     std::memcpy(&content, bytes.data(), bytes.size());
     const auto size = static_cast<std::uint32_t>(bytes.size());
