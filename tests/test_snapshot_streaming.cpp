@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <map>
 
 #include "snapshot_text.h"
@@ -841,32 +842,45 @@ TEST(PickleSink, TakesTheItemsOfAClaimedListAndDropsTheirNodes) {
   EXPECT_GT(whole.node_count(), 10000u);
 }
 
-TEST(PickleSink, LaterBatchesOfTraceLikeDictsAreTakenFlat) {
-  Bytes2 p;
+// {'stream': [ then the keys' strs memoized (and popped): their memo slots.
+std::map<std::string, std::uint32_t> stream_list_with_keys(Bytes2& p, std::initializer_list<const char*> keys) {
   p.stream_list();
   std::map<std::string, std::uint32_t> key_at;
-  for (const char* k : {"action", "size"}) {
+  for (const char* k : keys) {
     p.str(k);
     key_at[k] = p.put();
     p.op('0');
   }
+  return key_at;
+}
+
+// p: that list, then 3,000 entries whose 'size' is their index, in batches of 1,000. A batch is
+// read flat with 272 bytes after each of its opcodes (the end of a pickle is read the general
+// way): another value follows the list here, as allocator_settings follows a trace. The first
+// batch claims the list the general way; the two after it must be read flat, every size given in
+// order, and each batch's nodes dropped.
+void expect_later_batches_read_flat(Bytes2& p, const char* name) {
+  p.str("after").str(std::string(300, 'x')).op('u').op('.');
+  CollectingSink sink;
+  sink.flat = true;
+  Document d = pickle::parse(p.bytes(), name, &sink);
+  EXPECT_EQ(sink.flat_entries, 2000u) << name;
+  ASSERT_EQ(sink.sizes.size(), 3000u) << name;
+  for (int i = 0; i < 3000; ++i) ASSERT_EQ(sink.sizes[static_cast<std::size_t>(i)], i) << name;
+  EXPECT_EQ(sink.drops.size(), 3u) << name;
+  EXPECT_LT(d.node_count(), 100u) << name;
+}
+
+TEST(PickleSink, LaterBatchesOfTraceLikeDictsAreTakenFlat) {
+  Bytes2 p;
+  const auto key_at = stream_list_with_keys(p, {"action", "size"});
   for (int i = 0; i < 3000; ++i) {
     if (i % 1000 == 0) p.op('(');
     p.keyed_entry(key_at, {{"action", [](Bytes2& q) { q.short_str_memoized("alloc"); }},
                            {"size", [&](Bytes2& q) { q.integer(i); }}});
     if (i % 1000 == 999) p.op('e');
   }
-  // A batch is read flat with 272 bytes after each of its opcodes (the end of a pickle is read
-  // the general way): another value follows the list, as allocator_settings follows a trace.
-  p.str("after").str(std::string(300, 'x')).op('u').op('.');
-  CollectingSink sink;
-  sink.flat = true;
-  Document d = pickle::parse(p.bytes(), "flat.pickle", &sink);
-  EXPECT_EQ(sink.flat_entries, 2000u);  // the first batch claims the list the general way
-  ASSERT_EQ(sink.sizes.size(), 3000u);
-  for (int i = 0; i < 3000; ++i) ASSERT_EQ(sink.sizes[static_cast<std::size_t>(i)], i);
-  EXPECT_EQ(sink.drops.size(), 3u);
-  EXPECT_LT(d.node_count(), 100u);
+  expect_later_batches_read_flat(p, "flat.pickle");
 }
 
 // Trace entries whose frames are dicts fetched from the memo (PyTorch writes each distinct frame
@@ -874,13 +888,7 @@ TEST(PickleSink, LaterBatchesOfTraceLikeDictsAreTakenFlat) {
 // after the first is still read flat, with the same sizes as the general read.
 TEST(PickleSink, FetchedFramesAreReadFlat) {
   Bytes2 p;
-  p.stream_list();
-  std::map<std::string, std::uint32_t> key_at;
-  for (const char* k : {"size", "frames", "line"}) {
-    p.str(k);
-    key_at[k] = p.put();
-    p.op('0');
-  }
+  const auto key_at = stream_list_with_keys(p, {"size", "frames", "line"});
   std::uint32_t frame_a = 0, frame_b = 0, last_list = 0;
   for (int i = 0; i < 3000; ++i) {
     if (i % 1000 == 0) p.op('(');
@@ -910,15 +918,7 @@ TEST(PickleSink, FetchedFramesAreReadFlat) {
                             }}});
     if (i % 1000 == 999) p.op('e');
   }
-  p.str("after").str(std::string(300, 'x')).op('u').op('.');
-  CollectingSink sink;
-  sink.flat = true;
-  Document d = pickle::parse(p.bytes(), "fetched_frames.pickle", &sink);
-  EXPECT_EQ(sink.flat_entries, 2000u);  // the first batch claims the list the general way
-  ASSERT_EQ(sink.sizes.size(), 3000u);
-  for (int i = 0; i < 3000; ++i) ASSERT_EQ(sink.sizes[static_cast<std::size_t>(i)], i);
-  EXPECT_EQ(sink.drops.size(), 3u);
-  EXPECT_LT(d.node_count(), 100u);
+  expect_later_batches_read_flat(p, "fetched_frames.pickle");
 }
 
 TEST(PickleSink, AMemoReferenceToADroppedContainerRestarts) {
