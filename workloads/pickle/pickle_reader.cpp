@@ -7,6 +7,7 @@
 #include <iterator>
 #include <map>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -1218,19 +1219,8 @@ class Builder {
   // True where node r, a kept container (below this floor or kept by this drop), still holds
   // exactly `items` as a container of this type.
   bool holds_kept_items(Ref r, Type type, const Ref* items, std::size_t count, const Floor& f) const {
-    const Node* node;
-    const Ref* at;
-    if (r < f.nodes) {
-      if (r >= doc_.nodes_.size()) return false;
-      node = &doc_.nodes_[r];
-      if (node->payload + node->length > doc_.items_.size()) return false;
-      at = doc_.items_.data() + node->payload;
-    } else {
-      if (r - f.nodes >= kept_nodes_.size()) return false;
-      node = &kept_nodes_[r - f.nodes];
-      at = kept_items_.data() + (node->payload - f.items);
-    }
-    return node->type == type && node->length == count && (node->sink & kTaken) &&
+    const auto [node, at] = kept_node(r, f, doc_.items_, kept_items_, f.items);
+    return node && node->type == type && node->length == count && (node->sink & kTaken) &&
            (count == 0 || std::memcmp(at, items, count * sizeof(Ref)) == 0);  // (no null to memcmp)
   }
   // True where node r, kept by an earlier drop (below this floor) or by this one, still holds
@@ -1238,20 +1228,26 @@ class Builder {
   // one (a second device's list), and then what that drop kept was dropped since.
   bool holds_kept(Ref r, std::string_view key, const Floor& f) const {
     const std::string_view text = key.substr(1);
-    const Node* node;
-    const char* at;
-    if (r < f.nodes) {
-      if (r >= doc_.nodes_.size()) return false;
-      node = &doc_.nodes_[r];
-      if (node->payload + node->length > doc_.text_.size()) return false;
-      at = doc_.text_.data() + node->payload;
-    } else {
-      if (r - f.nodes >= kept_nodes_.size()) return false;
-      node = &kept_nodes_[r - f.nodes];
-      at = kept_text_.data() + (node->payload - f.text);
-    }
-    return static_cast<char>(node->type) == key[0] && node->length == text.size() &&
+    const auto [node, at] = kept_node(r, f, doc_.text_, kept_text_, f.text);
+    return node && static_cast<char>(node->type) == key[0] && node->length == text.size() &&
            std::memcmp(at, text.data(), text.size()) == 0;
+  }
+  // Node r as the drop of floor f numbers it, and where its payload starts: below the floor the
+  // Document's node, its payload in `older` (items_ or text_); from the floor on the node this
+  // drop keeps, its payload in `kept` (kept_items_ or kept_text_, which start at the floor's
+  // `kept_from`). {nullptr, nullptr} where r names no such node or its payload lies outside.
+  template <class Older, class Kept>
+  auto kept_node(Ref r, const Floor& f, const Older& older, const Kept& kept, std::uint64_t kept_from) const
+      -> std::pair<const Node*, decltype(kept.data())> {
+    if (r < f.nodes) {
+      if (r >= doc_.nodes_.size()) return {nullptr, nullptr};
+      const Node* node = &doc_.nodes_[r];
+      if (node->payload + node->length > older.size()) return {nullptr, nullptr};
+      return {node, older.data() + node->payload};
+    }
+    if (r - f.nodes >= kept_nodes_.size()) return {nullptr, nullptr};
+    const Node* node = &kept_nodes_[r - f.nodes];
+    return {node, kept.data() + (node->payload - kept_from)};
   }
   // Container r, which must be of type want1 or want2.
   Ref container(Ref r, Type want1, Type want2, const char* op_name) {
