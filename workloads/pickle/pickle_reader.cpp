@@ -431,7 +431,9 @@ class Builder {
       ++pos_;
       const std::size_t items_at = pos_;
       // A stack read before, byte for byte: its kept list, without reading a frame.
-      Ref same = seen_stack();
+      std::uint64_t stack_hash = 0;
+      const std::size_t stack_length = stack_bytes(&stack_hash);
+      Ref same = seen_stack(stack_length, stack_hash);
       bool fetched_only = false;
       if (same == kNoMemo) {
         flat_items_.truncate(0);
@@ -443,7 +445,7 @@ class Builder {
           // A stack equal to a list kept before: that node, in the memo too, instead of a new
           // one (a value; the kept list is final).
           same = kept_list(hash, flat_items_.data(), flat_items_.size());
-          if (same != kNoMemo) remember_stack(items_at, same);
+          if (same != kNoMemo && items_at + stack_length == pos_) remember_stack(items_at, stack_length, stack_hash, same);
         }
       }
       if (same != kNoMemo) {
@@ -475,20 +477,11 @@ class Builder {
     assert(made == list);  // (nothing made since its memo slot was given the number)
   }
   // A list kept by an earlier drop (final) that holds exactly items[0, count) (whose
-  // items_hash is `hash`), or kNoMemo.
-  Ref kept_list(std::uint64_t hash, const Ref* items, std::size_t count) const {
+  // items_hash is `hash`), or kNoMemo. Outside a drop every node is older than any floor.
+  Ref kept_list(std::uint64_t hash, const Ref* items, std::size_t count) {
     if (kept_container_slots_.empty() || count == 0) return kNoMemo;
-    const std::size_t mask = kept_container_slots_.size() - 1;
-    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
-      const KeptContainer& slot = kept_container_slots_[i];
-      if (slot.ref == kNoMemo) return kNoMemo;
-      if (slot.hash != hash || slot.ref >= doc_.nodes_.size()) continue;
-      const Node& node = doc_.nodes_[slot.ref];
-      if (node.type == Type::List && node.length == count && (node.sink & kTaken) &&
-          node.payload + count <= doc_.items_.size() &&
-          std::memcmp(doc_.items_.data() + node.payload, items, count * sizeof(Ref)) == 0)
-        return slot.ref;
-    }
+    const Floor outside_a_drop{0, kNoTarget, kNoTarget, 0, 0, 0};
+    return find_kept_container(hash, Type::List, items, count, outside_a_drop)->ref;
   }
   // Stacks seen: the bytes of a list of fetched frames (its items' BINGETs through its APPENDS)
   // and the kept list they gave. Equal bytes parse alike, so they give the same list while the
@@ -531,12 +524,10 @@ class Builder {
     *hash = h;
     return n;
   }
-  // The kept list of the stack at pos_, if it was seen (pos_ then after its APPENDS), or kNoMemo.
-  Ref seen_stack() {
-    if (!any_stack_seen_) return kNoMemo;
-    std::uint64_t hash;
-    const std::size_t n = stack_bytes(&hash);
-    if (n == 0) return kNoMemo;
+  // The kept list of the stack at pos_, n bytes whose hash is `hash` (stack_bytes), if it was
+  // seen (pos_ then after its APPENDS), or kNoMemo.
+  Ref seen_stack(std::size_t n, std::uint64_t hash) {
+    if (!any_stack_seen_ || n == 0) return kNoMemo;
     const StackSeen& seen = stacks_seen_[hash & (kStacksSeen - 1)];
     if (seen.list == kNoMemo || seen.hash != hash || seen.bytes.size() != n ||
         std::memcmp(seen.bytes.data(), in_.data() + pos_, n) != 0)
@@ -544,14 +535,8 @@ class Builder {
     pos_ += n;
     return seen.list;
   }
-  // The stack read from `at` to pos_ gave kept list `list`.
-  void remember_stack(std::size_t at, Ref list) {
-    const std::size_t keep_pos = pos_;
-    pos_ = at;
-    std::uint64_t hash;
-    const std::size_t n = stack_bytes(&hash);
-    pos_ = keep_pos;
-    if (n == 0 || at + n != pos_) return;
+  // The stack of n bytes from `at` (whose hash is `hash`) gave kept list `list`.
+  void remember_stack(std::size_t at, std::size_t n, std::uint64_t hash, Ref list) {
     if (stacks_seen_.empty()) stacks_seen_.resize(kStacksSeen);
     StackSeen& seen = stacks_seen_[hash & (kStacksSeen - 1)];
     seen.hash = hash;
