@@ -25,7 +25,7 @@ OpReader reader_of(const SnapshotOps& ops) {
   auto at = std::make_shared<std::size_t>(0);
   return [&ops, at](std::vector<Op>& out, std::size_t max) {
     std::size_t n = std::min(max, ops.size() - *at);
-    out.insert(out.end(), ops.begin() + static_cast<std::ptrdiff_t>(*at), ops.begin() + static_cast<std::ptrdiff_t>(*at + n));
+    ops.append_to(out, *at, n);
     *at += n;
     return n;
   };

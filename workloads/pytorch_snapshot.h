@@ -27,6 +27,7 @@
 #include "devices/device_call.h"  // the same four calls, replayed
 #include "common/huge_page_allocator.h"
 #include "workloads/trace_source.h"
+#include "workloads/packed_ops.h"
 #include "workloads/workload.h"
 
 namespace gmb {
@@ -60,9 +61,9 @@ struct PyTorchSnapshot {
   bool native_allocator = true;          // false for backend:cudaMallocAsync
   Bytes device_capacity = 0;             // never recorded by PyTorch: 0
   std::vector<std::string> notes;
-  // Alloc/Free; source_line = trace entry index + 1 (0: a block alive at start). Tens of MB for
-  // a long trace, filled once: huge pages (a 4 KiB page fault every 100 ops otherwise).
-  std::vector<Op, HugePageAllocator<Op>> ops;
+  // Alloc/Free; source_line = trace entry index + 1 (0: a block alive at start). 16 bytes an op
+  // (packed_ops.h), tens of MB for a long trace.
+  PackedOps ops;
   std::uint64_t blocks_alive_at_start = 0;  // the first ops
   bool has_trace = false;                // false: only the segments (state at the time of the snapshot)
   std::vector<RecordedSegmentEvent> segment_events;

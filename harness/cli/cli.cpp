@@ -411,9 +411,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     std::size_t at = 0;
     OpReader read = [&](std::vector<Op>& out, std::size_t max) -> std::size_t {
       if (again) return again->read(out, max);
-      const auto& ops = snapshot->ops;
-      std::size_t n = std::min(max, ops.size() - at);
-      out.insert(out.end(), ops.begin() + static_cast<std::ptrdiff_t>(at), ops.begin() + static_cast<std::ptrdiff_t>(at + n));
+      std::size_t n = std::min(max, snapshot->ops.size() - at);
+      snapshot->ops.append_to(out, at, n);
       at += n;
       return n;
     };

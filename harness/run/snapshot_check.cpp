@@ -82,7 +82,7 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
     constexpr DevPtr kNotLive = ~DevPtr(0);
     std::vector<DevPtr> live;
     for (std::size_t i = 0; i < s.ops.size(); ++i) {
-      const Op& op = s.ops[i];
+      const Op op = s.ops[i];
       rec.set_mark(i);
       if (op.kind == Op::Kind::Alloc) {
         auto p = allocator->allocate(op.bytes, op.stream);
