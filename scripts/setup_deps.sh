@@ -4,7 +4,7 @@
 # has the CUDA path, elsewhere it is a sim-only build (--device sim).
 set -euo pipefail
 packages=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-          libgtest-dev libbenchmark-dev zlib1g-dev libdeflate-dev libssl-dev python3-matplotlib
+          libgtest-dev libbenchmark-dev zlib1g-dev libdeflate-dev libisal-dev libssl-dev python3-matplotlib
           dpkg-dev  # dpkg-shlibdeps: the Debian package's dependencies (cpack, the package test)
           texlive-latex-base texlive-latex-recommended  # pdflatex and booktabs: the LaTeX test
           clang libclang-rt-dev)  # the sanitized unit tests and the fuzz targets (scripts/sanitize_fuzz.sh)

@@ -1,6 +1,5 @@
 #include "workloads/content_feed.h"
 
-#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -161,13 +160,6 @@ std::string_view ContentFeed::content() {
     again_ = in->read_rest(max_bytes_, what_);
   }
   return again_;
-}
-
-int ContentFeed::usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return CPU_COUNT(&set);
 }
 
 }  // namespace gmb

@@ -54,9 +54,6 @@ class ContentFeed final : public pickle::ArrivingBytes {
   // Pages moved so far (each kPage bytes of fresh memory not touched).
   std::size_t pages_moved() const { return pages_moved_.load(); }
 
-  // Cores this process may run on: the feed helps where there are two or more.
-  static int usable_cores();
-
  private:
   ContentFeed(std::unique_ptr<ByteInput> in, char* mapping, std::size_t mapped, char* buffer, std::size_t reserved,
               std::uint64_t max_bytes, std::string what, std::size_t window);
