@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "gzip_text.h"
 #include "test_helpers.h"
 #include "workloads/trace_source.h"
 
@@ -27,19 +28,7 @@ using testing::run_gpumembench;
 using testing::temp_dir;
 using testing::write_text;
 
-std::string gzip_of(const std::string& text, int level = 6) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&zs, text.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  zs.avail_in = static_cast<uInt>(text.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+using testing::gzip_of;
 
 std::vector<Op> read_all(const std::string& path, TraceMeta* meta = nullptr) {
   auto src = open_trace(path);

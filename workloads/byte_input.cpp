@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include "workloads/compressed_block.h"
+
 #if GMB_HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #endif
@@ -188,13 +190,7 @@ class GzipBytes final : public ByteInput {
   }
 
   bool fill_input() {
-    std::size_t n = head_.size();
-    if (n) {
-      std::memcpy(in_.data(), head_.data(), n);
-      head_.clear();
-    } else {
-      n = std::fread(in_.data(), 1, in_.size(), f_);
-    }
+    const std::size_t n = read_compressed_block(f_, head_, in_.data(), in_.size());
     if (n == 0 && std::ferror(f_)) throw TraceError(path(), 0, fmt::format("read error: {}", std::strerror(errno)));
     // in_ was consumed whole (zlib asks for more only then): its last bytes may be a trailer's first.
     const std::size_t used = zs_.next_in ? static_cast<std::size_t>(zs_.next_in - reinterpret_cast<Bytef*>(in_.data())) : 0;

@@ -1,8 +1,11 @@
 #include "workloads/isal_inflate.h"
 
-#include <cstring>
+#include <algorithm>
+#include <cstdint>
 
 #include <isa-l/igzip_lib.h>
+
+#include "workloads/compressed_block.h"
 
 namespace gmb {
 
@@ -19,14 +22,7 @@ IsalInflate::IsalInflate(std::FILE* f, std::string head)
 IsalInflate::~IsalInflate() = default;
 
 bool IsalInflate::fill() {
-  std::size_t n = head_.size();
-  if (n) {
-    std::memcpy(in_.data(), head_.data(), n);
-    head_.clear();
-  } else {
-    n = std::fread(in_.data(), 1, in_.size(), f_);
-    if (n == 0 && std::ferror(f_)) return false;
-  }
+  const std::size_t n = read_compressed_block(f_, head_, in_.data(), in_.size());
   st_->next_in = in_.data();
   st_->avail_in = static_cast<std::uint32_t>(n);
   return n > 0;
