@@ -72,20 +72,21 @@ void ContentFeed::arrived(std::size_t n) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ready_.store(n);
-    wake = reader_wants_ != 0;
+    wake = reader_wants_ != 0 && n >= reader_wants_;  // (on one core a wake that finds too little is a switch for nothing)
   }
   if (wake) arrived_cv_.notify_all();
   if (!window_) return;
   // The next block (ByteInput::stream_rest writes at most a quarter MiB) stays within the
   // window of what the reader released, unless the reader waits for bytes not there yet (it
-  // may be slow to wake and release) or is gone.
+  // may be slow to wake and release) or is gone. Held back, the helper goes on once half the
+  // window is free, not at the reader's next release: on one core every wake is a switch of
+  // threads, and a block at a time made one per batch of the pickle.
   const std::size_t next_end = n + (std::size_t(1) << 18);
   if (next_end > released_.load() + window_) {
     std::unique_lock<std::mutex> lock(mutex_);
-    helper_needs_.store(next_end - window_);
-    room_cv_.wait(lock, [&] {
-      return next_end <= released_.load() + window_ || reader_wants_ > ready_.load() || reader_gone_;
-    });
+    const std::size_t needs = next_end - window_ / 2;  // released up to here: room for half a window of blocks
+    helper_needs_.store(needs);
+    room_cv_.wait(lock, [&] { return released_.load() >= needs || reader_wants_ > ready_.load() || reader_gone_; });
     helper_needs_.store(kNotWaiting);
   }
   make_room(n);
