@@ -11,6 +11,11 @@
 //                             the file is inflated on a second thread as it is parsed
 //                             (content_feed.h); under `taskset -c 1`, read whole first
 //   BM_SnapshotReplayCaching120Steps  the same on snap_speed_120steps.pickle.gz (452,603 entries)
+//   BM_GzipStream             snap_speed_120steps.pickle.gz (3.2 MB, 33 MB inflated) read as a
+//                             stream to its end (ByteInput::refill, as every trace reader reads):
+//                             ISA-L where it is installed, zlib otherwise (the label says which);
+//                             bytes/s = inflated bytes
+//   BM_GzipReadWhole          the same file read whole (read_rest: libdeflate where installed)
 #include <benchmark/benchmark.h>
 
 #include "harness/run/runner.h"
@@ -77,5 +82,38 @@ void BM_SnapshotReplayCaching120Steps(benchmark::State& state) {
 }
 BENCHMARK(BM_SnapshotReplayCaching120Steps)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SnapshotReplayCaching120Steps)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+
+const std::string& speed_file() {
+  static const std::string path = std::string(GMB_SOURCE_DIR) + "/tests/data/torch_snapshots/snap_speed_120steps.pickle.gz";
+  return path;
+}
+
+void BM_GzipStream(benchmark::State& state) {
+  std::uint64_t bytes = 0;
+  for (auto _ : state) {
+    auto in = gmb::ByteInput::open(speed_file());
+    while (!in->at_end()) {
+      bytes += in->buffered().size();
+      in->consume(in->buffered().size());
+    }
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+#if GMB_HAVE_ISAL
+  state.SetLabel("ISA-L");
+#else
+  state.SetLabel("zlib");
+#endif
+}
+BENCHMARK(BM_GzipStream)->Unit(benchmark::kMillisecond);
+
+void BM_GzipReadWhole(benchmark::State& state) {
+  std::uint64_t bytes = 0;
+  for (auto _ : state) {
+    auto in = gmb::ByteInput::open(speed_file());
+    bytes += in->read_rest(gmb::kMaxSnapshotBytes, "the snapshot").size();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(BM_GzipReadWhole)->Unit(benchmark::kMillisecond);
 
 }  // namespace
