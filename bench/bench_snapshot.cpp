@@ -9,7 +9,7 @@
 //                             run through `caching` on sim (the need from the run's own steps);
 //                             /process_time: per CPU second of all threads. With two cores or more
 //                             the file is inflated on a second thread as it is parsed
-//                             (content_feed.h); under `taskset -c 1`, read whole first
+//                             (content_feed.h), which takes turns with the parser on one core
 //   BM_SnapshotReplayCaching120Steps  the same on snap_speed_120steps.pickle.gz (452,603 entries)
 //   BM_GzipStream             snap_speed_120steps.pickle.gz (3.2 MB, 33 MB inflated) read as a
 //                             stream to its end (ByteInput::refill, as every trace reader reads):

@@ -732,8 +732,8 @@ TEST(SnapshotStreaming, EntriesWithFramesConvertAsInTwoPasses) {
 #define GMB_TEST_UNDER_ASAN 0
 #endif
 
-// On one core a snapshot is read whole first only up to 64 MiB; a longer one is streamed as
-// with two cores, so the memory of a replay does not grow with the pickle. Here 114 MB of
+// On one core a snapshot is streamed as with two cores (the feed's helper takes turns with the
+// parser), so the memory of a replay does not grow with the pickle. Here 114 MB of
 // entries whose frames name a long file written anew in each (as PyTorch writes a frame's
 // strs): read whole, the replay's peak would be more than the pickle's length.
 TEST(SnapshotFeed, OnOneCoreALongSnapshotIsStreamedNotReadWhole) {
