@@ -2,7 +2,7 @@
 """Measures the harness's own speed on this machine: the figures of the README's "Speed of the
 harness itself", each with its command.
 
-    scripts/measure_speed.py [--build build] [--runs 15] [--out FILE.md]
+    scripts/measure_speed.py [--build build] [--runs 15] [--lone-runs 5] [--out FILE.md]
 
 Measure the build users install: scripts/install.sh (or GMB_PGO=1 scripts/build.sh) compiles the
 replay loops profile-guided; the table's first line says which build it timed.
@@ -20,9 +20,14 @@ Runs, each `--runs` times (medians, quartiles and ranges reported, with the load
     (scripts/make_frames_snapshot.py, made under /tmp once) with every core, and in PyTorch's own
     layout (--shared-dicts: each distinct frame written once, then fetched) on one core and with
     every core;
+  - lone runs (--lone-runs, each after 5 s idle) of the 120 steps in PyTorch's layout with
+    stacks, on one core and with every core: a run straight after another finds the memory that
+    one freed still backed, which a virtual machine with free page reporting takes back from the
+    process's next first touch within seconds (docs/PERFORMANCE_LOG.md, session 22), so a user's
+    single run costs more there than the back-to-back medians;
   - configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events);
-  - the Google Benchmark rows for the same paths (bench/), on one core, and the 120-step snapshot
-    in process with every core.
+  - the Google Benchmark rows for the same paths (bench/), on one core (the gzip inflate among
+    them), and the 120-step snapshot in process with every core.
 Wall time and CPU time (user + sys of all threads) come from os.wait4, so they are exact to the
 microsecond; this machine is shared, so the spread is reported, not only a median.
 """
@@ -58,6 +63,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--lone-runs", type=int, default=5, help="runs after 5 s idle each (0: none)")
     ap.add_argument("--out", help="also write the table here")
     a = ap.parse_args()
     gmb = os.path.join(a.build, "gpumembench")
@@ -95,6 +101,11 @@ def main():
         res["shared1"].append(run(one + shared_cmd))
         res["shared"].append(run(shared_cmd))
         load.append(os.getloadavg()[0])
+    res["lone1"], res["lone"] = [], []
+    for i in range(a.lone_runs):
+        for key, pin in (("lone1", one), ("lone", [])):
+            time.sleep(5)
+            res[key].append(run(pin + [gmb, "replay", "--device", "sim", "-q", "--trace", snap_shared, "--allocator", "caching"]))
     for i in range(max(3, a.runs // 3)):
         res["dyn"].append(run([gmb, "--config", os.path.join(ROOT, "configs", "dynamic_seq.yaml"), "--device", "sim", "-q"]))
     tiny_rss = run(one + [gmb, "replay", "--device", "sim", "-q", "--trace", tiny, "--allocator", "caching",
@@ -148,6 +159,13 @@ def main():
                      f"{spread([x * 1000 for x in ws], 'ms', 1)}: {452603 / statistics.median(ws) / 1e6:.2f} M entries/s, "
                      f"{301783 / statistics.median(ws) / 1e6:.2f} M events/s; CPU {spread([x * 1000 for x in cs], 'ms', 1)}; "
                      f"peak RSS {rs[len(rs) // 2] / 1024:.1f} MB"))
+    for key, how in (("lone1", "on one core"), ("lone", "with every core")):
+        if not res[key]:
+            continue
+        ws = [w for w, _, _ in res[key]]
+        rows.append((f"the same in PyTorch's own layout, {how}, lone runs (each after 5 s idle; {len(ws)} runs): wall",
+                     "same",
+                     f"{spread([x * 1000 for x in ws], 'ms', 1)}: {452603 / statistics.median(ws) / 1e6:.2f} M entries/s"))
     cd = [c for _, c, _ in res["dyn"]]
     wd = [w for w, _, _ in res["dyn"]]
     rows.append(("configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events): CPU",
@@ -162,7 +180,7 @@ def main():
                 if "_median" in line:
                     parts = line.split()
                     rows.append((f"{parts[0]} (Google Benchmark, {how}, median of {reps})", shown, " ".join(parts[1:])))
-        bench_rows(one, "BM_NativeCsvRead|BM_TraceReplayCaching/|BM_SnapshotReplayCaching|BM_SnapshotConvert", 3, "one core",
+        bench_rows(one, "BM_NativeCsvRead|BM_TraceReplayCaching/|BM_SnapshotReplayCaching|BM_SnapshotConvert|BM_Gzip", 3, "one core",
                    "`taskset -c 1 gpumembench_bench --benchmark_filter=... --benchmark_repetitions=3`")
         # The 120-step snapshot in process with every core: the pickle inflated on a second core
         # as it is parsed (workloads/content_feed.h).
