@@ -58,6 +58,23 @@ TEST(PackedOps, GivesBackEveryOpAsGivenAtTheEdgesOfItsFields) {
   for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(text(out[1 + j]), text(ops[3 + j])) << "appended op " << j;
 }
 
+// A reader appends chunk after chunk to one vector (read_trace, reduce's input): the vector
+// grows by doubling, not by exactly the chunk at each call, which would copy it whole every time.
+TEST(PackedOps, AppendingChunkAfterChunkGrowsTheVectorByDoubling) {
+  PackedOps packed;
+  for (std::uint64_t i = 0; i < 100000; ++i) packed.push_back(make(Op::Kind::Alloc, i % 7, 512, 0, i + 1));
+  std::vector<Op> out;
+  int reallocations = 0;
+  for (std::size_t at = 0; at < packed.size(); at += 100) {
+    const std::size_t before = out.capacity();
+    packed.append_to(out, at, 100);
+    reallocations += out.capacity() != before;
+  }
+  ASSERT_EQ(out.size(), 100000u);
+  EXPECT_EQ(out[99999].source_line, 100000u);
+  EXPECT_LE(reallocations, 12) << "1,000 chunks of 100 ops";
+}
+
 TEST(PackedOps, HoldsAnOpInSixteenBytes) {
   PackedOps packed;
   packed.reserve(1000);

@@ -139,6 +139,7 @@ class GzipBytes final : public ByteInput {
   // has one decoding).
   void read_again_with_zlib() {
     if (std::fseek(f_, 0, SEEK_SET) != 0) throw TraceError(path(), 0, fmt::format("cannot read the file again: {}", std::strerror(errno)));
+    std::clearerr(f_);  // a read error ISA-L met is zlib's to meet again, or not
     head_.clear();
     zs_.next_in = nullptr;
     zs_.avail_in = 0;

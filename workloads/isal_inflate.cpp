@@ -51,11 +51,13 @@ bool IsalInflate::produce(char* dst, std::size_t room, std::size_t& n) {
       st.avail_in = avail_in;
       continue;
     }
-    if (st.avail_in == 0 && !fill()) return false;  // the file ends inside a member
+    // At the file's end ISA-L may still hold decoded bytes: one call with no input gives them.
+    if (st.avail_in == 0 && !fill() && std::ferror(f_)) return false;
     const std::uint32_t in_before = st.avail_in;
     const int rc = isal_inflate(&st);
     if (rc < 0) return false;
-    // No input taken and no output made: a state this loop does not know; zlib decides.
+    // No input taken and no output made: the file ends inside a member, or a state this loop
+    // does not know; zlib says which.
     if (st.avail_in == in_before && st.avail_out == want && st.block_state != ISAL_BLOCK_FINISH) return false;
   }
   n = want - st.avail_out;

@@ -10,6 +10,7 @@
 // the packed ones and read back the same. Ops are read back by value.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -55,9 +56,10 @@ class PackedOps {
   }
   Op back() const { return (*this)[size() - 1]; }
 
-  // Appends ops [from, from + n) to out.
+  // Appends ops [from, from + n) to out (which grows by doubling, as a caller may append chunk
+  // after chunk to one vector: reserving just enough would copy it whole at every chunk).
   void append_to(std::vector<Op>& out, std::size_t from, std::size_t n) const {
-    out.reserve(out.size() + n);
+    if (out.capacity() - out.size() < n) out.reserve(std::max(out.size() + n, 2 * out.capacity()));
     for (std::size_t i = from; i < from + n; ++i) out.push_back((*this)[i]);
   }
 
