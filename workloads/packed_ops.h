@@ -27,10 +27,6 @@ class PackedOps {
   std::size_t size() const { return packed_.size(); }
   bool empty() const { return packed_.empty(); }
   void reserve(std::size_t n) { packed_.reserve(n); }
-  void clear() {
-    packed_.clear();
-    wide_.clear();
-  }
 
   void push_back(const Op& op) {
     if (fits(op)) {
@@ -80,7 +76,6 @@ class PackedOps {
       ++i_;
       return *this;
     }
-    const_iterator operator+(difference_type n) const { return {ops_, i_ + static_cast<std::size_t>(n)}; }
     bool operator==(const const_iterator& o) const { return i_ == o.i_; }
     bool operator!=(const const_iterator& o) const { return i_ != o.i_; }
 

@@ -407,24 +407,19 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   }
   if (!a.export_snapshot.empty()) {
     // The export replays on the simulated device, reading the trace again (a snapshot: from memory).
-    std::unique_ptr<TraceSource> again = snapshot ? nullptr : open_trace(a.trace, open_options);
-    std::size_t at = 0;
-    OpReader read = [&](std::vector<Op>& out, std::size_t max) -> std::size_t {
-      if (again) return again->read(out, max);
-      std::size_t n = std::min(max, snapshot->ops.size() - at);
-      snapshot->ops.append_to(out, at, n);
-      at += n;
-      return n;
-    };
-    // A snapshot's origins by (trace entry, kind): the writer gets copies of its ops.
+    std::unique_ptr<TraceSource> again = snapshot ? source->replay_from_start() : open_trace(a.trace, open_options);
+    OpReader read = [&](std::vector<Op>& out, std::size_t max) { return again->read(out, max); };
+    // A snapshot's origins by (trace entry, kind): the writer gets copies of its ops, and may ask
+    // for ops older than the source's last two reads (all it can find again).
     std::unordered_map<std::uint64_t, std::string> origin_of_entry;
     if (snapshot)
-      for (std::size_t i = 0; i < snapshot->ops.size(); ++i)
-        if (snapshot->op_origin[i] && snapshot->ops[i].source_line)
-          origin_of_entry[snapshot->ops[i].source_line * 2 + (snapshot->ops[i].kind == Op::Kind::Alloc)] =
-              snapshot->origins[snapshot->op_origin[i]];
+      for (std::size_t i = 0; i < snapshot->ops.size(); ++i) {
+        const Op op = snapshot->ops[i];
+        if (snapshot->op_origin[i] && op.source_line)
+          origin_of_entry[op.source_line * 2 + (op.kind == Op::Kind::Alloc)] = snapshot->origins[snapshot->op_origin[i]];
+      }
     OpOrigin origin = [&](const Op& op) -> std::string {
-      if (again) return again->origin(op);
+      if (!snapshot) return again->origin(op);
       auto it = origin_of_entry.find(op.source_line * 2 + (op.kind == Op::Kind::Alloc));
       return it == origin_of_entry.end() ? std::string() : it->second;
     };
