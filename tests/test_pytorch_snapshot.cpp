@@ -241,6 +241,29 @@ TEST(PyTorchSnapshot, ASecondFreeOfAnAddressIsABrokenTrace) {
   EXPECT_EQ(error_of(trace(entry("free_completed") + entry("free_requested"))),
             "bad.pickle: device_traces[0][1]: free_requested at address 0xc8, which the trace already freed "
             "(free_completed) and did not allocate again");
+  EXPECT_EQ(error_of(trace(entry("alloc") + entry("alloc"))),
+            "bad.pickle: device_traces[0][1]: alloc at address 0xc8, which is already allocated and was never freed "
+            "(free_completed) in the trace");
+}
+
+// Among many addresses allocated and freed, the conversion still tells a block from before the
+// trace (its first free, at an address never seen) from a second free of an address freed long
+// before (only live blocks are looked up on the way; the addresses freed, only at such a free).
+TEST(PyTorchSnapshot, ASecondFreeIsFoundAmongManyAddressesFreedBefore) {
+  auto entry = [](const std::string& action, int addr) {
+    return "}(" + str("action") + str(action) + str("addr") + "M" + std::string(1, char(addr & 0xff)) +
+           std::string(1, char(addr >> 8)) + str("size") + k(100) + str("stream") + k(0) + "u";
+  };
+  auto trace = [](const std::string& entries) { return pickled("}(" + str("device_traces") + "](](" + entries + "eeu"); };
+  std::string entries;
+  for (int a = 1000; a < 1300; ++a) entries += entry("alloc", a) + entry("free_completed", a);
+  PyTorchSnapshot ok = convert_pytorch_snapshot(trace(entries + entry("free_completed", 5000) + entry("alloc", 1000)),
+                                                "ok.pickle", -1);
+  EXPECT_EQ(ok.blocks_alive_at_start, 1u);  // 5000: alive before the trace's first entry
+  EXPECT_EQ(ok.ops.size(), 603u);  // its alloc first, then 600, its free and the new alloc at 1000
+  EXPECT_EQ(error_of(trace(entries + entry("free_completed", 5000) + entry("free_completed", 1007))),
+            "bad.pickle: device_traces[0][601]: free_completed at address 0x3ef, which the trace already freed "
+            "(free_completed) and did not allocate again");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <thread>
 
 #include "harness/run/step_ops_ahead.h"
 #include "workloads/transformer.h"
@@ -79,6 +80,38 @@ TEST(StepOpsAhead, AWorkloadErrorOnTheWorkerReachesTheRunner) {
         }
       },
       std::runtime_error);
+}
+
+// Where the threads running beside the run (a snapshot's self-check) take the spare cores, the
+// ops are made on the runner's own thread: a worker would only take turns with them.
+class RecordsItsThread final : public Workload {
+ public:
+  std::string kind() const override { return "threads"; }
+  std::string label() const override { return "threads"; }
+  std::uint64_t num_steps() const override { return 4; }
+  bool makes_ops_ahead() const override { return true; }
+  void step_ops(std::uint64_t step, std::vector<Op>& out, StepInfo&) override {
+    threads.push_back(std::this_thread::get_id());
+    out.push_back({Op::Kind::Alloc, step + 1, 512, 0});
+  }
+  std::vector<std::thread::id> threads;
+};
+
+TEST(StepOpsAhead, MakesTheOpsOnTheRunnersThreadWhereThreadsBesideTakeTheSpareCores) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: never a worker";
+  RecordsItsThread beside, alone;
+  {
+    StepOpsAhead maker(beside, 4, nullptr, std::thread::hardware_concurrency());
+    for (std::uint64_t step = 0; step < 4; ++step) EXPECT_EQ(maker.get(step).ops.at(0).id, step + 1);
+  }
+  {
+    StepOpsAhead maker(alone, 4, nullptr, 0);
+    for (std::uint64_t step = 0; step < 4; ++step) EXPECT_EQ(maker.get(step).ops.at(0).id, step + 1);
+  }
+  ASSERT_EQ(beside.threads.size(), 4u);
+  for (const auto& id : beside.threads) EXPECT_EQ(id, std::this_thread::get_id());
+  ASSERT_EQ(alone.threads.size(), 4u);
+  for (const auto& id : alone.threads) EXPECT_NE(id, std::this_thread::get_id());
 }
 
 }  // namespace

@@ -129,6 +129,8 @@ class Converter {
     s_.origins = std::move(from.s_.origins);
     streams_ = std::move(from.streams_);
     live_ = std::move(from.live_);
+    freed_log_ = std::move(from.freed_log_);
+    freed_addrs_ = std::move(from.freed_addrs_);
     initial_ = std::move(from.initial_);
     free_ids_ = std::move(from.free_ids_);
     next_id_ = from.next_id_;
@@ -443,16 +445,32 @@ class Converter {
     s_.op_origin.push_back(origin);
   }
 
-  // An address the trace has allocated, or found alive at its start. A freed one stays, marked
-  // freed, until it is allocated again: a second free of it is a broken trace, where a free of an
-  // address never seen is a block allocated before the trace's first entry.
+  // A block the trace has allocated, or found alive at its start, until its free_completed.
   struct Live {
     BufferId id;
     Bytes bytes;
     StreamId stream;
     bool free_requested;
-    bool freed = false;
   };
+  // Whether the trace freed `addr` before (and has not allocated it again: the caller found it
+  // not live): a second free of it is a broken trace, where a free of an address never seen is
+  // a block allocated before the trace's first entry. live_ holds only live blocks (hundreds,
+  // where a trace uses tens of thousands of addresses over its run), so it stays in the cache;
+  // the addresses freed are logged in order and looked up only here, where a free finds no
+  // live block: at blocks alive at the start, or at an error.
+  bool freed_before(DevPtr addr) {
+    absorb_freed_log();
+    return freed_addrs_.find(addr) != nullptr;
+  }
+  void log_freed(DevPtr addr) {
+    freed_log_.push_back(addr);
+    if (freed_log_.size() >= kFreedLogMax) absorb_freed_log();  // (bounded memory on a long trace)
+  }
+  void absorb_freed_log() {
+    for (DevPtr a : freed_log_) freed_addrs_.put(a, 1);
+    freed_log_.clear();
+  }
+  static constexpr std::size_t kFreedLogMax = std::size_t{1} << 20;
 
   // The keys of a trace entry that the conversion reads, the value of each found in one pass
   // over the entry (the last where a key repeats, as Document::get): a trace has ~7 keys per
@@ -592,21 +610,17 @@ class Converter {
     Bytes size = uint_of(f[kSize], "size", where);
     if (action == kAllocAction) {
       StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
-      Live* known = live_.find(addr);
-      if (known && !known->freed)
+      if (live_.find(addr))
         throw TraceError::in_content(file_, where(),
                                      fmt::format("alloc at address {:#x}, which is already allocated and was never "
                                                  "freed (free_completed) in the trace",
                                                  addr));
       const Live l{new_id(), size, stream, false};
-      if (known)
-        *known = l;  // an address the trace freed before, as most are: no second lookup
-      else
-        live_.put(addr, l);
+      live_.put(addr, l);
       push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames]));
     } else if (action == kFreeRequested || action == kFreeCompleted) {
       Live* it = live_.find(addr);
-      if (it && it->freed)
+      if (!it && freed_before(addr))
         throw TraceError::in_content(
             file_, where(),
             fmt::format("{} at address {:#x}, which the trace already freed (free_completed) and did not allocate again",
@@ -631,8 +645,9 @@ class Converter {
       }
       push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
       if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
-      it->freed = true;
-      it->free_requested = false;
+      Live gone;
+      live_.take(addr, gone);
+      log_freed(addr);
     } else if (action == kSegmentAlloc || action == kSegmentFree || action == kSegmentMap ||
                action == kSegmentUnmap) {
       RecordedSegmentEvent ev;
@@ -705,7 +720,7 @@ class Converter {
           continue;
         }
         ++checked;
-        if (const Live* l = live_.find(baddr); l && !l->freed) continue;  // allocated in the trace (or alive at its start)
+        if (live_.find(baddr)) continue;  // allocated in the trace (or alive at its start)
         Bytes requested = size;
         std::uint32_t origin = origin_of(b);
         Ref rq = d_.get(b, "requested_size");
@@ -789,6 +804,8 @@ class Converter {
   DevPtr prev_requested_addr_ = 0;
   std::unordered_map<std::int64_t, StreamId> streams_;
   LiveMap<Live> live_;
+  std::vector<DevPtr> freed_log_;     // freed since the last absorb_freed_log, in order
+  LiveMap<std::uint8_t> freed_addrs_;  // every address freed before that
   std::vector<InitialBlock> initial_;
   std::vector<BufferId> free_ids_;
   BufferId next_id_ = 0;

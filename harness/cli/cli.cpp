@@ -374,6 +374,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   // thread beside the run, started when the run's device says its capacity.
   const bool self_check = snapshot && own_settings;
   std::future<SnapshotCheck> check;
+  if (self_check) settings.threads_beside = 1;
   if (self_check)
     settings.on_device_ready = [&](const DeviceInfo& d) {
       check = std::async(std::launch::async, check_snapshot_replay, std::cref(*snapshot), std::cref(options),

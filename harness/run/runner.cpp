@@ -608,7 +608,8 @@ struct CaseRun {
     if (!device.simulated()) device.synchronize();
     TickCalibration clock;
     clock.start();
-    std::optional<StepOpsAhead> maker(std::in_place, workload, steps, need ? nullptr : need_tracker);
+    std::optional<StepOpsAhead> maker(std::in_place, workload, steps, need ? nullptr : need_tracker,
+                                      settings.threads_beside);
     std::uint64_t step = 0, piece = 0;
     for (; step < steps && !stop; ++step) {
       bool skipping = false, step_ok = true, more = true;

@@ -62,6 +62,9 @@ struct RunSettings {
   // hold: work that needs the device's figures can start beside the run (the CLI starts a
   // snapshot's self-check on another thread).
   std::function<void(const DeviceInfo&)> on_device_ready;
+  // Threads of this process that run beside the run (the self-check that on_device_ready
+  // starts): the workload's ops are made on a worker thread only where a core is left over.
+  unsigned threads_beside = 0;
 };
 
 // Called after every step: (repeat index, step, steps in total).

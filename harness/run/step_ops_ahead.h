@@ -34,8 +34,13 @@ class StepOpsAhead {
   };
 
   // `need` (may be null) is read by the caller only once this object is destroyed.
-  StepOpsAhead(Workload& workload, std::uint64_t steps, NeedTracker* need = nullptr)
-      : workload_(workload), steps_(steps), threaded_(workload.makes_ops_ahead() && steps > 1 && cpus() > 1), need_(need) {
+  // threads_beside: threads of this process that run beside the run (RunSettings): the worker
+  // is started only where a core is left for it, else it would take turns with them.
+  StepOpsAhead(Workload& workload, std::uint64_t steps, NeedTracker* need = nullptr, unsigned threads_beside = 0)
+      : workload_(workload),
+        steps_(steps),
+        threaded_(workload.makes_ops_ahead() && steps > 1 && cpus() > 1 + static_cast<int>(threads_beside)),
+        need_(need) {
     if (threaded_) worker_ = std::thread([this] { work(); });
   }
   ~StepOpsAhead() {
