@@ -64,6 +64,18 @@ TEST(CliSnapshot, RealRecordingUnderAMemoryFractionReproducesItsOoms) {
   EXPECT_TRUE(has(r.out, "reproduces the recorded run: yes (166 segment events and 2 OOMs, same sizes, same order)")) << r.out;
 }
 
+// --capacity alone is the same memory fraction of a larger card (caching_allocator.h): the run
+// and its self-check both model the limit and the room above it. The self-check once replayed
+// on a card of the capacity without the limit and said "no" to a run that gave PyTorch's own
+// figures (159 cudaMallocs and 7 frees, 2 OOMs).
+TEST(CliSnapshot, ACapacityAloneIsTheLimitTheSelfCheckReplaysUnderToo) {
+  auto r = run_gpumembench("replay --device sim --allocator caching --capacity 16GiB --trace " +
+                           recorded("snap_oom_cap16g_expandable"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "| caching[expandable_segments:True] | 15.56 GiB | 15.28 GiB | 2.7% | 159 | 7 |")) << r.out;
+  EXPECT_TRUE(has(r.out, "reproduces the recorded run: yes (166 segment events and 2 OOMs, same sizes, same order)")) << r.out;
+}
+
 // Under a memory fraction the OOM is judged against the fraction, not the card: this run needs
 // 16.20 GiB of live tensors later on, more than the 16 GiB PyTorch was allowed, so no allocator
 // could have run it there (a capacity OOM), although the card had 124 GiB free.

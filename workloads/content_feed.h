@@ -33,7 +33,7 @@ namespace gmb {
 class ContentFeed final : public pickle::ArrivingBytes {
  public:
   static constexpr std::size_t kPage = std::size_t(2) << 20;    // moved whole: one huge page
-  static constexpr std::size_t kWindow = std::size_t(8) << 20;  // ahead of what the reader released
+  static constexpr std::size_t kWindow = std::size_t(4) << 20;  // ahead of what the reader released
 
   // Starts reading what `in` has left, as read_rest(max_bytes, what) would; `in` is taken
   // unless the result is nullptr. `window`: 0 keeps the content whole (no page is moved).

@@ -455,22 +455,23 @@ class Converter {
   // Whether the trace freed `addr` before (and has not allocated it again: the caller found it
   // not live): a second free of it is a broken trace, where a free of an address never seen is
   // a block allocated before the trace's first entry. live_ holds only live blocks (hundreds,
-  // where a trace uses tens of thousands of addresses over its run), so it stays in the cache;
-  // the addresses freed are logged in order and looked up only here, where a free finds no
-  // live block: at blocks alive at the start, or at an error.
+  // where a trace uses tens of thousands of addresses over its run), so it stays in the cache,
+  // and its lookups are on every entry's path; the addresses freed are set aside in a short log
+  // and joined to the set of freed addresses a few thousand at a time, off that path (inserts
+  // that do not wait on one another).
   bool freed_before(DevPtr addr) {
     absorb_freed_log();
     return freed_addrs_.find(addr) != nullptr;
   }
   void log_freed(DevPtr addr) {
     freed_log_.push_back(addr);
-    if (freed_log_.size() >= kFreedLogMax) absorb_freed_log();  // (bounded memory on a long trace)
+    if (freed_log_.size() >= kFreedLogMax) absorb_freed_log();
   }
   void absorb_freed_log() {
     for (DevPtr a : freed_log_) freed_addrs_.put(a, 1);
     freed_log_.clear();
   }
-  static constexpr std::size_t kFreedLogMax = std::size_t{1} << 20;
+  static constexpr std::size_t kFreedLogMax = 4096;
 
   // The keys of a trace entry that the conversion reads, the value of each found in one pass
   // over the entry (the last where a key repeats, as Document::get): a trace has ~7 keys per

@@ -371,14 +371,17 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     settings.event_sink = &*rmm_log;
   }
   // The self-check replays the snapshot once more on its own simulated device: on a second
-  // thread beside the run, started when the run's device says its capacity.
+  // thread beside the run, started when the run's device says its capacity and card, with the
+  // allocator's options as the run has them (with --capacity, the memory limit it sets).
   const bool self_check = snapshot && own_settings;
   std::future<SnapshotCheck> check;
+  AllocatorOptions check_options = options;
   if (self_check) settings.threads_beside = 1;
   if (self_check)
-    settings.on_device_ready = [&](const DeviceInfo& d) {
-      check = std::async(std::launch::async, check_snapshot_replay, std::cref(*snapshot), std::cref(options),
-                         d.capacity_bytes);
+    settings.on_device_ready = [&](const DeviceInfo& d, const AllocatorOptions& used) {
+      check_options = used;
+      check = std::async(std::launch::async, check_snapshot_replay, std::cref(*snapshot), std::cref(check_options),
+                         d.capacity_bytes, d.total_bytes);
     };
   CaseSpec cs{a.allocator, options, make_workload};
   CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
@@ -403,7 +406,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
       std::cerr << "gpumembench: trace " << a.trace << ": " << report.cases[0].workload_notes[i] << "\n";
   if (self_check) {
     const SnapshotCheck c =
-        check.valid() ? check.get() : check_snapshot_replay(*snapshot, options, report.device.capacity_bytes);
+        check.valid() ? check.get()
+                      : check_snapshot_replay(*snapshot, check_options, report.device.capacity_bytes, report.device.total_bytes);
     std::cout << to_text(c) << (c.checked ? " (on the simulated device)" : "") << "\n";
   }
   if (!a.export_snapshot.empty()) {

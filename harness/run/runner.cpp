@@ -849,7 +849,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
         result.throughput_modeled = device->simulated();
         result.memory_modeled = memory_modeled(spec.allocator, device->simulated());
         result.device = device->info();
-        if (settings.on_device_ready) settings.on_device_ready(*result.device);
+        if (settings.on_device_ready) settings.on_device_ready(*result.device, options);
       }
       NeedTracker tracker;
       CaseRun run{settings, *device, *allocator, *workload, result.need.get(), &tracker, result, r == 0,

@@ -59,9 +59,11 @@ struct RunSettings {
   // The release of what is still live when the workload ends is not reported.
   AllocatorEventSink* event_sink = nullptr;
   // Called once the first run's device is made, before the run, with what result.device will
-  // hold: work that needs the device's figures can start beside the run (the CLI starts a
-  // snapshot's self-check on another thread).
-  std::function<void(const DeviceInfo&)> on_device_ready;
+  // hold and the options the allocator is made with (a capacity that is the caching allocator's
+  // limit adds memory_limit_bytes, and the device then has room above it): work that needs
+  // them can start beside the run (the CLI starts a snapshot's self-check on another thread,
+  // which models the same device and limit).
+  std::function<void(const DeviceInfo&, const AllocatorOptions&)> on_device_ready;
   // Threads of this process that run beside the run (the self-check that on_device_ready
   // starts): the workload's ops are made on a worker thread only where a core is left over.
   unsigned threads_beside = 0;

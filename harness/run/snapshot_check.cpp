@@ -54,7 +54,8 @@ std::string describe(const Event& e, const PyTorchSnapshot& s, bool recorded) {
 
 }  // namespace
 
-SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOptions& options, Bytes capacity) {
+SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOptions& options, Bytes capacity,
+                                    Bytes card_bytes) {
   SnapshotCheck c;
   if (!s.has_trace) {
     c.not_checked_reason = "the snapshot has no trace";
@@ -71,6 +72,7 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
   }
   SimDeviceOptions o;
   if (capacity) o.capacity_bytes = capacity;
+  o.card_bytes = card_bytes;
   // Segments where the driver put them: ties between equal-size free blocks go by address.
   RecordedPlacementDevice placed(make_sim_device(o), recorded_placements(s));
   RecordingDevice rec(placed);

@@ -20,10 +20,13 @@ struct SnapshotCheck {
   std::uint64_t segment_events = 0, ooms = 0;  // recorded (compared)
 };
 
-// options: the caching allocator's options (alloc_conf...); capacity: the simulated device.
-// Checked only when the snapshot has a trace from the start of the allocator (no blocks alive
-// before it) and came from the native allocator.
-SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& snapshot, const AllocatorOptions& options, Bytes capacity);
+// options: the caching allocator's options (alloc_conf, memory_limit_bytes...); capacity: the
+// simulated device (0: the sim's default), card_bytes: the card it is left on (0: the
+// capacity), as the run's device has them (a memory limit below a larger card is not a card of
+// the limit's size: caching_allocator.h). Checked only when the snapshot has a trace from the
+// start of the allocator (no blocks alive before it) and came from the native allocator.
+SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& snapshot, const AllocatorOptions& options, Bytes capacity,
+                                    Bytes card_bytes = 0);
 
 // "reproduces the recorded run: yes (...)" / "...: no: ..." / "...: not checked (...)".
 std::string to_text(const SnapshotCheck& check);
