@@ -498,6 +498,7 @@ class Builder {
   };
   std::vector<StackSeen> stacks_seen_;
   bool any_stack_seen_ = false;
+  Ref highest_stack_list_ = 0;  // no stack remembered gave a list above it (a drop below it forgets none)
   // The bytes from pos_ (after the list's MARK) through its APPENDS, where they are BINGETs and
   // LONG_BINGETs only (at most kStackBytes): their length, else 0; their hash in *hash.
   std::size_t stack_bytes(std::uint64_t* hash) const {
@@ -505,26 +506,31 @@ class Builder {
     const char* const start = in_.data() + pos_;
     const char* p = start;
     const char* const end = start + kStackBytes;
+    // Every entry's stack is hashed as it is scanned, by its memo indices: each word's product
+    // is off the chain from word to word (a rotate and an add). A hash only picks the slot: a
+    // stack found is compared byte for byte.
+    std::uint64_t h = 0;
+    auto mix = [&h](std::uint64_t w) { h = ((h << 29) | (h >> 35)) + w * 0xff51afd7ed558ccdull; };
     for (;;) {  // (LONG_BINGETs four at a time: a stack's frames fetched from a memo past 256)
-      while (p + 20 <= end && p[0] == 'j' && p[5] == 'j' && p[10] == 'j' && p[15] == 'j') p += 20;
-      if (p < end && *p == 'j') p += 5;
-      else if (p < end && *p == 'h') p += 2;
-      else break;
+      while (p + 20 <= end && p[0] == 'j' && p[5] == 'j' && p[10] == 'j' && p[15] == 'j') {
+        mix(little_endian(p + 1, 8));   // the first index, the second's opcode and 3 bytes of it
+        mix(little_endian(p + 9, 8));   // the second's last byte, the third
+        mix(little_endian(p + 16, 4));  // the fourth
+        p += 20;
+      }
+      if (p < end && *p == 'j') {
+        mix(little_endian(p + 1, 4));
+        p += 5;
+      } else if (p < end && *p == 'h') {
+        mix(static_cast<unsigned char>(p[1]) + 0x100);
+        p += 2;
+      } else {
+        break;
+      }
     }
     if (p >= end || *p != 'e') return 0;
     const std::size_t n = static_cast<std::size_t>(p + 1 - start);
-    // Every entry's stack is hashed: each word's product is off the chain from word to word
-    // (a rotate and an add), where a multiply on it took three times as long. A hash only picks
-    // the slot: a stack found is compared byte for byte.
-    std::uint64_t h = n * 0x9e3779b97f4a7c15ull, w;
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      std::memcpy(&w, start + i, 8);
-      h = ((h << 29) | (h >> 35)) + w * 0xff51afd7ed558ccdull;
-    }
-    if (i < n)  // the last 1 to 7 bytes
-      h = ((h << 29) | (h >> 35)) + little_endian(start + i, n - i) * 0xff51afd7ed558ccdull;
-    *hash = hash_item(h, 0);
+    *hash = hash_item(h ^ (n * 0x9e3779b97f4a7c15ull), 0);
     return n;
   }
   // The kept list of the stack at pos_, n bytes whose hash is `hash` (stack_bytes), if it was
@@ -546,16 +552,19 @@ class Builder {
     seen.list = list;
     seen.bytes.assign(in_.data() + at, n);
     any_stack_seen_ = true;
+    highest_stack_list_ = std::max(highest_stack_list_, list);
   }
   void forget_stacks_from(Ref floor) {
-    if (!any_stack_seen_) return;
+    if (!any_stack_seen_ || floor > highest_stack_list_) return;  // (the usual: stacks' lists are older than a batch)
     for (StackSeen& seen : stacks_seen_)
       if (seen.list != kNoMemo && seen.list >= floor) seen.list = kNoMemo;
+    highest_stack_list_ = floor ? floor - 1 : 0;
   }
   void forget_stacks() {
     if (!any_stack_seen_) return;
     for (StackSeen& seen : stacks_seen_) seen.list = kNoMemo;
     any_stack_seen_ = false;
+    highest_stack_list_ = 0;
   }
   // A run of BINGET / LONG_BINGET of dicts (a stack's frames, each written once and fetched
   // after), appended to flat_items_ as flat_frame would, in one loop, and mixed into *hash (as
