@@ -17,6 +17,7 @@
 #include "allocators/registry.h"
 #include "harness/run/snapshot_check.h"
 #include "torch_snapshot_data.h"
+#include "workloads/trace_source.h"
 
 namespace gmb {
 namespace {
@@ -82,6 +83,42 @@ TEST(TorchSnapshots, ReplaysGiveWhatPyTorchRecorded) {
     }
   }
   EXPECT_GE(exact, 1);
+}
+
+// A snapshot's reader gives each buffer its slot (its id + 1), so the harness hashes no id: on
+// real recordings, with blocks alive before the trace (ring overflow) and with OOMs, every alloc
+// gets a slot no live buffer holds, every free its buffer's, all below slots_end().
+TEST(TorchSnapshots, TheReaderGivesEachLiveBufferASlotOfItsOwn) {
+  for (const char* name : {"snap_ring_overflow", "snap_oom_cap16g", "snap_two_streams"}) {
+    SCOPED_TRACE(name);
+    auto source = open_trace(data_dir() + "/" + name + ".pickle.gz");
+    ASSERT_TRUE(source->gives_slots());
+    const std::uint32_t end = source->slots_end();
+    std::vector<Op> ops;
+    while (source->read(ops, 4096) > 0) {
+    }
+    std::unordered_map<BufferId, std::uint32_t> live;  // id -> slot
+    std::vector<bool> taken(end, false);
+    std::size_t allocs = 0;
+    for (const Op& op : ops) {
+      ASSERT_GT(op.slot, 0u);
+      ASSERT_LT(op.slot, end);
+      if (op.kind == Op::Kind::Alloc) {
+        ASSERT_FALSE(taken[op.slot]) << "slot " << op.slot << " given to a second live buffer";
+        ASSERT_EQ(live.count(op.id), 0u);
+        taken[op.slot] = true;
+        live[op.id] = op.slot;
+        ++allocs;
+      } else {
+        ASSERT_EQ(live.count(op.id), 1u) << "a free of a buffer not live";
+        EXPECT_EQ(live[op.id], op.slot);
+        taken[op.slot] = false;
+        live.erase(op.id);
+      }
+    }
+    EXPECT_GT(allocs, 1000u);
+    EXPECT_LT(end, 2 * allocs);  // dense: about the most buffers live at once
+  }
 }
 
 }  // namespace

@@ -748,6 +748,7 @@ class Converter {
   void finish() {
     const std::size_t k = initial_.size();
     s_.blocks_alive_at_start = k;
+    s_.ids_end = next_id_ + k;  // the trace's ids follow the k blocks alive at its start
     if (k) {  // else nothing to prepend and no id to change
       std::vector<std::size_t> order(k);
       for (std::size_t i = 0; i < k; ++i) order[i] = i;

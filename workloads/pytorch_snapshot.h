@@ -64,6 +64,9 @@ struct PyTorchSnapshot {
   // Alloc/Free; source_line = trace entry index + 1 (0: a block alive at start). 16 bytes an op
   // (packed_ops.h), tens of MB for a long trace.
   PackedOps ops;
+  // Every op's id is below this: ids are dense, a freed buffer's id given to the next alloc, so
+  // it is about the most buffers live at once (what a replay sizes its per-buffer arrays by).
+  BufferId ids_end = 0;
   std::uint64_t blocks_alive_at_start = 0;  // the first ops
   bool has_trace = false;                // false: only the segments (state at the time of the snapshot)
   std::vector<RecordedSegmentEvent> segment_events;

@@ -35,9 +35,17 @@ class PyTorchSnapshotSource final : public TraceSource {
 
   const TraceMeta& meta() const override { return meta_; }
 
+  // The converter numbers buffers densely, an id free again only once its buffer is freed, so
+  // the id is a slot (Workload::gives_slots): the harness hashes no id (buffer_slots.h).
+  bool gives_slots() const override { return s_.ids_end < UINT32_MAX; }
+  std::uint32_t slots_end() const override { return static_cast<std::uint32_t>(s_.ids_end + 1); }
+
   std::size_t read(std::vector<Op>& out, std::size_t max_ops) override {
     std::size_t n = std::min(max_ops, s_.ops.size() - next_);
+    const std::size_t at = out.size();
     s_.ops.append_to(out, next_, n);
+    if (gives_slots())  // a buffer's slot is its id + 1 (ids are dense and taken only by live buffers)
+      for (std::size_t i = at; i < out.size(); ++i) out[i].slot = static_cast<std::uint32_t>(out[i].id + 1);
     chunk_before_ = chunk_start_;
     chunk_start_ = next_;
     next_ += n;
