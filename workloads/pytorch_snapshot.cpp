@@ -177,6 +177,15 @@ class Converter {
   }
   template <class Path>
   std::uint64_t uint_of(Ref got, std::string_view key, const Path& where) const {
+    // The usual: a small int (a Ref of its own) or a non-negative one in a node, read here; any
+    // other value (absent, another type, negative, too large) goes the way that names it.
+    if (Document::is_immediate(got)) return static_cast<std::uint64_t>(d_.as_int(got));
+    if (got != Document::kAbsent && d_.type(got) == Type::Int && d_.as_int(got) >= 0)
+      return static_cast<std::uint64_t>(d_.as_int(got));
+    return checked_uint_of(got, key, where);
+  }
+  template <class Path>
+  [[gnu::noinline]] std::uint64_t checked_uint_of(Ref got, std::string_view key, const Path& where) const {
     auto path = [&] { return fmt::format("{}.{}", where(), key); };
     std::int64_t v = int_value(present(got, key, where), path);
     if (v < 0) bad(path, fmt::format("a non-negative int, found {}", v));

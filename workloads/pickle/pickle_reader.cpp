@@ -1084,7 +1084,9 @@ class Builder {
     kept_nodes_.clear();
     kept_text_.clear();
     kept_items_.clear();
-    for (std::size_t i = f.memo; i < memo_.size(); ++i) memo_[i] = keep(memo_[i], f, kKeepDepth);
+    // (Most slots name an older value or none: tested here, not in a call each.)
+    for (std::size_t i = f.memo; i < memo_.size(); ++i)
+      if (const Ref r = memo_[i]; r >= floor && r < Document::kImmediate) memo_[i] = keep(r, f, kKeepDepth);
     if (short_str_made_)  // (slots made before the last drop name nodes below every later floor)
       for (ShortStr& s : short_strs_)
         if (s.ref != Document::kAbsent && s.ref >= floor)
