@@ -33,6 +33,10 @@ class LiveMap {
     slots_[i] = {ptr, v};
   }
 
+  // Asks for ptr's home slot to be brought into the cache: a caller that puts many pointers in
+  // a row, prefetching a few ahead, waits on one miss at a time no more.
+  void prefetch(DevPtr ptr) const { __builtin_prefetch(&slots_[home(ptr)], 1); }
+
   // The value at ptr (nullptr: none), valid until the next put.
   Value* find(DevPtr ptr) {
     if (ptr == kEmpty) return has_reserved_ ? &reserved_value_ : nullptr;

@@ -477,7 +477,12 @@ class Converter {
     if (freed_log_.size() >= kFreedLogMax) absorb_freed_log();
   }
   void absorb_freed_log() {
-    for (DevPtr a : freed_log_) freed_addrs_.put(a, 1);
+    constexpr std::size_t kAhead = 8;  // (the set is larger than the cache: its slots prefetched)
+    const std::size_t n = freed_log_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) freed_addrs_.prefetch(freed_log_[i + kAhead]);
+      freed_addrs_.put(freed_log_[i], 1);
+    }
     freed_log_.clear();
   }
   static constexpr std::size_t kFreedLogMax = 4096;
