@@ -246,6 +246,24 @@ TEST(PyTorchSnapshot, ASecondFreeOfAnAddressIsABrokenTrace) {
             "(free_completed) in the trace");
 }
 
+// A trace with two errors: the one a user sees is the first in the trace, whether it is in an
+// entry's types (a size that is a str) or in what the entries do (a second free).
+TEST(PyTorchSnapshot, TheFirstErrorInTheTraceIsTheOneReported) {
+  auto entry = [](const std::string& action, const std::string& size) {
+    return "}(" + str("action") + str(action) + str("addr") + k(200) + str("size") + size + str("stream") + k(0) + "u";
+  };
+  auto trace = [](const std::string& entries) { return pickled("}(" + str("device_traces") + "](](" + entries + "eeu"); };
+  // A second free (found by apply) before a size that is a str (found by extract).
+  EXPECT_EQ(error_of(trace(entry("alloc", k(100)) + entry("free_completed", k(100)) + entry("free_completed", k(100)) +
+                           entry("alloc", str("big")))),
+            "bad.pickle: device_traces[0][2]: free_completed at address 0xc8, which the trace already freed "
+            "(free_completed) and did not allocate again");
+  // The other way round.
+  EXPECT_EQ(error_of(trace(entry("alloc", k(100)) + entry("alloc", str("big")) + entry("free_completed", k(100)) +
+                           entry("free_completed", k(100)))),
+            "bad.pickle: device_traces[0][1].size: expected an int, found str");
+}
+
 // Among many addresses allocated and freed, the conversion still tells a block from before the
 // trace (its first free, at an address never seen) from a second free of an address freed long
 // before (only live blocks are looked up on the way; the addresses freed, only at such a free).
