@@ -790,12 +790,13 @@ class Builder {
     int last = 0, next = 0;  // the shape that matched last; the one the next learned replaces
   };
   // Whether the entry at p (its '}', kShapeBytes readable) has shape s's bytes: 16 bytes at a
-  // time (GCC's vector extension: SSE2 on x86-64, plain words elsewhere).
+  // time (GCC's vector extension: SSE2 on x86-64, plain words elsewhere), up to its length (the
+  // mask is zero from there on: a trace entry's prefix shape is about half of kShapeBytes).
   using Bytes16 = unsigned char __attribute__((vector_size(16)));
   [[gnu::always_inline]] static bool same_bytes(const Shape& s, const unsigned char* p) {
     Bytes16 diff = {};
-#pragma GCC unroll 8
-    for (std::size_t i = 0; i < kShapeBytes; i += 16) {
+    assert(s.length <= kShapeBytes);
+    for (std::size_t i = 0; i < s.length; i += 16) {
       Bytes16 x, b, m;
       std::memcpy(&x, p + i, 16);
       std::memcpy(&b, s.bytes + i, 16);
