@@ -376,13 +376,14 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   const bool self_check = snapshot && own_settings;
   std::future<SnapshotCheck> check;
   AllocatorOptions check_options = options;
-  if (self_check) settings.threads_beside = 1;
-  if (self_check)
+  if (self_check) {
+    settings.threads_beside = 1;
     settings.on_device_ready = [&](const DeviceInfo& d, const AllocatorOptions& used) {
       check_options = used;
       check = std::async(std::launch::async, check_snapshot_replay, std::cref(*snapshot), std::cref(check_options),
                          d.capacity_bytes, d.total_bytes);
     };
+  }
   CaseSpec cs{a.allocator, options, make_workload};
   CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
   settings.on_device_ready = nullptr;
