@@ -119,6 +119,11 @@ class Converter {
     if (any_frame_seen_)
       for (FrameSeen& f : frame_seen_)
         if (f.frame != Document::kAbsent && f.frame >= floor) f = FrameSeen{};
+    if (floor <= highest_stack_origin_) {
+      for (StackOrigin& k : stack_origin_)
+        if (k.list != Document::kAbsent && k.list >= floor) k = StackOrigin{};
+      highest_stack_origin_ = floor ? floor - 1 : 0;
+    }
   }
   // Takes over the trace `from` converted (its ops, live blocks, streams, origins).
   void adopt_trace(Converter&& from) {
@@ -330,6 +335,25 @@ class Converter {
   std::uint32_t origin_of_frames(Ref frames) {
     if (frames == Document::kAbsent || d_.type(frames) != Type::List) return 0;
     if (reads_) reads_->push_back(frames);
+    StackOrigin& known = stack_origin_[(frames * 0x9e3779b1u) >> (32 - kStackOriginBits)];
+    if (known.list == frames) return known.origin;  // (its frames were read, and marked so, when it was made)
+    const std::uint32_t origin = origin_of_stack(frames);
+    known = {frames, origin};
+    highest_stack_origin_ = std::max(highest_stack_origin_, frames);
+    return origin;
+  }
+  // The origin of each stack seen, by its list's node: PyTorch shares one stack between the
+  // entries that have it, and the pickle reader gives a stack it has read before the same list,
+  // so most allocations find their origin here without a look at the frames. Forgotten, as
+  // frame_seen_, for the nodes a drop numbers anew.
+  static constexpr int kStackOriginBits = 10;
+  struct StackOrigin {
+    Ref list = Document::kAbsent;
+    std::uint32_t origin = 0;
+  };
+  StackOrigin stack_origin_[std::size_t{1} << kStackOriginBits];
+  Ref highest_stack_origin_ = 0;  // no list above it is remembered (a drop above it forgets none)
+  std::uint32_t origin_of_stack(Ref frames) {
     if (d_.size(frames) == 0) return 0;
     // The innermost frame of the user's Python code: not PyTorch's, not C/C++ (stacks="all").
     Ref pick = Document::kAbsent, first_py = Document::kAbsent;
