@@ -6,11 +6,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "common/types.h"
 
 namespace gmb {
+
+// The value of a LiveMap that is a set of pointers: a slot is then 8 bytes, not 16.
+struct NoValue {};
 
 template <class Value>
 class LiveMap {
@@ -83,8 +87,9 @@ class LiveMap {
   static constexpr DevPtr kEmpty = ~DevPtr(0);
   struct Slot {
     DevPtr ptr = kEmpty;
-    Value value{};
+    [[no_unique_address]] Value value{};  // (NoValue: no bytes, a slot is the pointer alone)
   };
+  static_assert(!std::is_empty_v<Value> || sizeof(Slot) == sizeof(DevPtr));
   // Multiplicative hashing: the top bits of the product depend on every bit of the pointer, so
   // aligned pointers (low bits zero) spread too.
   std::size_t home(DevPtr ptr) const { return std::size_t((ptr * 0x9E3779B97F4A7C15ull) >> shift_); }

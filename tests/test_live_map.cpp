@@ -51,5 +51,27 @@ TEST(LiveMap, AgreesWithAMapUnderRandomPutsAndTakes) {
   EXPECT_EQ(seen, ref.size());
 }
 
+// A set (NoValue; the snapshot reader's addresses freed before): the same pointers found after
+// many puts and takes as a std::set would hold, the empty marker among them.
+TEST(LiveMap, ASetOfPointersHoldsWhatWasPutAndNotTaken) {
+  std::mt19937_64 rng(12);
+  LiveMap<NoValue> set;
+  std::unordered_map<DevPtr, int> ref;
+  for (int i = 0; i < 100000; ++i) {
+    const DevPtr ptr = rng() % 4 ? 0x7f0000000000ull + (rng() % 20000) * 512 : ~DevPtr(0) - rng() % 2;
+    if (rng() % 4) {
+      set.put(ptr, NoValue{});
+      ref[ptr] = 1;
+    } else {
+      NoValue none;
+      ASSERT_EQ(set.take(ptr, none), ref.erase(ptr) == 1) << "pointer " << ptr << " at op " << i;
+    }
+  }
+  ASSERT_EQ(set.size(), ref.size());
+  for (DevPtr p = 0x7f0000000000ull; p < 0x7f0000000000ull + 20000 * 512; p += 512)
+    ASSERT_EQ(set.find(p) != nullptr, ref.count(p) == 1) << "pointer " << p;
+  EXPECT_EQ(set.find(~DevPtr(0)) != nullptr, ref.count(~DevPtr(0)) == 1);
+}
+
 }  // namespace
 }  // namespace gmb

@@ -505,7 +505,7 @@ class Converter {
     const std::size_t n = freed_log_.size();
     for (std::size_t i = 0; i < n; ++i) {
       if (i + kAhead < n) freed_addrs_.prefetch(freed_log_[i + kAhead]);
-      freed_addrs_.put(freed_log_[i], 1);
+      freed_addrs_.put(freed_log_[i], NoValue{});
     }
     freed_log_.clear();
   }
@@ -845,7 +845,7 @@ class Converter {
   std::unordered_map<std::int64_t, StreamId> streams_;
   LiveMap<Live> live_;
   std::vector<DevPtr> freed_log_;     // freed since the last absorb_freed_log, in order
-  LiveMap<std::uint8_t> freed_addrs_;  // every address freed before that
+  LiveMap<NoValue> freed_addrs_;  // every address freed before that
   std::vector<InitialBlock> initial_;
   std::vector<BufferId> free_ids_;
   BufferId next_id_ = 0;
