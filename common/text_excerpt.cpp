@@ -26,4 +26,17 @@ std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes) {
   return out;
 }
 
+std::string printable_text(std::string_view text) {
+  const auto control = [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7f;
+  };
+  if (std::none_of(text.begin(), text.end(), control)) return std::string(text);
+  std::string out;
+  for (char ch : text)
+    if (control(ch)) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(ch));
+    else out += ch;
+  return out;
+}
+
 }  // namespace gmb

@@ -182,5 +182,30 @@ TEST(RmmLogExport, AFailedReplayLeavesNoLog) {
   fs::remove_all(dir);
 }
 
+// A replay that stops at the allocator model's limit (more streams than the caching model
+// keeps): exit 1 with the trace and the reason, and no RMM log, timeline or exported snapshot,
+// which would each hold part of the trace.
+TEST(RmmLogExport, AReplayStoppedByTheModelsLimitLeavesNoPartialFiles) {
+  auto dir = temp_dir("rmm_export_limit");
+  std::string text = "action,id,bytes,stream\n";
+  for (int i = 0; i < 1025; ++i) text += "alloc," + std::to_string(i) + ",512," + std::to_string(i) + "\n";
+  write_text(dir / "t.csv", text);
+  const auto log = dir / "x.csv", timeline = dir / "tl.csv", snap = dir / "s.pickle";
+  auto r = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "t.csv").string() +
+                           " --export-rmm-log " + log.string() + " --timeline " + timeline.string() +
+                           " --export-snapshot " + snap.string());
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("trace " + (dir / "t.csv").string() + ": the replay through caching could not run to its end: "
+                       "the caching allocator's model keeps free blocks of at most 1024 streams per pool"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("nothing written for --export-rmm-log, --timeline, --export-snapshot"), std::string::npos) << r.out;
+  for (const auto& f : {log, timeline, snap}) {
+    EXPECT_FALSE(fs::exists(f)) << f;
+    EXPECT_FALSE(fs::exists(f.string() + ".tmp")) << f;
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace gmb

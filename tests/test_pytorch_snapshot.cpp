@@ -172,6 +172,35 @@ TEST(PyTorchSnapshot, NamesThePathAndWhatWasExpected) {
                              k(1) + str("size") + str("big") + "ueeu")),
             "bad.pickle: device_traces[0][0].size: expected an int, found str");
   EXPECT_EQ(error_of("\x80\x04\x95"), "bad.pickle: byte 2: the opcode needs 8 more bytes but only 0 are left (truncated file?)");
+  // A bool where a number belongs (Python's bool is an int; PyTorch writes none there).
+  EXPECT_EQ(error_of(pickled("}(" + str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") +
+                             k(1) + str("size") + "\x88" + str("stream") + k(0) + "ueeu")),
+            "bad.pickle: device_traces[0][0].size: expected an int, found bool");
+  // 2^63 fits in 64 bits, but not in the signed 64-bit value PyTorch writes (LONG1 of 9 bytes).
+  EXPECT_EQ(error_of(pickled("}(" + str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") +
+                             k(1) + str("size") + "\x8a\x09" + std::string(7, '\0') + "\x80" + std::string(1, '\0') +
+                             str("stream") + k(0) + "ueeu")),
+            "bad.pickle: device_traces[0][0].size: expected an int of at most 2^63 - 1 (a signed 64-bit value, as "
+            "PyTorch writes), found a larger int");
+  // One block listed twice in segments (two blocks alive at one address): not one block.
+  const std::string block = "}(" + str("address") + "M" + std::string("\x00\x10", 2) + str("size") + "M" +
+                            std::string("\x00\x10", 2) + str("state") + str("active_allocated") + "u";
+  EXPECT_EQ(error_of(pickled("}(" + str("segments") + "](}(" + str("address") + "M" + std::string("\x00\x10", 2) +
+                             str("blocks") + "](" + block + block + "eueu")),
+            "bad.pickle: segments[0].blocks[1].address: a block at 0x1000, where a block listed before is alive too");
+}
+
+// A frame's file and function are shown in tables and messages: their control bytes escaped,
+// never a terminal's escape sequence (UTF-8 stays as it is).
+TEST(PyTorchSnapshot, AnOriginsControlBytesAreEscaped) {
+  const std::string frame = "}(" + str("filename") + str("/home/u/\x1b[31mm\xc3\xa9.py") + str("line") + k(7) +
+                            str("name") + str("fwd\x07\n") + "u";
+  const PyTorchSnapshot s = convert_pytorch_snapshot(
+      pickled("}(" + str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") + k(1) + str("size") +
+              k(2) + str("stream") + k(0) + str("frames") + "](" + frame + "eueeu"),
+      "ctrl.pickle", -1);
+  ASSERT_EQ(s.ops.size(), 1u);
+  EXPECT_EQ(s.origins[s.op_origin[0]], "\\x1b[31mm\xc3\xa9.py:7 in fwd\\x07\\x0a");
 }
 
 // Settings rebuilt from allocator_settings (no PYTORCH_CUDA_ALLOC_CONF text): one of another type
@@ -191,6 +220,11 @@ TEST(PyTorchSnapshot, AllocatorSettingsOfTheWrongTypeAreKeptAsAnError) {
             "allocator_settings.roundup_power2_divisions: expected a dict, found list");
   EXPECT_EQ(settings_error(str("roundup_power2_divisions") + "}(" + str("4") + str("x") + "u"),
             "allocator_settings.roundup_power2_divisions['4']: expected an int, found str");
+  EXPECT_EQ(settings_error(str("roundup_power2_divisions") + "}(" + str("1") + "J" + std::string("\xfe\xff\xff\xff", 4) + "u"),
+            "allocator_settings.roundup_power2_divisions['1']: expected a number of divisions, 0 or more, found -2");
+  // The option string itself of another type: not rebuilt from the other settings instead.
+  EXPECT_EQ(settings_error(str("PYTORCH_CUDA_ALLOC_CONF") + k(5) + str("expandable_segments") + "\x88"),
+            "allocator_settings.PYTORCH_CUDA_ALLOC_CONF: expected a str, found int");
   // What PyTorch writes: True, 128 MiB, 0.6, {"4": 2}.
   PyTorchSnapshot ok = convert_pytorch_snapshot(
       with_settings(str("expandable_segments") + "\x88" + str("max_split_size") + "J" + std::string("\0\0\0\x08", 4) +
@@ -218,6 +252,12 @@ TEST(PyTorchSnapshot, RecordedSettingsOfTheWrongTypeFailOnlyWhereUsed) {
   EXPECT_EQ(r.status, 0) << r.out;
   r = testing::run_gpumembench(replay + " --allocator bfc");
   EXPECT_EQ(r.status, 0) << r.out;
+  // Settings PyTorch would refuse, quoted back escaped (no terminal escape sequence).
+  testing::write_text(dir / "esc.pickle", with_settings(str("PYTORCH_CUDA_ALLOC_CONF") + str("bogus:1,\x1b[31m")));
+  r = testing::run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "esc.pickle").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("esc.pickle: the recorded allocator settings \"bogus:1,\\x1b[31m\": "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -24,20 +24,22 @@
 namespace gmb {
 
 TraceError::TraceError(const std::string& file_, std::uint64_t line_, const std::string& message)
-    : std::runtime_error(line_ ? fmt::format("{}:{}: {}", file_, line_, message)  // line 0: the file as a whole
-                               : fmt::format("{}: {}", file_, message)),
+    : std::runtime_error(line_ ? fmt::format("{}:{}: {}", printable_text(file_), line_, message)  // line 0: the file as a whole
+                               : fmt::format("{}: {}", printable_text(file_), message)),
       file(file_),
       line(line_) {}
 
 TraceError::TraceError(const std::string& file_, std::uint64_t offset, const std::string& message, bool)
-    : std::runtime_error(fmt::format("{}: byte {}: {}", file_, offset, message)), file(file_), byte_offset(offset) {}
+    : std::runtime_error(fmt::format("{}: byte {}: {}", printable_text(file_), offset, message)),
+      file(file_),
+      byte_offset(offset) {}
 
 TraceError TraceError::at_byte(const std::string& file, std::uint64_t offset, const std::string& message) {
   return TraceError(file, offset, message, true);
 }
 
 TraceError::TraceError(const std::string& file_, const std::string& where, const std::string& message)
-    : std::runtime_error(fmt::format("{}: {}: {}", file_, where, message)), file(file_) {}
+    : std::runtime_error(fmt::format("{}: {}: {}", printable_text(file_), where, message)), file(file_) {}
 
 TraceError TraceError::in_content(const std::string& file, const std::string& where, const std::string& message) {
   return TraceError(file, where, message);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/live_map.h"
+#include "common/text_excerpt.h"
 #include "workloads/content_feed.h"
 #include "workloads/pickle/pickle_reader.h"
 
@@ -172,8 +173,10 @@ class Converter {
   }
   template <class Path>
   std::int64_t int_value(Ref r, const Path& where) const {
-    if (d_.type(r) == Type::BigInt) bad(where, "an int of at most 64 bits, found a larger int");
-    if (!d_.is_int(r)) bad(where, fmt::format("an int, found {}", pickle::type_name(d_.type(r))));
+    if (d_.type(r) == Type::BigInt)
+      bad(where, "an int of at most 2^63 - 1 (a signed 64-bit value, as PyTorch writes), found a larger int");
+    // (bool is an int in Python, but PyTorch writes no bool where a number belongs)
+    if (d_.type(r) != Type::Int) bad(where, fmt::format("an int, found {}", pickle::type_name(d_.type(r))));
     return d_.as_int(r);
   }
   template <class Path>
@@ -276,17 +279,19 @@ class Converter {
     expect(settings, Type::Dict, where);
     s_.has_alloc_conf = true;
     Ref text = d_.get(settings, "PYTORCH_CUDA_ALLOC_CONF");
-    if (text != Document::kAbsent && d_.type(text) == Type::Str && !d_.as_bytes(text).empty()) {
-      s_.alloc_conf = std::string(d_.as_bytes(text));
-    } else {
-      try {
+    try {
+      // (None: PyTorch read no such variable; the settings are rebuilt from the others.)
+      if (text != Document::kAbsent && d_.type(text) != Type::Str && d_.type(text) != Type::None)
+        expect(text, Type::Str, [] { return std::string("allocator_settings.PYTORCH_CUDA_ALLOC_CONF"); });
+      if (text != Document::kAbsent && d_.type(text) == Type::Str && !d_.as_bytes(text).empty())
+        s_.alloc_conf = std::string(d_.as_bytes(text));
+      else
         s_.alloc_conf = rebuilt_alloc_conf(settings);
-      } catch (const TraceError& e) {
-        // Kept for where the settings are used (dropped, a setting would replay other settings
-        // than the recorded run's): the message without the file's name, which the user adds.
-        const std::string what = e.what();
-        s_.alloc_conf_error = what.rfind(file_ + ": ", 0) == 0 ? what.substr(file_.size() + 2) : what;
-      }
+    } catch (const TraceError& e) {
+      // Kept for where the settings are used (dropped, a setting would replay other settings
+      // than the recorded run's): the message without the file's name, which the user adds.
+      const std::string what = e.what(), named = printable_text(file_) + ": ";
+      s_.alloc_conf_error = what.rfind(named, 0) == 0 ? what.substr(named.size()) : what;
     }
     if (s_.alloc_conf.find("cudaMallocAsync") != std::string::npos) s_.native_allocator = false;
   }
@@ -321,6 +326,9 @@ class Converter {
         const std::int64_t div = int_value(kv[i + 1], [&] {
           return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40));
         });
+        if (div < 0)  // (0: the interval not set, as PyTorch writes every one)
+          bad([&] { return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40)); },
+              fmt::format("a number of divisions, 0 or more, found {}", div));
         if (div > 0) divs.push_back(fmt::format("{}:{}", size, div));
       }
       if (!divs.empty()) parts.push_back(fmt::format("roundup_power2_divisions:[{}]", fmt::join(divs, ",")));
@@ -445,7 +453,7 @@ class Converter {
     auto text_of = [&](const char* key) -> std::string {
       Ref r = d_.get(pick, key);
       if (r == Document::kAbsent) return "?";
-      if (d_.type(r) == Type::Str) return std::string(d_.as_bytes(r).substr(0, 200));
+      if (d_.type(r) == Type::Str) return printable_text(d_.as_bytes(r).substr(0, 200));
       if (d_.is_int(r)) return std::to_string(d_.as_int(r));
       return "?";
     };
@@ -759,7 +767,12 @@ class Converter {
           continue;
         }
         ++checked;
-        if (live_.find(baddr)) continue;  // allocated in the trace (or alive at its start)
+        if (const Live* l = live_.find(baddr)) {  // allocated in the trace: alive at its end
+          if (l->id & kInitialTag)  // (a block listed before, alive at the start: two blocks at one address)
+            throw TraceError::in_content(file_, bw() + ".address",
+                                         fmt::format("a block at {:#x}, where a block listed before is alive too", baddr));
+          continue;
+        }
         Bytes requested = size;
         std::uint32_t origin = origin_of(b);
         Ref rq = d_.get(b, "requested_size");

@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "about/build_info.h"
 #include "allocators/registry.h"
@@ -43,6 +44,7 @@
 #include "harness/report/markdown_report.h"
 #include "harness/report/report.h"
 #include "harness/report/timeline_report.h"
+#include "common/text_excerpt.h"
 #include "harness/run/fragmentation_metrics.h"
 #include "harness/run/snapshot_check.h"
 #include "harness/run/stop_request.h"
@@ -296,17 +298,17 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (a.alloc_conf_given) {
     if (!a.alloc_conf.empty()) options["alloc_conf"] = a.alloc_conf;
     if (meta.has_alloc_conf)
-      notes.push_back(fmt::format("allocator settings: \"{}\" (--alloc-conf); the recorded ones are \"{}\"", a.alloc_conf,
-                                  meta.alloc_conf));
+      notes.push_back(fmt::format("allocator settings: \"{}\" (--alloc-conf); the recorded ones are \"{}\"", printable_text(a.alloc_conf),
+                                  printable_text(meta.alloc_conf)));
   } else if (meta.has_alloc_conf && takes_alloc_conf) {
     if (!meta.alloc_conf_error.empty())
       throw TraceError(a.trace, 0, meta.alloc_conf_error + "; --alloc-conf replaces the recorded allocator settings");
     if (!meta.alloc_conf.empty()) options["alloc_conf"] = meta.alloc_conf;
     recorded_conf = true;
-    notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)", meta.alloc_conf));
+    notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)", printable_text(meta.alloc_conf)));
   } else if (meta.has_alloc_conf) {
     notes.push_back(fmt::format("the recorded allocator settings \"{}\" are the caching allocator's; not used by {}",
-                                meta.alloc_conf, a.allocator));
+                                printable_text(meta.alloc_conf), a.allocator));
   }
   // Replayed by PyTorch's allocator with the settings it recorded: the self-check applies.
   const bool own_settings =
@@ -335,7 +337,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     } catch (const OptionError& e) {
       if (recorded_conf)
         throw TraceError(a.trace, 0, fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); "
-                                                 "--alloc-conf replaces them", meta.alloc_conf, e.what(), e.valid));
+                                                 "--alloc-conf replaces them", printable_text(meta.alloc_conf), e.what(), e.valid));
       throw UsageError(fmt::format("--alloc-conf: {} (valid: {})", e.what(), e.valid));
     }
   }
@@ -390,13 +392,17 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (!result.device) throw DeviceError(result.error);  // as making the device would have
   report.device = *result.device;
   report.cases.push_back(std::move(result));
+  // A case that could not run to its end (a model limit, a device error) leaves no RMM log,
+  // timeline or exported snapshot: each would be of part of the trace. Its results say why.
+  const bool ran = report.cases[0].error.empty();
+  if (!ran) rmm_log.reset();  // (the temporary file removed)
   if (rmm_log) {
     rmm_log->commit();
     if (!a.quiet)
       std::cerr << "gpumembench: wrote the replay as an RMM log: " << a.export_rmm_log << " (" << rmm_log->rows()
                 << " rows)\n";
   }
-  if (!a.timeline.empty()) {
+  if (!a.timeline.empty() && ran) {
     SignalsHeld held;
     write_timeline_csv(a.timeline, report.cases[0].timeline);
   }
@@ -411,7 +417,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
                       : check_snapshot_replay(*snapshot, check_options, report.device.capacity_bytes, report.device.total_bytes);
     std::cout << to_text(c) << (c.checked ? " (on the simulated device)" : "") << "\n";
   }
-  if (!a.export_snapshot.empty()) {
+  if (!a.export_snapshot.empty() && ran) {
     // The export replays on the simulated device, reading the trace again (a snapshot: from memory).
     std::unique_ptr<TraceSource> again = snapshot ? source->replay_from_start() : open_trace(a.trace, open_options);
     OpReader read = [&](std::vector<Op>& out, std::size_t max) { return again->read(out, max); };
@@ -445,8 +451,16 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     SignalsHeld held;
     write_reports(report, a.output, formats);
   }
-  if (!report.cases[0].error.empty()) {
-    std::cerr << "gpumembench: " << report.cases[0].error << "\n";
+  if (!ran) {
+    std::cerr << fmt::format("gpumembench: trace {}: the replay through {} could not run to its end: {}\n", a.trace,
+                             a.allocator, report.cases[0].error);
+    std::vector<std::string> left;
+    if (!a.export_rmm_log.empty()) left.push_back("--export-rmm-log");
+    if (!a.timeline.empty()) left.push_back("--timeline");
+    if (!a.export_snapshot.empty()) left.push_back("--export-snapshot");
+    if (!left.empty())
+      std::cerr << fmt::format("gpumembench: nothing written for {} (it would hold part of the trace)\n",
+                               fmt::join(left, ", "));
     return 1;
   }
   return 0;
