@@ -146,6 +146,10 @@ TEST(CliStrictness, StepCountsSecondsAndIgnoredFlagsAreUsageErrors) {
       {"reduce --config " + kHole + " --allocator caching --max-replays -1", "--max-replays: '-1' is not a whole number"},
       {"frontier --config " + kHole + " --device sim --capacity 8GiB",
        "--capacity goes with --param batch or seq_len; a capacity search takes its range from --lo and --hi"},
+      {"replay --device sim --allocator caching --trace " + kHole + " --trace-device -1",
+       "--trace-device: '-1' is not a device number (0 or more, in decimal without leading zeros)"},
+      {"reduce --trace " + kHole + " --allocator caching --trace-device 99999999999",
+       "--trace-device: '99999999999' is larger than the largest device number, 2147483647"},
   };
   for (const auto& [args, error] : cases) {
     SCOPED_TRACE(args);
@@ -321,6 +325,29 @@ TEST(CliStrictness, ATextTraceThroughAPipeIsRefusedWithTheReason) {
 
 // Thousands of distinct streams: the caching allocator refuses the case with a message (each
 // stream's free-block index takes about 230 KiB) instead of growing by gigabytes.
+// What a file that is not yet a trace says: an empty one lists the formats; an RMM header in
+// other letters, or behind a byte order mark, is named as the near miss it is.
+TEST(CliStrictness, NearMissesOfATraceFormatSayWhatTheyMiss) {
+  auto dir = temp_dir("near_miss");
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "empty.csv: empty trace: no header line (recognised: pytorch_snapshot"},
+      {"thread,time,action,pointer,size,stream\n1,2,allocate,0x10,5,0x0\n",
+       "empty.csv:1: unknown column 'thread' in the header (valid: action, id, bytes, stream); an RMM log's header is "
+       "Thread,Time,Action,Pointer,Size,Stream, capitalised as RMM writes it"},
+      {"\xef\xbb\xbfThread,Time,Action,Pointer,Size,Stream\n",
+       "empty.csv: byte 0: not a trace in a recognised format: the content starts with a UTF-8 byte order mark (EF BB "
+       "BF), which no trace format has; save the file without it (recognised: pytorch_snapshot"},
+  };
+  for (const auto& [text, error] : cases) {
+    SCOPED_TRACE(error);
+    write_text(dir / "empty.csv", text);
+    auto r = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "empty.csv").string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(error), std::string::npos) << r.out;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CliStrictness, ThousandsOfStreamsEndTheCachingCaseWithAMessage) {
   auto dir = temp_dir("many_streams");
   std::string csv = "action,id,bytes,stream\n";

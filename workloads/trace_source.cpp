@@ -48,13 +48,11 @@ TraceHead make_head(std::string_view bytes) {
   return h;
 }
 
-std::string recognised_formats() {
-  std::string s;
-  for (const auto& f : trace_formats()) s += fmt::format("{}{} ({})", s.empty() ? "" : "; ", f.name, f.description);
-  return s + "; plain or gzip-compressed";
-}
-
 [[noreturn]] void unknown_format(const ByteInput& in, const TraceHead& head) {
+  if (head.bytes.substr(0, 3) == "\xef\xbb\xbf")  // (Windows editors save CSV so)
+    in.fail_at(0, fmt::format("not a trace in a recognised format: the content starts with a UTF-8 byte order mark "
+                              "(EF BB BF), which no trace format has; save the file without it (recognised: {})",
+                              recognised_formats()));
   if (head.text)
     throw TraceError(in.path(), head.first_line_number,
                      fmt::format("not a trace in a recognised format: the first line \"{}\" is not the header of "
@@ -67,6 +65,12 @@ std::string recognised_formats() {
 }
 
 }  // namespace
+
+std::string recognised_formats() {
+  std::string s;
+  for (const auto& f : trace_formats()) s += fmt::format("{}{} ({})", s.empty() ? "" : "; ", f.name, f.description);
+  return s + "; plain or gzip-compressed";
+}
 
 std::vector<std::string> describe(const TraceMeta& meta) {
   std::string what = meta.format;

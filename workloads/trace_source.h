@@ -95,6 +95,8 @@ struct TraceFormat {
 
 // In detection order.
 const std::vector<TraceFormat>& trace_formats();
+// "pytorch_snapshot (a pickled ...); rmm_log (...); ...; plain or gzip-compressed": for messages.
+std::string recognised_formats();
 
 // The readers (each in its own file).
 std::unique_ptr<TraceSource> make_native_csv_source(std::unique_ptr<ByteInput>, const TraceOpenOptions&);

@@ -648,7 +648,7 @@ int run_cli(int argc, char** argv) {
   replay->add_option("--device", ra.device, "auto (default), sim or cuda")->check(CLI::IsMember({"auto", "sim", "cuda"}));
   replay->add_option("--trace-device", ra.trace_device,
                      "PyTorch snapshot: the device whose trace to replay (default: the one with the most events)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(device_number_flag());
   replay->add_option("--timeline", ra.timeline, "write allocated/reserved bytes after every event to this CSV");
   replay->add_option("--export-snapshot", ra.export_snapshot,
                      "write the simulated run as a PyTorch memory snapshot (opens in PyTorch's memory_viz)");

@@ -1,6 +1,6 @@
 // Validators for the number flags several commands share: a step count (--steps of a run, plan,
-// frontier, merge and reduce), a whole number (reduce --workload, --max-replays) and a time limit
-// in seconds (reduce --max-seconds). CLI11's own conversions let through what these refuse: -1
+// frontier, merge and reduce), a whole number (reduce --workload, --max-replays), a device number
+// (--trace-device of replay and reduce) and a time limit in seconds (reduce --max-seconds). CLI11's own conversions let through what these refuse: -1
 // (it wraps to 2^64 - 1), a count past 2^64 - 1 (capped), a leading zero (read as octal: 010 is
 // 8), and nan or inf as seconds.
 #pragma once
@@ -32,6 +32,20 @@ inline CLI::Validator step_count_flag() {
 
 inline CLI::Validator whole_number_flag() {
   return CLI::Validator([](const std::string& v) { return whole_number_problem(v, 0, "whole number"); }, "N");
+}
+
+// A device's number in a snapshot (--trace-device): 0 to 2^31 - 1, in decimal.
+inline CLI::Validator device_number_flag() {
+  return CLI::Validator(
+      [](const std::string& v) {
+        const std::string problem = whole_number_problem(v, 0, "device number");
+        errno = 0;
+        const unsigned long long n = problem.empty() ? std::strtoull(v.c_str(), nullptr, 10) : 0;
+        if (problem.find("larger than") != std::string::npos || n > 2147483647ull)
+          return fmt::format("'{}' is larger than the largest device number, 2147483647", v);
+        return problem;
+      },
+      "N");
 }
 
 inline CLI::Validator seconds_flag() {

@@ -108,7 +108,7 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
       ->check(whole_number_flag());
   r->add_option("--steps", a.steps, "with --config: at most N steps of the workload")->check(step_count_flag());
   r->add_option("--trace-device", a.trace_device, "PyTorch snapshot: the device whose trace to read")
-      ->check(CLI::NonNegativeNumber);
+      ->check(device_number_flag());
   r->add_option("--allocator", a.allocator, "allocator name: " + allocator_names())->required();
   auto* conf = r->add_option("--alloc-conf", a.alloc_conf,
                              "caching: PyTorch's PYTORCH_CUDA_ALLOC_CONF string (default: a snapshot's own)");
