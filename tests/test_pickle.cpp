@@ -169,10 +169,19 @@ TEST(PickleReader, NamesTheByteOffsetOfEveryError) {
   EXPECT_EQ(error_of("\x80\x04\xff"), "x.pickle: byte 2: unknown pickle opcode '\\xff' (not a pickle, or a corrupt one)");
   EXPECT_EQ(error_of("\x80\x09."), "x.pickle: byte 0: pickle protocol 9 (this reader knows protocols 0 to 5)");
   EXPECT_EQ(error_of("\x80\x04N"), "x.pickle: byte 3: the pickle ends before its STOP opcode (truncated file?)");
-  EXPECT_EQ(error_of("X\xff\xff\xff\x7f."),
-            "x.pickle: byte 0: the opcode needs 2147483647 more bytes but only 1 are left (truncated file?)");
+  // A str or bytes of its word's length: up to 64 MiB; past that refused before its bytes are read (a
+  // small compressed file could otherwise make the reader hold gigabytes).
+  EXPECT_EQ(error_of(std::string("X\x00\x00\x00\x04.", 6)),
+            "x.pickle: byte 0: the opcode needs 67108864 more bytes but only 1 are left (truncated file?)");
+  EXPECT_EQ(error_of(std::string("X\x01\x00\x00\x04.", 6)),
+            "x.pickle: byte 0: a str of 67108865 bytes: more than the 64 MiB this reader takes for one (a snapshot's "
+            "strs are file names, function names and short notes)");
   EXPECT_EQ(error_of("\x8d\xff\xff\xff\xff\xff\xff\xff\xff."),
-            "x.pickle: byte 0: the opcode needs 18446744073709551615 more bytes but only 1 are left (truncated file?)");
+            "x.pickle: byte 0: a str of 18446744073709551615 bytes: more than the 64 MiB this reader takes for one (a "
+            "snapshot's strs are file names, function names and short notes)");
+  EXPECT_EQ(error_of(std::string("\x8e\x00\x00\x00\x10\x00\x00\x00\x00.", 10)),
+            "x.pickle: byte 0: a bytes of 268435456 bytes: more than the 64 MiB this reader takes for one (a "
+            "snapshot's strs are file names, function names and short notes)");
   EXPECT_EQ(error_of("h\x05."), "x.pickle: byte 0: memo index 5 was never stored");
   EXPECT_EQ(error_of("NNa."), "x.pickle: byte 2: APPEND applies to a list, found a NoneType");
   EXPECT_EQ(error_of("e."), "x.pickle: byte 0: the opcode needs a MARK but there is none");

@@ -16,6 +16,7 @@
 #include <map>
 
 #include "snapshot_text.h"
+#include "gzip_text.h"
 #include "test_helpers.h"
 #include "torch_snapshot_data.h"
 #include "workloads/content_feed.h"
@@ -785,6 +786,39 @@ TEST(SnapshotFeed, OnOneCoreALongSnapshotIsStreamedNotReadWhole) {
   // Read whole, the pickle alone would be more than 96 MiB above a one-event replay.
   EXPECT_LT(peak - start_up, 64 * 1024) << "KiB of peak memory above start-up for a " << bytes.size()
                                         << "-byte pickle";
+  std::filesystem::remove_all(dir);
+}
+
+// A str whose length word says 256 MiB, in a small gzip file: refused at its opcode (more than
+// the 64 MiB the reader takes for one), and the rest, inflated to find any damage of the gzip
+// (which would win), goes through the feed's window, not into memory whole.
+TEST(SnapshotStreaming, AHugeStrIsRefusedAndTheRestInflatesInAWindowsMemory) {
+  const std::string zeros(std::size_t(16) << 20, '\0');
+  const std::string zeros_member = testing::gzip_of(zeros, 1);
+  std::string head = std::string("\x80\x04\x8d", 3);
+  for (int i = 0; i < 8; ++i) head += static_cast<char>(i == 3 ? 0x10 : 0);  // 2^28 bytes
+  std::string file = testing::gzip_of(head);
+  for (int i = 0; i < 16; ++i) file += zeros_member;
+  file += testing::gzip_of(".");
+  const auto dir = testing::temp_dir("huge_str");
+  testing::write_text(dir / "huge.pickle.gz", file);
+  testing::write_text(dir / "one.csv", "action,id,bytes,stream\nalloc,0,1285,0\n");
+  auto run = [&](const std::string& trace, int status) {
+    const auto r = testing::run_gpumembench_with_prefix(std::string(GMB_PEAK_RSS_BINARY) + " ",
+                                                        "replay --device sim -q --trace " + trace +
+                                                            " --allocator caching --capacity 1GiB");
+    EXPECT_EQ(r.status, status) << r.out;
+    const std::size_t at = r.out.rfind("peak_rss_kib ");
+    return std::make_pair(r.out, at == std::string::npos ? -1L : std::stol(r.out.substr(at + 13)));
+  };
+  const auto [out, peak] = run((dir / "huge.pickle.gz").string(), 2);
+  EXPECT_NE(out.find("huge.pickle.gz: byte 2: a str of 268435456 bytes: more than the 64 MiB this reader takes for "
+                     "one"),
+            std::string::npos)
+      << out;
+  const long start_up = run((dir / "one.csv").string(), 0).second;
+  ASSERT_GT(start_up, 0);
+  EXPECT_LT(peak - start_up, 64 * 1024) << "KiB of peak memory above start-up (the content is 256 MiB)";
   std::filesystem::remove_all(dir);
 }
 

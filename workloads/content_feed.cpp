@@ -76,6 +76,11 @@ void ContentFeed::arrived(std::size_t n) {
   }
   if (wake) arrived_cv_.notify_all();
   if (!window_) return;
+  if (reader_gone_.load()) {  // (a reader stopped by an error: the gzip's own damage, found later, wins)
+    if (n > released_.load()) released_.store(n);
+    make_room(n);
+    return;
+  }
   // The next block (ByteInput::stream_rest writes at most a quarter MiB) stays within the
   // window of what the reader released, unless the reader waits for bytes not there yet (it
   // may be slow to wake and release) or is gone. Held back, the helper goes on once half the

@@ -82,7 +82,9 @@ class ContentFeed final : public pickle::ArrivingBytes {
   std::condition_variable arrived_cv_, room_cv_;
   bool done_ = false;           // under mutex_: the reading ended
   std::size_t reader_wants_ = 0;  // under mutex_: the reader waits until this many bytes arrived (0: it does not wait)
-  bool reader_gone_ = false;     // under mutex_: finish() or the destructor: no more waiting for room
+  // finish() or the destructor: no more waiting for room, and (with a window) every byte
+  // arrived is behind the reader: the rest is inflated to find any damage, in a window's memory.
+  std::atomic<bool> reader_gone_{false};
   std::exception_ptr error_;
   // The helper's own: pages below written_pages_ hold bytes (or were given memory); pages below
   // next_free_ have been moved away (empty now).

@@ -800,6 +800,10 @@ int run_cli(int argc, char** argv) {
   } catch (const FileWriteError& e) {  // a full disk: the file is named, nothing half-written is left
     std::cerr << "gpumembench: " << e.what() << "\n";
     return 1;
+  } catch (const std::bad_alloc&) {  // the host's memory, not a fault of ours: said as such
+    std::cerr << "gpumembench: out of host memory (the machine's, or the process's limit: ulimit -v); nothing more "
+                 "was written\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "gpumembench: internal error: " << e.what() << "\n";
     return 1;

@@ -159,6 +159,8 @@ class Builder {
     auto nl = in_.find('\n', pos_);
     while (nl == std::string_view::npos) {
       const std::size_t searched = in_.size();
+      if (searched - pos_ > kMaxTextBytes)
+        fail(op_at_, "a text argument of more than 64 MiB without its ending newline (more than this reader takes)");
       if (!arrive(searched + 1)) fail(op_at_, "a text argument without its ending newline (truncated file?)");
       nl = in_.find('\n', searched);
     }
@@ -171,6 +173,17 @@ class Builder {
     if (__builtin_expect(doc_.nodes_.size() >= Document::kImmediate - 1, 0)) fail(op_at_, "too many values");
     doc_.nodes_.push_back(Node{type, false, 0, length, payload});
     return static_cast<Ref>(doc_.nodes_.size() - 1);
+  }
+  // The bytes of a str or bytes of n bytes at pos_: at most kMaxTextBytes. A snapshot's strs are
+  // file and function names and short notes; a pickle's word alone would otherwise make the
+  // reader hold gigabytes (the bytes in the feed, then their copy) before any other check.
+  static constexpr std::uint64_t kMaxTextBytes = std::uint64_t(64) << 20;
+  std::string_view take_text(std::uint64_t n, const char* what) {
+    if (n > kMaxTextBytes)
+      fail(op_at_, fmt::format("a {} of {} bytes: more than the 64 MiB this reader takes for one (a snapshot's strs "
+                               "are file names, function names and short notes)",
+                               what, n));
+    return take(n);
   }
   [[gnu::always_inline]] Ref add_text(Type type, std::string_view bytes) {
     if (type == Type::Str && bytes.size() <= 8) return short_str(bytes);
@@ -1495,21 +1508,21 @@ class Builder {
       }
       // Strings and bytes.
       case 0x8c: push(add_text(Type::Str, take(le(1)))); return true;  // SHORT_BINUNICODE
-      case 'X': push(add_text(Type::Str, take(le(4)))); return true;   // BINUNICODE
-      case 0x8d: push(add_text(Type::Str, take(le(8)))); return true;  // BINUNICODE8
+      case 'X': push(add_text(Type::Str, take_text(le(4), "str"))); return true;   // BINUNICODE
+      case 0x8d: push(add_text(Type::Str, take_text(le(8), "str"))); return true;  // BINUNICODE8
       case 'V': push(add_text(Type::Str, raw_unicode_escape(line()))); return true;  // UNICODE
       case 'U': push(add_text(Type::Str, take(le(1)))); return true;   // SHORT_BINSTRING (py2 str)
       case 'T': {                                                 // BINSTRING
         auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(le(4)));
         if (n < 0) fail(op_at_, "BINSTRING with a negative length");
-        push(add_text(Type::Str, take(static_cast<std::uint64_t>(n))));
+        push(add_text(Type::Str, take_text(static_cast<std::uint64_t>(n), "str")));
         return true;
       }
       case 'S': push(add_text(Type::Str, quoted_string(line()))); return true;  // STRING
       case 'C': push(add_text(Type::Bytes, take(le(1)))); return true;          // SHORT_BINBYTES
-      case 'B': push(add_text(Type::Bytes, take(le(4)))); return true;          // BINBYTES
-      case 0x8e: push(add_text(Type::Bytes, take(le(8)))); return true;         // BINBYTES8
-      case 0x96: push(add_text(Type::Bytes, take(le(8)))); return true;         // BYTEARRAY8
+      case 'B': push(add_text(Type::Bytes, take_text(le(4), "bytes"))); return true;          // BINBYTES
+      case 0x8e: push(add_text(Type::Bytes, take_text(le(8), "bytes"))); return true;         // BINBYTES8
+      case 0x96: push(add_text(Type::Bytes, take_text(le(8), "bytearray"))); return true;         // BYTEARRAY8
       // Containers.
       case ']': push(add_container(Type::List)); return true;   // EMPTY_LIST
       case '}': push(add_container(Type::Dict)); return true;   // EMPTY_DICT
