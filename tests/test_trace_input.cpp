@@ -229,6 +229,30 @@ TEST(TraceInput, TruncatedAndCorruptGzipNameTheFileAndOffset) {
   fs::remove_all(dir);
 }
 
+// One byte flipped in the middle of a gzip'd trace: the inflate gives garbage before it finds
+// the damage, and the garbage is not the file's content. The damage is the error, with its
+// compressed byte, for the native CSV and the RMM log alike (not "expected 4 fields").
+TEST(TraceInput, DamageInTheGzipWinsOverTheGarbageInflatedBeforeIt) {
+  auto dir = temp_dir("trace_flip");
+  std::string native = "action,id,bytes,stream\n", rmm = "Thread,Time,Action,Pointer,Size,Stream\n";
+  for (int i = 0; i < 100000; ++i) {
+    native += fmt::format("alloc,{},4096,0\n", i);
+    rmm += fmt::format("1,{}.5,allocate,{:#x},4096,0x0\n", i, 0x7f0000000000ull + 4096ull * i);
+  }
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"n.csv.gz", native}, {"r.csv.gz", rmm}}) {
+    SCOPED_TRACE(name);
+    std::string gz = gzip_of(text);
+    gz[gz.size() / 2] = static_cast<char>(gz[gz.size() / 2] ^ 0xff);
+    write_text(dir / name, gz);
+    const std::string err = error_of((dir / name).string());
+    EXPECT_NE(err.find(name + ": byte "), std::string::npos) << err;
+    EXPECT_NE(err.find("corrupt gzip data"), std::string::npos) << err;
+    EXPECT_NE(err.find("(compressed byte "), std::string::npos) << err;
+    EXPECT_EQ(err.find("fields"), std::string::npos) << err;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(TraceInput, UnknownContentIsNamedWithTheRecognisedFormatsAndAnEscapedExcerpt) {
   auto dir = temp_dir("trace_in");
   write_text(dir / "pic.png", std::string("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x1b[31m", 21));

@@ -490,5 +490,12 @@ void ByteInput::fail_at(std::uint64_t offset, const std::string& message) const 
   throw TraceError::at_byte(path_, offset, message);
 }
 
+void ByteInput::fail_after_checking_the_rest(const TraceError& e) {
+  if (gzip())
+    do consume(end_ - pos_);  // (a TraceError of the gzip stream goes out from refill)
+    while (refill());
+  throw e;
+}
+
 
 }  // namespace gmb

@@ -73,6 +73,10 @@ class ByteInput {
   // TraceError at the current offset / at `offset`.
   [[noreturn]] void fail(const std::string& message) const { fail_at(offset(), message); }
   [[noreturn]] void fail_at(std::uint64_t offset, const std::string& message) const;
+  // A text reader's error `e` in its content: in gzip-compressed content the rest is inflated
+  // first (discarded), and damage to the gzip stream, if it has any, is the error thrown: the
+  // bytes inflated before damage is found can be garbage, which is not the file's content.
+  [[noreturn]] void fail_after_checking_the_rest(const TraceError& e);
 
  protected:
   explicit ByteInput(std::string path);

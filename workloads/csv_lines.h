@@ -36,9 +36,10 @@ class CsvLines {
         break;
       }
       if (buf.size() > kMaxLineBytes)
-        in_.fail(fmt::format("line {} is longer than {} MiB (no line end in its first {} bytes): not a line of a "
-                             "text trace",
-                             line_number_ + 1, kMaxLineBytes >> 20, buf.size()));
+        in_.fail_after_checking_the_rest(TraceError::at_byte(
+            in_.path(), in_.offset(),
+            fmt::format("line {} is longer than {} MiB (no line end in its first {} bytes): not a line of a text trace",
+                        line_number_ + 1, kMaxLineBytes >> 20, buf.size())));
       if (!in_.refill()) {  // the last line may lack its newline
         if (buf.empty()) return false;
         line = in_.buffered();

@@ -158,7 +158,7 @@ class NativeCsvSource final : public TraceSource {
 
  private:
   [[noreturn]] void fail(const std::string& message) const {
-    throw TraceError(in_->path(), lines_.line_number(), message);
+    in_->fail_after_checking_the_rest(TraceError(in_->path(), lines_.line_number(), message));
   }
 
   void read_header() {

@@ -126,7 +126,7 @@ class RmmLogSource final : public TraceSource {
   };
 
   [[noreturn]] void fail(const std::string& message) const {
-    throw TraceError(in_->path(), lines_.line_number(), message);
+    in_->fail_after_checking_the_rest(TraceError(in_->path(), lines_.line_number(), message));
   }
 
   StreamId stream_id(std::uint64_t handle) {
