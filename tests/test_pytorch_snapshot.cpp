@@ -190,6 +190,25 @@ TEST(PyTorchSnapshot, NamesThePathAndWhatWasExpected) {
             "bad.pickle: segments[0].blocks[1].address: a block at 0x1000, where a block listed before is alive too");
 }
 
+// Frames of other shapes than PyTorch writes (a list of dicts with filename and name strs and an
+// int line): exit 2 with the path, not an origin made up or dropped.
+TEST(PyTorchSnapshot, FramesOfAnotherShapeAreNamedByTheirPath) {
+  auto with_frames = [](const std::string& frames) {
+    return pickled("}(" + str("device_traces") + "](](}(" + str("action") + str("alloc") + str("addr") + k(1) +
+                   str("size") + k(2) + str("stream") + k(0) + str("frames") + frames + "ueeu");
+  };
+  EXPECT_EQ(error_of(with_frames("}(" + str("a") + k(1) + "u")),
+            "bad.pickle: device_traces[0][0].frames: expected a list, found dict");
+  EXPECT_EQ(error_of(with_frames("](" + str("x") + k(1) + "e")),
+            "bad.pickle: device_traces[0][0].frames[0]: expected a dict, found str");
+  EXPECT_EQ(error_of(with_frames("](}(" + str("filename") + k(5) + str("line") + str("x") + str("name") + "Nue")),
+            "bad.pickle: device_traces[0][0].frames[0].filename: expected a str, found int");
+  EXPECT_EQ(error_of(with_frames("](}(" + str("filename") + str("t.py") + str("line") + str("x") + str("name") +
+                                 str("f") + "ue")),
+            "bad.pickle: device_traces[0][0].frames[0].line: expected an int, found str");
+  EXPECT_EQ(error_of(with_frames("N")), "no error");  // (no frames: no origin)
+}
+
 // A frame's file and function are shown in tables and messages: their control bytes escaped,
 // never a terminal's escape sequence (UTF-8 stays as it is).
 TEST(PyTorchSnapshot, AnOriginsControlBytesAreEscaped) {

@@ -336,15 +336,24 @@ class Converter {
     return fmt::format("{}", fmt::join(parts, ","));
   }
 
-  std::uint32_t origin_of(Ref entry) { return origin_of_frames(d_.get(entry, "frames")); }
+  template <class Path>
+  std::uint32_t origin_of(Ref entry, const Path& where) {
+    return origin_of_frames(d_.get(entry, "frames"), where);
+  }
   // A frame's file: not Python (C/C++ frames of stacks="all", or none), a library's Python
   // (PyTorch's, site- or dist-packages, the standard library), or the user's.
   enum FileKind : std::uint8_t { kNotPython, kLibraryPython, kUserPython };
-  std::uint32_t origin_of_frames(Ref frames) {
-    if (frames == Document::kAbsent || d_.type(frames) != Type::List) return 0;
+  // The origin of an entry's (or a block's) frames; `where` names the entry, for the error of
+  // frames that are not what PyTorch writes (each stack checked once, when it is first seen).
+  template <class Path>
+  std::uint32_t origin_of_frames(Ref frames, const Path& where) {
+    if (frames == Document::kAbsent || d_.type(frames) == Type::None) return 0;
+    if (d_.type(frames) != Type::List)
+      bad([&] { return where() + ".frames"; }, fmt::format("a list, found {}", pickle::type_name(d_.type(frames))));
     if (reads_) reads_->push_back(frames);
     StackOrigin& known = stack_origin_[(frames * 0x9e3779b1u) >> (32 - kStackOriginBits)];
     if (known.list == frames) return known.origin;  // (its frames were read, and marked so, when it was made)
+    check_frames(frames, where);
     const std::uint32_t origin = origin_of_stack(frames);
     known = {frames, origin};
     highest_stack_origin_ = std::max(highest_stack_origin_, frames);
@@ -361,6 +370,21 @@ class Converter {
   };
   StackOrigin stack_origin_[std::size_t{1} << kStackOriginBits];
   Ref highest_stack_origin_ = 0;  // no list above it is remembered (a drop above it forgets none)
+  // Each frame a dict with its filename and name strs and its line an int, as PyTorch writes.
+  template <class Path>
+  [[gnu::noinline]] void check_frames(Ref frames, const Path& where) {
+    const pickle::Items items = d_.items(frames);
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      auto at = [&] { return fmt::format("{}.frames[{}]", where(), k); };
+      expect(items[k], Type::Dict, at);
+      FrameSeen& seen = frame_seen(items[k]);  // (each distinct frame is checked once: stacks share them)
+      if (seen.checked) continue;
+      str_field(items[k], "filename", at);
+      str_field(items[k], "name", at);
+      int_value(present(d_.get(items[k], "line"), "line", at), [&] { return at() + ".line"; });
+      seen.checked = true;
+    }
+  }
   std::uint32_t origin_of_stack(Ref frames) {
     if (d_.size(frames) == 0) return 0;
     // The innermost frame of the user's Python code: not PyTorch's, not C/C++ (stacks="all").
@@ -391,6 +415,7 @@ class Converter {
   struct FrameSeen {
     Ref frame = Document::kAbsent;
     FileKind kind = kNotPython;
+    bool checked = false;  // of the shape PyTorch writes (check_frames)
     std::uint32_t origin = kNoOrigin;
   };
   static constexpr std::size_t kFramesSeen = 1024;
@@ -399,7 +424,7 @@ class Converter {
   FrameSeen& frame_seen(Ref f) {
     FrameSeen& seen = frame_seen_[f & (kFramesSeen - 1)];
     if (seen.frame != f) {
-      seen = {f, file_kind(d_.get(f, "filename")), kNoOrigin};
+      seen = {f, file_kind(d_.get(f, "filename")), false, kNoOrigin};
       any_frame_seen_ = true;
     }
     return seen;
@@ -647,7 +672,7 @@ class Converter {
       StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
       s_.ooms.push_back({size, device_free, s_.ops.size(), i});
       BufferId id = new_id();
-      std::uint32_t origin = origin_of_frames(f[kFrames]);
+      std::uint32_t origin = origin_of_frames(f[kFrames], where);
       push_op(Op::Kind::Alloc, id, size, stream, i, origin);
       push_op(Op::Kind::Free, id, 0, stream, i, 0);
       free_ids_.push_back(id);
@@ -664,7 +689,7 @@ class Converter {
                                                  addr));
       const Live l{new_id(), size, stream, false};
       live_.put(addr, l);
-      push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames]));
+      push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames], where));
     } else if (action == kFreeRequested || action == kFreeCompleted) {
       Live* it = live_.find(addr);
       if (!it && freed_before(addr))
@@ -774,7 +799,7 @@ class Converter {
           continue;
         }
         Bytes requested = size;
-        std::uint32_t origin = origin_of(b);
+        std::uint32_t origin = origin_of(b, bw);
         Ref rq = d_.get(b, "requested_size");
         Ref hist = d_.get(b, "history");
         if (rq != Document::kAbsent && d_.is_int(rq) && d_.as_int(rq) > 0) {
@@ -784,7 +809,7 @@ class Converter {
           Ref h0 = d_.items(hist)[0];
           Ref rs = d_.get(h0, "real_size");
           if (rs != Document::kAbsent && d_.is_int(rs) && d_.as_int(rs) > 0) requested = static_cast<Bytes>(d_.as_int(rs));
-          origin = origin_of(h0);
+          origin = origin_of(h0, [&] { return bw() + ".history[0]"; });
         }
         BufferId tagged = kInitialTag | initial_.size();
         initial_.push_back({baddr, requested, stream, tagged, origin});
