@@ -253,6 +253,24 @@ TEST(TraceInput, DamageInTheGzipWinsOverTheGarbageInflatedBeforeIt) {
   fs::remove_all(dir);
 }
 
+// RFC 1952: a member whose FLG has a reserved bit set must be refused, the first member or a
+// later one (ISA-L reads past it; zlib names it).
+TEST(TraceInput, AReservedFlagBitInAGzipHeaderIsRefused) {
+  auto dir = temp_dir("trace_flg");
+  std::string first = gzip_of(kNative);
+  first[3] = static_cast<char>(first[3] | 0xe0);
+  write_text(dir / "a.gz", first);
+  std::string err = error_of((dir / "a.gz").string());
+  EXPECT_NE(err.find("a.gz: byte 0: corrupt gzip data (unknown header flags set)"), std::string::npos) << err;
+  std::string second = gzip_of("free,0,,0\n");
+  second[3] = static_cast<char>(second[3] | 0x20);
+  write_text(dir / "b.gz", gzip_of(kNative) + second);
+  err = error_of((dir / "b.gz").string());
+  EXPECT_NE(err.find("b.gz: byte "), std::string::npos) << err;
+  EXPECT_NE(err.find("unknown header flags set"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
 TEST(TraceInput, UnknownContentIsNamedWithTheRecognisedFormatsAndAnEscapedExcerpt) {
   auto dir = temp_dir("trace_in");
   write_text(dir / "pic.png", std::string("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x1b[31m", 21));

@@ -46,6 +46,7 @@ bool IsalInflate::produce(char* dst, std::size_t room, std::size_t& n) {
       std::uint8_t* const next_in = st.next_in;
       const std::uint32_t avail_in = st.avail_in;
       isal_inflate_reset(&st);
+      member_in_ = 0;
       st.crc_flag = ISAL_GZIP;
       st.next_in = next_in;
       st.avail_in = avail_in;
@@ -53,8 +54,12 @@ bool IsalInflate::produce(char* dst, std::size_t room, std::size_t& n) {
     }
     // At the file's end ISA-L may still hold decoded bytes: one call with no input gives them.
     if (st.avail_in == 0 && !fill() && std::ferror(f_)) return false;
+    // A member's header with a reserved FLG bit set (RFC 1952: must be refused), which ISA-L
+    // reads past: zlib names it. The FLG is the member's 4th byte.
+    if (member_in_ <= 3 && member_in_ + st.avail_in > 3 && (st.next_in[3 - member_in_] & 0xe0)) return false;
     const std::uint32_t in_before = st.avail_in;
     const int rc = isal_inflate(&st);
+    member_in_ += in_before - st.avail_in;
     if (rc < 0) return false;
     // No input taken and no output made: the file ends inside a member, or a state this loop
     // does not know; zlib says which.

@@ -35,6 +35,7 @@ class IsalInflate {
   std::vector<unsigned char> in_;
   std::unique_ptr<inflate_state> st_;
   bool ended_ = false;
+  std::uint64_t member_in_ = 0;  // compressed bytes of the present member ISA-L has taken
 };
 
 }  // namespace gmb
