@@ -348,6 +348,24 @@ TEST(CliStrictness, NearMissesOfATraceFormatSayWhatTheyMiss) {
   fs::remove_all(dir);
 }
 
+// A trace whose file name holds a terminal's escape: the name in the notes, the table's heading
+// and the error messages has it escaped, never raw.
+TEST(CliStrictness, ATraceFileNamesControlBytesAreEscaped) {
+  auto dir = temp_dir("escaped_name");
+  const fs::path good = dir / "ev\x1b[31mil.csv", bad = dir / ("b\x07" "d.csv");
+  write_text(good, "action,id,bytes\nalloc,0,100\n");
+  write_text(bad, "action,id,bytes\nalloc,0,x\n");
+  auto r = run_gpumembench("replay --device sim --allocator caching --trace '" + good.string() + "'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("### trace[ev\\x1b[31mil.csv]"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  r = run_gpumembench("replay --device sim -q --allocator caching --trace '" + bad.string() + "'");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("b\\x07d.csv:2: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
 TEST(CliStrictness, ThousandsOfStreamsEndTheCachingCaseWithAMessage) {
   auto dir = temp_dir("many_streams");
   std::string csv = "action,id,bytes,stream\n";

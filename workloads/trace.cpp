@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "common/text_excerpt.h"
+
 namespace gmb {
 
 namespace {
@@ -19,7 +21,7 @@ class TraceWorkload final : public Workload {
   std::string kind() const override { return "trace"; }
   std::string label() const override {
     auto slash = path_.find_last_of('/');
-    return fmt::format("trace[{}]", slash == std::string::npos ? path_ : path_.substr(slash + 1));
+    return fmt::format("trace[{}]", printable_text(slash == std::string::npos ? path_ : path_.substr(slash + 1)));
   }
   std::uint64_t num_steps() const override { return kUnknownSteps; }
   bool makes_ops_ahead() const override { return true; }

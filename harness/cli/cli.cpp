@@ -347,7 +347,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (!a.output.empty()) folder.emplace(a.output, a.overwrite ? OutputMode::Overwrite : OutputMode::Fresh, "--output", report_files());
   install_stop_handlers(false);
   if (!a.quiet)
-    for (const auto& note : notes) std::cerr << "gpumembench: trace " << a.trace << ": " << note << "\n";
+    for (const auto& note : notes) std::cerr << "gpumembench: trace " << printable_text(a.trace) << ": " << note << "\n";
   RunSettings settings;
   settings.on_oom = OnOom::Continue;
   settings.timeline = !a.timeline.empty();
@@ -410,7 +410,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (report.cases[0].recorded_ooms) std::cout << "\n" << recorded_vs_replayed(report.cases[0]) << "\n";
   if (!a.quiet)  // what the reader found on the way (the notes of the start were printed before)
     for (std::size_t i = meta.notes.size(); i < report.cases[0].workload_notes.size(); ++i)
-      std::cerr << "gpumembench: trace " << a.trace << ": " << report.cases[0].workload_notes[i] << "\n";
+      std::cerr << "gpumembench: trace " << printable_text(a.trace) << ": " << report.cases[0].workload_notes[i] << "\n";
   if (self_check) {
     const SnapshotCheck c =
         check.valid() ? check.get()
@@ -452,7 +452,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     write_reports(report, a.output, formats);
   }
   if (!ran) {
-    std::cerr << fmt::format("gpumembench: trace {}: the replay through {} could not run to its end: {}\n", a.trace,
+    std::cerr << fmt::format("gpumembench: trace {}: the replay through {} could not run to its end: {}\n", printable_text(a.trace),
                              a.allocator, report.cases[0].error);
     std::vector<std::string> left;
     if (!a.export_rmm_log.empty()) left.push_back("--export-rmm-log");
