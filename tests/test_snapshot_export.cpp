@@ -81,6 +81,32 @@ TEST(SnapshotExport, KeepsOomsOriginsAndExpandableMaps) {
             "reproduces the recorded run: yes (2 segment events and 1 OOMs, same sizes, same order)");
 }
 
+// A run at a tight --capacity with expandable segments: maps fail and take back their pages, and
+// the memory limit --capacity sets decides. The export is that run: read back with its own
+// settings at the same capacity it gives the same figures and reproduces itself, event for
+// event (it used to drop an op's device calls after a failed map, and to replay without the
+// limit: "no, first difference at segment event 162").
+TEST(SnapshotExport, ATightExpandableRunReadsBackAsItselfAndSelfChecks) {
+  const auto dir = testing::temp_dir("export_tight");
+  const std::string exported = (dir / "e.pickle").string();
+  const std::string row =
+      "| caching[expandable_segments:True] | 15.56 GiB | 15.28 GiB | 2.7% | 159 | 7 | 99.5% | 100.00% (modeled) | "
+      "capacity at step 0 (event 16111, 945.3 MiB), 2 OOMs (0 fragmentation, 2 capacity) |";
+  auto r = testing::run_gpumembench(
+      "replay --device sim -q --allocator caching --capacity 16GiB --trace " +
+      testing::source_path("tests/data/torch_snapshots/snap_oom_cap16g_expandable.pickle.gz") + " --export-snapshot " +
+      exported);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(row), std::string::npos) << r.out;
+  r = testing::run_gpumembench("replay --device sim -q --allocator caching --capacity 16GiB --trace " + exported);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(row), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reproduces the recorded run: yes (166 segment events and 2 OOMs, same sizes, same order)"),
+            std::string::npos)
+      << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SnapshotExport, AnUnwritablePathIsAnErrorAndLeavesNothing) {
   SnapshotOps ops;
   EXPECT_THROW(export_snapshot("/nonexistent-dir/x.pickle", reader_of(ops), "caching", {}, 0), std::runtime_error);

@@ -375,17 +375,17 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   // The self-check replays the snapshot once more on its own simulated device: on a second
   // thread beside the run, started when the run's device says its capacity and card, with the
   // allocator's options as the run has them (with --capacity, the memory limit it sets).
+  // The export replays on a simulated device as the run's too (the same options as used).
   const bool self_check = snapshot && own_settings;
   std::future<SnapshotCheck> check;
-  AllocatorOptions check_options = options;
-  if (self_check) {
-    settings.threads_beside = 1;
-    settings.on_device_ready = [&](const DeviceInfo& d, const AllocatorOptions& used) {
-      check_options = used;
-      check = std::async(std::launch::async, check_snapshot_replay, std::cref(*snapshot), std::cref(check_options),
+  AllocatorOptions run_options = options;
+  if (self_check) settings.threads_beside = 1;
+  settings.on_device_ready = [&](const DeviceInfo& d, const AllocatorOptions& used) {
+    run_options = used;
+    if (self_check)
+      check = std::async(std::launch::async, check_snapshot_replay, std::cref(*snapshot), std::cref(run_options),
                          d.capacity_bytes, d.total_bytes);
-    };
-  }
+  };
   CaseSpec cs{a.allocator, options, make_workload};
   CaseResult result = run_case(cs, spec, settings);  // TraceError later in the file: exit 2, nothing written
   settings.on_device_ready = nullptr;
@@ -414,7 +414,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (self_check) {
     const SnapshotCheck c =
         check.valid() ? check.get()
-                      : check_snapshot_replay(*snapshot, check_options, report.device.capacity_bytes, report.device.total_bytes);
+                      : check_snapshot_replay(*snapshot, run_options, report.device.capacity_bytes, report.device.total_bytes);
     std::cout << to_text(c) << (c.checked ? " (on the simulated device)" : "") << "\n";
   }
   if (!a.export_snapshot.empty() && ran) {
@@ -436,8 +436,9 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
       return it == origin_of_entry.end() ? std::string() : it->second;
     };
     try {
-      SnapshotExportSummary sum = export_snapshot(a.export_snapshot, read, a.allocator, options,
-                                                  report.device.capacity_bytes, origin, placements);
+      SnapshotExportSummary sum = export_snapshot(a.export_snapshot, read, a.allocator, run_options,
+                                                  report.device.capacity_bytes, origin, placements,
+                                                  report.device.total_bytes);
       if (!a.quiet)
         std::cerr << fmt::format("gpumembench: the simulated run written as a PyTorch snapshot to {} ({} trace entries, "
                                  "{} OOMs, {} segments at the end)\n",

@@ -155,13 +155,14 @@ void write_settings(pickle::Writer& w, const std::string& allocator, const Alloc
 
 SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& read, const std::string& allocator_name,
                                       const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin,
-                                      std::vector<std::pair<Bytes, DevPtr>> placements) {
+                                      std::vector<std::pair<Bytes, DevPtr>> placements, Bytes card_bytes) {
   SnapshotExportSummary summary;
   {
     PickleFile file(path);  // removes its temporary unless closed
     pickle::Writer w(file.buffer());
     SimDeviceOptions o;
     if (capacity) o.capacity_bytes = capacity;
+    o.card_bytes = card_bytes;
     RecordedPlacementDevice sim(make_sim_device(o), std::move(placements));
     RecordingDevice rec(sim);
     auto allocator = make_allocator(allocator_name, rec, options);
@@ -192,6 +193,9 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
       if (read(chunk, 65536) == 0) break;
       for (const Op& op : chunk) {
         ++time;
+        // The op's own device calls apart: a map that fails takes back the pages the same call
+        // mapped (RecordingDevice), never those of an op already written.
+        rec.set_mark(time);
         if (op.kind == Op::Kind::Alloc) {
           auto p = allocator->allocate(op.bytes, op.stream);
           device_calls();

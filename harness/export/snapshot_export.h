@@ -29,10 +29,12 @@ struct SnapshotExportSummary {
 
 // placements: where to put the segments the allocator asks for, while they agree
 // (RecordedPlacementDevice; a snapshot's own, so a replay with its settings takes its blocks).
+// capacity and card_bytes (0: the capacity) as the run's device has them, options as the run
+// used them (with --capacity, the memory limit it sets: caching_allocator.h): the run's decisions.
 // Writes the snapshot to `path` (a temporary file renamed at the end: nothing half-written).
 // Throws std::runtime_error when the file cannot be written.
 SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& read, const std::string& allocator,
                                       const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin = {},
-                                      std::vector<std::pair<Bytes, DevPtr>> placements = {});
+                                      std::vector<std::pair<Bytes, DevPtr>> placements = {}, Bytes card_bytes = 0);
 
 }  // namespace gmb
