@@ -366,6 +366,34 @@ TEST(CliStrictness, ATraceFileNamesControlBytesAreEscaped) {
   fs::remove_all(dir);
 }
 
+// A replay's file that is the trace it reads (by name or through a link), or two of its files
+// that are one: exit 2 before anything runs, the trace untouched.
+TEST(CliStrictness, AReplaysFilesMayNotBeItsTraceOrEachOther) {
+  auto dir = temp_dir("same_file");
+  const std::string trace_text = "action,id,bytes\nalloc,0,100\n";
+  write_text(dir / "t.csv", trace_text);
+  fs::create_symlink(dir / "t.csv", dir / "link.csv");
+  const std::string replay = "replay --device sim -q --allocator caching --trace ";
+  const std::pair<std::string, std::string> cases[] = {
+      {(dir / "t.csv").string() + " --export-rmm-log " + (dir / "t.csv").string(),
+       "--export-rmm-log " + (dir / "t.csv").string() + ": is the trace being replayed; write it elsewhere"},
+      {(dir / "link.csv").string() + " --export-snapshot " + (dir / "t.csv").string(),
+       "--export-snapshot " + (dir / "t.csv").string() + ": is the trace being replayed"},
+      {(dir / "t.csv").string() + " --timeline " + (dir / "o.csv").string() + " --export-rmm-log " +
+           (dir / "." / "o.csv").string(),
+       "--timeline and --export-rmm-log name one file"},
+  };
+  for (const auto& [args, error] : cases) {
+    SCOPED_TRACE(args);
+    auto r = run_gpumembench(replay + args);
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(error), std::string::npos) << r.out;
+    EXPECT_EQ(gmb::testing::read_text(dir / "t.csv"), trace_text);
+    EXPECT_FALSE(fs::exists(dir / "o.csv"));
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CliStrictness, ThousandsOfStreamsEndTheCachingCaseWithAMessage) {
   auto dir = temp_dir("many_streams");
   std::string csv = "action,id,bytes,stream\n";

@@ -260,10 +260,32 @@ void check_output_file(const std::string& flag, const std::string& path) {
     throw UsageError(fmt::format("{} {}: the folder {} does not exist", flag, path, parent.string()));
 }
 
+// Two of the replay's files that are one file (the same path, or a link to it): the second
+// would overwrite the first, or the trace being read.
+bool same_file(const std::string& x, const std::string& y) {
+  namespace fs = std::filesystem;
+  if (x.empty() || y.empty()) return false;
+  std::error_code ec1, ec2, ec3;
+  if (fs::equivalent(x, y, ec1)) return true;
+  const fs::path cx = fs::weakly_canonical(fs::absolute(x, ec2), ec2), cy = fs::weakly_canonical(fs::absolute(y, ec3), ec3);
+  return !ec2 && !ec3 && cx == cy;
+}
+
 int run_replay(const ReplayArgs& a, const std::string& cmd) {
   check_output_file("--timeline", a.timeline);
   check_output_file("--export-snapshot", a.export_snapshot);
   check_output_file("--export-rmm-log", a.export_rmm_log);
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--timeline", &a.timeline}, {"--export-snapshot", &a.export_snapshot}, {"--export-rmm-log", &a.export_rmm_log}};
+  for (std::size_t i = 0; i < std::size(outputs); ++i) {
+    if (same_file(*outputs[i].second, a.trace))
+      throw UsageError(fmt::format("{} {}: is the trace being replayed; write it elsewhere", outputs[i].first,
+                                   printable_text(*outputs[i].second)));
+    for (std::size_t j = i + 1; j < std::size(outputs); ++j)
+      if (same_file(*outputs[i].second, *outputs[j].second))
+        throw UsageError(fmt::format("{} and {} name one file, {}", outputs[i].first, outputs[j].first,
+                                     printable_text(*outputs[i].second)));
+  }
   if (a.overwrite && a.output.empty()) throw UsageError("--overwrite applies to --output DIR");
   const std::vector<std::string> formats =
       a.format.empty() ? std::vector<std::string>{"md", "csv", "json"} : parse_formats(a.format);
