@@ -49,3 +49,20 @@ TEST(FrontierBounds, OutOfRangeFlagsAreUsageErrors) {
   EXPECT_FALSE(fs::exists(dir / "out"));
   fs::remove_all(dir);
 }
+
+// A trace whose memory_limit the recorded run ran under: the limit holds at every capacity the
+// search tries, and "none in range" says so (not a capacity that a larger card would fix).
+TEST(FrontierBounds, NoneInRangeNamesTheTracesMemoryLimit) {
+  const auto dir = temp_dir("frontier_limit");
+  write_text(dir / "lim.yaml",
+             "name: lim\nallocators: [caching]\nworkloads:\n  - trace: {path: " +
+                 source_path("tests/data/torch_snapshots/snap_oom_cap16g.pickle.gz") +
+                 ", memory_limit: 16GiB}\nrun: {on_oom: continue}\n");
+  auto r = run_gpumembench("frontier --device sim -q --config " + (dir / "lim.yaml").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| caching | trace[snap_oom_cap16g.pickle.gz] | none in range (the allocator's memory limit, "
+                       "16.00 GiB, from the trace's memory_limit, holds at every capacity) |"),
+            std::string::npos)
+      << r.out;
+  fs::remove_all(dir);
+}

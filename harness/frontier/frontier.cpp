@@ -143,6 +143,8 @@ struct Searcher {
     row.allocator_label = a.display_label();
     row.workload_label = w.make()->label();
     row.capacity_bytes = is_capacity(spec) ? 0 : capacity;
+    if (const AllocatorOptions o = case_options(a, w); o.count("memory_limit_bytes"))
+      row.memory_limit_bytes = std::stoull(o.at("memory_limit_bytes"));
     const std::uint64_t res =
         spec.resolution ? spec.resolution : is_capacity(spec) ? std::uint64_t(2 * MiB) : std::uint64_t(1);
     bool stopped = false;
@@ -320,6 +322,9 @@ std::string frontier_markdown(const FrontierReport& r) {
     modeled = modeled || mm;
     std::string front = row.error.empty() ? (row.frontier ? value_text(r.spec.param, *row.frontier) : "none in range")
                                           : "error: " + row.error;
+    if (cap && row.error.empty() && !row.frontier && row.memory_limit_bytes)
+      front += fmt::format(" (the allocator's memory limit, {}, from the trace's memory_limit, holds at every capacity)",
+                           format_bytes(row.memory_limit_bytes));
     // In the capacities' unit (exact MiB), to be read against them.
     std::string peak = at ? value_text("capacity", at->peak_reserved_bytes) + (mm ? " (modeled)" : "") : "";
     if (cap)

@@ -48,6 +48,7 @@ struct FrontierRow {
   std::string allocator;  // registry name (decides what is modeled on sim)
   std::string allocator_label, workload_label;
   Bytes capacity_bytes = 0;  // batch/seq_len: the capacity the search ran at (requested)
+  Bytes memory_limit_bytes = 0;  // the allocator's limit from the trace's memory_limit (no capacity lifts it)
   std::optional<std::uint64_t> frontier;
   std::optional<std::uint64_t> nearest_failure;
   std::vector<FrontierProbe> probes;  // in the order they ran
