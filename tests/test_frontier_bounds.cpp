@@ -66,3 +66,24 @@ TEST(FrontierBounds, NoneInRangeNamesTheTracesMemoryLimit) {
       << r.out;
   fs::remove_all(dir);
 }
+
+// The bisection assumes more memory never causes an OOM; PyTorch's caching allocator breaks that
+// on a real recording (its decisions depend on the capacity). The probes above the frontier find
+// it, and the table says so beside the frontier, which stays what the bisection found.
+TEST(FrontierBounds, AnOomAboveTheFrontierIsFoundAndSaid) {
+  const auto dir = temp_dir("frontier_monotone");
+  write_text(dir / "w.yaml", "name: w\nallocators: [caching]\nworkloads:\n  - trace: {path: " +
+                                 source_path("tests/data/torch_snapshots/snap_default.pickle.gz") +
+                                 "}\nrun: {on_oom: continue}\n");
+  auto r = run_gpumembench("frontier --device sim -q --config " + (dir / "w.yaml").string() + " --output " +
+                           (dir / "out").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| caching | trace[snap_default.pickle.gz] | 18152 MiB |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("- caching x trace[snap_default.pickle.gz]: not monotone: passed at 18152 MiB, OOM at 18664 "
+                       "MiB (more memory)."),
+            std::string::npos)
+      << r.out;
+  const std::string json = read_text(dir / "out" / "frontier.json");
+  EXPECT_NE(json.find("\"not_monotone\""), std::string::npos) << json.substr(0, 2000);
+  fs::remove_all(dir);
+}

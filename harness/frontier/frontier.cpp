@@ -58,6 +58,26 @@ const FrontierProbe* FrontierRow::probe(std::uint64_t value) const {
   return nullptr;
 }
 
+std::optional<std::pair<std::uint64_t, std::uint64_t>> FrontierRow::contradiction(FrontierDirection direction) const {
+  const bool smallest = direction == FrontierDirection::SmallestPassing;
+  // First the frontier itself against the nearest failure beyond it (the claim a user relies on).
+  if (frontier) {
+    std::optional<std::uint64_t> nearest;
+    for (const FrontierProbe& f : probes)
+      if (!f.passed && f.error.empty() && (smallest ? f.value > *frontier : f.value < *frontier) &&
+          (!nearest || (smallest ? f.value < *nearest : f.value > *nearest)))
+        nearest = f.value;
+    if (nearest) return std::make_pair(*frontier, *nearest);
+  }
+  for (const FrontierProbe& p : probes)
+    if (p.passed)
+      for (const FrontierProbe& f : probes)
+        if (!f.passed && f.error.empty() &&
+            (smallest ? p.value < f.value : p.value > f.value))
+          return std::make_pair(p.value, f.value);
+  return std::nullopt;
+}
+
 namespace {
 
 bool is_capacity(const FrontierSpec& s) { return s.param == "capacity"; }
@@ -195,6 +215,22 @@ struct Searcher {
         row.frontier = b.pass;
         row.nearest_failure = b.fail;
       }
+      // The assumption checked where a user relies on it: capacities above the frontier at
+      // doubling distances (2 to 256 steps of the resolution; a card "with room" must not OOM),
+      // and a few below (a pass there means the frontier is not the smallest). Each probe is
+      // listed; a contradiction is reported with the table (FrontierRow::contradiction).
+      if (is_capacity(spec) && b.pass && !stopped) {
+        for (int k = 1; k <= 8 && !stopped; ++k) {
+          const std::uint64_t step = res << k;
+          if (*b.pass > hi || step > hi - *b.pass) break;
+          passes(*b.pass + step);
+        }
+        for (int k = 1; k <= 4 && !stopped; ++k) {
+          const std::uint64_t step = res << k;
+          if (*b.pass < lo || step > *b.pass - lo) break;
+          passes(*b.pass - step);
+        }
+      }
     }
     return row;
   }
@@ -274,6 +310,9 @@ nlohmann::json frontier_json(const FrontierReport& r) {
     if (row.nearest_failure)
       if (const FrontierProbe* p = row.probe(*row.nearest_failure)) j["nearest_failure_oom"] = oom(p->oom);
     if (!row.error.empty()) j["error"] = row.error;
+    if (const auto c = row.contradiction(is_capacity(r.spec) ? FrontierDirection::SmallestPassing
+                                                              : FrontierDirection::LargestPassing))
+      j["not_monotone"] = {{"passed_at", c->first}, {"failed_at", c->second}};
     rows.push_back(j);
   }
   return json{{"tool", {{"name", "gpumembench"}, {"version", r.tool_version}}},
@@ -340,6 +379,17 @@ std::string frontier_markdown(const FrontierReport& r) {
   out += fmt::format("\nBisection at a resolution of {}; both the frontier and its failing neighbour were run.\n",
                      value_text(r.spec.param, r.spec.resolution ? r.spec.resolution
                                                                 : cap ? std::uint64_t(2 * MiB) : std::uint64_t(1)));
+  // The search's assumption, said, and where its own probes broke it.
+  out += cap ? "The search assumes that more memory never causes an OOM. PyTorch's caching allocator can break "
+               "that (its decisions depend on the capacity): a capacity above a frontier can still OOM, and one "
+               "below it can pass; replay at the capacity you plan for.\n"
+             : fmt::format("The search assumes that a larger {} never passes where a smaller one fails.\n", r.spec.param);
+  const FrontierDirection dir = cap ? FrontierDirection::SmallestPassing : FrontierDirection::LargestPassing;
+  for (const auto& row : r.rows)
+    if (const auto c = row.contradiction(dir))
+      out += fmt::format("- {} x {}: not monotone: passed at {}, OOM at {}{}.\n", row.allocator_label,
+                         row.workload_label, value_text(r.spec.param, c->first), value_text(r.spec.param, c->second),
+                         cap ? " (more memory)" : "");
   if (modeled)
     out += "(modeled): on the simulated device these allocators' reserved memory comes from a model of the driver.\n";
   return out;

@@ -54,6 +54,9 @@ struct FrontierRow {
   std::vector<FrontierProbe> probes;  // in the order they ran
   std::string error;                  // non-empty: the search stopped on a probe error
   const FrontierProbe* probe(std::uint64_t value) const;
+  // Two probes that break the search's assumption: one that passed at a value where the
+  // direction says a failure should be (capacity: a pass below a failure), as (pass, fail).
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> contradiction(FrontierDirection direction) const;
 };
 
 struct FrontierReport {
