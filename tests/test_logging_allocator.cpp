@@ -143,7 +143,8 @@ TEST(RmmLogExport, TheReplaysOomsBecomeTheLogsRecordedFailures) {
   const std::uint64_t ooms = result.runs[0].ooms;
   ASSERT_GT(ooms, 0u);
   ASSERT_EQ(result.oom_events.size(), ooms);
-  // The original ops without the failed allocations and the frees of what they did not get.
+  // The original ops, each failed allocation an attempt freed right away (as the reader replays
+  // an `allocate failure` row), without the later frees of what the failures did not get.
   auto original = read_trace(path).ops;
   std::vector<Op> want;
   std::set<BufferId> failed;
@@ -155,6 +156,11 @@ TEST(RmmLogExport, TheReplaysOomsBecomeTheLogsRecordedFailures) {
       ++k;
       failed.insert(op.id);
       want_events.push_back(want.size());
+      want.push_back(op);
+      Op free = op;
+      free.kind = Op::Kind::Free;
+      free.bytes = 0;
+      want.push_back(free);
       continue;
     }
     if (op.kind == Op::Kind::Free && failed.erase(op.id)) continue;

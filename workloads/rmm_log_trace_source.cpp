@@ -5,7 +5,10 @@
 // Every stream is replayed (handles become small stream ids: the default stream 0, the others
 // 1, 2, ... in order of appearance); threads are replayed in log order. Buffers get dense ids,
 // reused once freed, so a log of any length keeps tables the size of its live set. `allocate
-// failure` rows are the recorded run's OOMs: not replayed, counted in TraceMeta.
+// failure` rows are the recorded run's OOMs, counted in TraceMeta and replayed as a PyTorch
+// snapshot's `oom` entries are: an allocation of their size, freed right away if it succeeds
+// (the what-if may have room for it; the recorded run's OOM is then the replay's too).
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -57,6 +60,14 @@ class RmmLogSource final : public TraceSource {
   std::size_t read(std::vector<Op>& out, std::size_t max_ops) override {
     std::size_t n = 0;
     std::string_view line;
+    auto give_pending_free = [&] {  // (before any other row: its id is free again)
+      if (!pending_free_ || n >= max_ops) return;
+      out.push_back(*pending_free_);
+      pending_free_.reset();
+      ++ops_;
+      ++n;
+    };
+    give_pending_free();
     while (n < max_ops && lines_.next(line)) {
       if (line.empty()) continue;
       std::string_view f[7];
@@ -82,13 +93,7 @@ class RmmLogSource final : public TraceSource {
       op.stream = stream_id(stream);
       if (action == "allocate") {
         if (ptr == 0) fail("allocate of a null pointer (a failed allocation is logged as 'allocate failure')");
-        BufferId id;
-        if (!free_ids_.empty()) {
-          id = free_ids_.back();
-          free_ids_.pop_back();
-        } else {
-          id = next_id_++;
-        }
+        const BufferId id = new_id();
         if (!live_.emplace(ptr, Live{id, size}).second)
           fail(fmt::format("allocate of pointer {} which is already allocated (no free in between)", f[3]));
         op.kind = Op::Kind::Alloc;
@@ -107,16 +112,30 @@ class RmmLogSource final : public TraceSource {
         ++meta_.recorded_ooms;
         if (meta_.recorded_oom_events.size() < TraceMeta::kMaxRecordedOomEvents)
           meta_.recorded_oom_events.push_back(ops_);
-        continue;
+        op.kind = Op::Kind::Alloc;
+        op.id = new_id();
+        op.bytes = size;
+        Op free = op;
+        free.kind = Op::Kind::Free;
+        free.bytes = 0;
+        pending_free_ = free;
+        free_ids_.push_back(op.id);
       } else {
         fail(fmt::format("unknown action '{}' (valid: allocate, free, allocate failure)", escaped_excerpt(action, 60)));
       }
       out.push_back(op);
       ++ops_;
       ++n;
+      give_pending_free();
     }
     if (n == 0 && !ended_) end_notes();
     return n;
+  }
+  BufferId new_id() {
+    if (free_ids_.empty()) return next_id_++;
+    const BufferId id = free_ids_.back();
+    free_ids_.pop_back();
+    return id;
   }
 
  private:
@@ -158,6 +177,7 @@ class RmmLogSource final : public TraceSource {
   std::unordered_map<std::uint64_t, Live> live_;  // pointer -> buffer (live buffers only)
   std::vector<BufferId> free_ids_;
   BufferId next_id_ = 0;
+  std::optional<Op> pending_free_;  // a recorded failure's attempt's free, given right after it
   std::unordered_map<std::uint64_t, StreamId> streams_;
   std::uint64_t ops_ = 0, size_mismatches_ = 0, first_mismatch_line_ = 0;
   bool ended_ = false;
