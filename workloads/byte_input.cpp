@@ -24,7 +24,8 @@
 namespace gmb {
 
 TraceError::TraceError(const std::string& file_, std::uint64_t line_, const std::string& message)
-    : std::runtime_error(line_ ? fmt::format("{}:{}: {}", printable_text(file_), line_, message)  // line 0: the file as a whole
+    // (line 0: the file as a whole)
+    : std::runtime_error(line_ ? fmt::format("{}:{}: {}", printable_text(file_), line_, message)
                                : fmt::format("{}: {}", printable_text(file_), message)),
       file(file_),
       line(line_) {}

@@ -327,7 +327,9 @@ class Converter {
           return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40));
         });
         if (div < 0)  // (0: the interval not set, as PyTorch writes every one)
-          bad([&] { return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40)); },
+          bad([&] {
+                return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40));
+              },
               fmt::format("a number of divisions, 0 or more, found {}", div));
         if (div > 0) divs.push_back(fmt::format("{}:{}", size, div));
       }

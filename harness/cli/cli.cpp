@@ -267,7 +267,8 @@ bool same_file(const std::string& x, const std::string& y) {
   if (x.empty() || y.empty()) return false;
   std::error_code ec1, ec2, ec3;
   if (fs::equivalent(x, y, ec1)) return true;
-  const fs::path cx = fs::weakly_canonical(fs::absolute(x, ec2), ec2), cy = fs::weakly_canonical(fs::absolute(y, ec3), ec3);
+  const fs::path cx = fs::weakly_canonical(fs::absolute(x, ec2), ec2);
+  const fs::path cy = fs::weakly_canonical(fs::absolute(y, ec3), ec3);
   return !ec2 && !ec3 && cx == cy;
 }
 
@@ -320,14 +321,15 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (a.alloc_conf_given) {
     if (!a.alloc_conf.empty()) options["alloc_conf"] = a.alloc_conf;
     if (meta.has_alloc_conf)
-      notes.push_back(fmt::format("allocator settings: \"{}\" (--alloc-conf); the recorded ones are \"{}\"", printable_text(a.alloc_conf),
-                                  printable_text(meta.alloc_conf)));
+      notes.push_back(fmt::format("allocator settings: \"{}\" (--alloc-conf); the recorded ones are \"{}\"",
+                                  printable_text(a.alloc_conf), printable_text(meta.alloc_conf)));
   } else if (meta.has_alloc_conf && takes_alloc_conf) {
     if (!meta.alloc_conf_error.empty())
       throw TraceError(a.trace, 0, meta.alloc_conf_error + "; --alloc-conf replaces the recorded allocator settings");
     if (!meta.alloc_conf.empty()) options["alloc_conf"] = meta.alloc_conf;
     recorded_conf = true;
-    notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)", printable_text(meta.alloc_conf)));
+    notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)",
+                                printable_text(meta.alloc_conf)));
   } else if (meta.has_alloc_conf) {
     notes.push_back(fmt::format("the recorded allocator settings \"{}\" are the caching allocator's; not used by {}",
                                 printable_text(meta.alloc_conf), a.allocator));
@@ -358,8 +360,9 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
       validate_allocator_options(a.allocator, options);
     } catch (const OptionError& e) {
       if (recorded_conf)
-        throw TraceError(a.trace, 0, fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); "
-                                                 "--alloc-conf replaces them", printable_text(meta.alloc_conf), e.what(), e.valid));
+        throw TraceError(a.trace, 0,
+                         fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); --alloc-conf replaces them",
+                                     printable_text(meta.alloc_conf), e.what(), e.valid));
       throw UsageError(fmt::format("--alloc-conf: {} (valid: {})", e.what(), e.valid));
     }
   }
@@ -436,7 +439,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (self_check) {
     const SnapshotCheck c =
         check.valid() ? check.get()
-                      : check_snapshot_replay(*snapshot, run_options, report.device.capacity_bytes, report.device.total_bytes);
+                      : check_snapshot_replay(*snapshot, run_options, report.device.capacity_bytes,
+                                              report.device.total_bytes);
     std::cout << to_text(c) << (c.checked ? " (on the simulated device)" : "") << "\n";
   }
   if (!a.export_snapshot.empty() && ran) {
@@ -475,8 +479,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     write_reports(report, a.output, formats);
   }
   if (!ran) {
-    std::cerr << fmt::format("gpumembench: trace {}: the replay through {} could not run to its end: {}\n", printable_text(a.trace),
-                             a.allocator, report.cases[0].error);
+    std::cerr << fmt::format("gpumembench: trace {}: the replay through {} could not run to its end: {}\n",
+                             printable_text(a.trace), a.allocator, report.cases[0].error);
     std::vector<std::string> left;
     if (!a.export_rmm_log.empty()) left.push_back("--export-rmm-log");
     if (!a.timeline.empty()) left.push_back("--timeline");

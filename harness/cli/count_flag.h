@@ -1,8 +1,8 @@
 // Validators for the number flags several commands share: a step count (--steps of a run, plan,
 // frontier, merge and reduce), a whole number (reduce --workload, --max-replays), a device number
-// (--trace-device of replay and reduce) and a time limit in seconds (reduce --max-seconds). CLI11's own conversions let through what these refuse: -1
-// (it wraps to 2^64 - 1), a count past 2^64 - 1 (capped), a leading zero (read as octal: 010 is
-// 8), and nan or inf as seconds.
+// (--trace-device of replay and reduce) and a time limit in seconds (reduce --max-seconds).
+// CLI11's own conversions let through what these refuse: -1 (it wraps to 2^64 - 1), a count past
+// 2^64 - 1 (capped), a leading zero (read as octal: 010 is 8), and nan or inf as seconds.
 #pragma once
 
 #include <cerrno>
