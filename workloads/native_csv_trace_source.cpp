@@ -172,7 +172,7 @@ class NativeCsvSource final : public TraceSource {
         while (c < 4 && f[i] != kColumns[c]) ++c;
         if (c == 4)
           fail(fmt::format("unknown column '{}' in the header (valid: action, id, bytes, stream){}",
-                           escaped_excerpt(f[i], 60), rmm_column(f[i])
+                           escaped_excerpt(f[i], 60), names_an_rmm_column(f[i])
                                                           ? "; an RMM log's header is Thread,Time,Action,Pointer,Size,"
                                                             "Stream, capitalised as RMM writes it"
                                                           : ""));
@@ -190,16 +190,6 @@ class NativeCsvSource final : public TraceSource {
       return;
     }
     fail(fmt::format("empty trace: no header line (recognised: {})", recognised_formats()));
-  }
-  // A column of an RMM log's header in other letters ("thread", "POINTER"), where a column is
-  // unknown: the file was meant as an RMM log.
-  static bool rmm_column(std::string_view name) {
-    for (std::string_view c : {"thread", "time", "action", "pointer", "size", "stream"}) {
-      bool same = name.size() == c.size();
-      for (std::size_t i = 0; i < c.size() && same; ++i) same = (name[i] | 0x20) == c[i];
-      if (same) return true;
-    }
-    return false;
   }
 
   Op parse(std::string_view line) {

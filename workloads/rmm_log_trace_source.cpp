@@ -187,6 +187,15 @@ class RmmLogSource final : public TraceSource {
 
 bool looks_like_rmm_log(const TraceHead& head) { return head.text && is_rmm_header(head.first_line); }
 
+bool names_an_rmm_column(std::string_view name) {
+  for (std::string_view column : kHeader) {
+    bool same = name.size() == column.size();
+    for (std::size_t i = 0; i < column.size() && same; ++i) same = (name[i] | 0x20) == (column[i] | 0x20);
+    if (same) return true;
+  }
+  return false;
+}
+
 std::unique_ptr<TraceSource> make_rmm_log_source(std::unique_ptr<ByteInput> in, const TraceOpenOptions&) {
   return std::make_unique<RmmLogSource>(std::move(in));
 }

@@ -103,5 +103,8 @@ std::unique_ptr<TraceSource> make_native_csv_source(std::unique_ptr<ByteInput>, 
 bool looks_like_native_csv(const TraceHead&);
 std::unique_ptr<TraceSource> make_rmm_log_source(std::unique_ptr<ByteInput>, const TraceOpenOptions&);
 bool looks_like_rmm_log(const TraceHead&);
+// A column of an RMM log's header in any letters ("thread", "POINTER"): another reader's header
+// that holds one was meant as an RMM log.
+bool names_an_rmm_column(std::string_view name);
 
 }  // namespace gmb
