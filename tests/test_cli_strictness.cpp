@@ -337,6 +337,9 @@ TEST(CliStrictness, NearMissesOfATraceFormatSayWhatTheyMiss) {
       {"\xef\xbb\xbfThread,Time,Action,Pointer,Size,Stream\n",
        "empty.csv: byte 0: not a trace in a recognised format: the content starts with a UTF-8 byte order mark (EF BB "
        "BF), which no trace format has; save the file without it (recognised: pytorch_snapshot"},
+      {"action,id,bytes\ralloc,0,100\rfree,0,100\r",
+       "empty.csv: byte 0: not a trace in a recognised format: its lines end in CR alone (classic Mac OS line "
+       "endings), and a trace's lines end in LF or CRLF; convert them (e.g. tr '\\r' '\\n') (recognised: "},
   };
   for (const auto& [text, error] : cases) {
     SCOPED_TRACE(error);

@@ -1,5 +1,7 @@
 #include "workloads/trace_source.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "workloads/pytorch_snapshot.h"
@@ -52,6 +54,17 @@ TraceHead make_head(std::string_view bytes) {
   if (head.bytes.substr(0, 3) == "\xef\xbb\xbf")  // (Windows editors save CSV so)
     in.fail_at(0, fmt::format("not a trace in a recognised format: the content starts with a UTF-8 byte order mark "
                               "(EF BB BF), which no trace format has; save the file without it (recognised: {})",
+                              recognised_formats()));
+  // Lines that end in CR alone (classic Mac OS): one long line with control bytes in it, which
+  // would otherwise be called binary.
+  if (head.bytes.find('\r') != std::string_view::npos && head.bytes.find('\n') == std::string_view::npos &&
+      std::all_of(head.bytes.begin(), head.bytes.end(), [](char ch) {
+        const auto c = static_cast<unsigned char>(ch);
+        return c == '\r' || c == '\t' || (c >= 0x20 && c < 0x7f);
+      }))
+    in.fail_at(0, fmt::format("not a trace in a recognised format: its lines end in CR alone (classic Mac OS line "
+                              "endings), and a trace's lines end in LF or CRLF; convert them (e.g. tr '\\r' "
+                              "'\\n') (recognised: {})",
                               recognised_formats()));
   if (head.text)
     throw TraceError(in.path(), head.first_line_number,
