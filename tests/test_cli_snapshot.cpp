@@ -111,6 +111,25 @@ TEST(CliSnapshot, AConfigTraceCarriesTheRecordedMemoryLimit) {
   std::filesystem::remove_all(dir);
 }
 
+// A config's caching case with the snapshot's own settings gives PyTorch's own figures, as
+// replay does (segments where the driver put them); with other settings it is a what-if.
+TEST(CliSnapshot, AConfigCaseWithTheRecordedSettingsGivesPyTorchsFigures) {
+  auto dir = temp_dir("trace_own_settings");
+  testing::write_text(dir / "c.yaml", "name: own\ndevice: {capacity: 150109880320}\nrun: {on_oom: continue}\n"
+                                      "allocators:\n  - caching: {alloc_conf: \"roundup_power2_divisions:4\"}\n"
+                                      "workloads:\n  - trace: {path: " + recorded("snap_roundup4") + "}\n");
+  auto r = run_gpumembench("--device sim --config " + (dir / "c.yaml").string() + " --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "the recorded allocator settings \"roundup_power2_divisions:4\": a caching entry with exactly "
+                         "these as its alloc_conf replays the recorded run")) << r.out;
+  // PyTorch's memory_stats at the end of the recording (expected.json): 22,236,102,656 B, 134 cudaMallocs.
+  EXPECT_TRUE(has(r.out, "| caching[roundup_power2_divisions:4] | 20.71 GiB | 17.92 GiB | 13.5% | 134 | 0 |")) << r.out;
+  auto results = nlohmann::json::parse(testing::read_text(dir / "out" / "results.json"));
+  EXPECT_EQ(results["cases"][0]["peak_reserved_bytes"].get<std::uint64_t>(), 22236102656u);
+  EXPECT_EQ(results["cases"][0]["device_mallocs"].get<std::uint64_t>(), 134u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliSnapshot, PicksTheTraceDevice) {
   auto r = run_gpumembench("replay --device sim --allocator caching --trace-device 0 --trace " + synthetic("two_devices.pickle"));
   ASSERT_EQ(r.status, 0) << r.out;

@@ -34,6 +34,16 @@ AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec
   return options;
 }
 
+RunSettings case_settings(const RunSettings& run, const AllocatorSpec& allocator, const WorkloadSpec& workload) {
+  RunSettings settings = run;
+  if (workload.has_recorded_alloc_conf && allocator_traits(allocator.name).accepts_alloc_conf) {
+    auto it = allocator.options.find("alloc_conf");
+    const std::string conf = it == allocator.options.end() ? std::string() : it->second;
+    if (conf == workload.recorded_alloc_conf) settings.segment_placements = workload.recorded_placements;
+  }
+  return settings;
+}
+
 FrontierSpec parse_frontier_section(const YamlReader& y, const YAML::Node& n, const Config& c);
 
 namespace {

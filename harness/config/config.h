@@ -35,11 +35,20 @@ struct WorkloadSpec {
   // trace `memory_limit:` the limit the recorded run ran under (set_per_process_memory_fraction),
   // given to the caching allocator as its memory_limit_bytes (0: none).
   Bytes memory_limit_bytes = 0;
+  // A PyTorch snapshot: the allocator settings it recorded, and where the driver put its
+  // segments. A caching case with exactly those settings places segments there, as `replay`
+  // does (case_settings), so a config's figures for it are PyTorch's own.
+  bool has_recorded_alloc_conf = false;
+  std::string recorded_alloc_conf;
+  std::vector<std::pair<Bytes, DevPtr>> recorded_placements;
 };
 
 // The allocator options of one case: the allocator's own, plus the workload's memory limit for
 // `caching` when the allocator entry does not set memory_limit_bytes itself.
 AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec& workload);
+// The run settings of one case: `run`, with the snapshot's recorded segment placements where the
+// case replays it through the caching allocator with the settings it recorded.
+RunSettings case_settings(const RunSettings& run, const AllocatorSpec& allocator, const WorkloadSpec& workload);
 
 // `frontier:` section (and `gpumembench frontier` flags): the parameter to bisect and its range.
 struct FrontierSpec {

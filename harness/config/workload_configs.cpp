@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include "common/text_excerpt.h"
 #include "common/units.h"
 #include "harness/config/config.h"
 #include "workloads/hole_pattern.h"
+#include "workloads/pytorch_snapshot.h"
 #include "workloads/trace.h"
 
 namespace gmb {
@@ -47,8 +49,11 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
                          const std::string& config_dir) {
   if (!n["path"]) y.fail(n, key + ".path", "missing: the trace file to replay");
   std::string path = y.string(n["path"], key + ".path");
+  if (path.empty()) y.fail(n["path"], key + ".path", "empty: give the trace file to replay");
   namespace fs = std::filesystem;
-  if (fs::path(path).is_relative() && !fs::exists(path) && fs::exists(fs::path(config_dir) / path))
+  // A relative path names a file beside the config (as a histogram's does); a file the config's
+  // folder does not hold is looked for in the working folder.
+  if (fs::path(path).is_relative() && (fs::exists(fs::path(config_dir) / path) || !fs::exists(path)))
     path = (fs::path(config_dir) / path).string();
   WorkloadSpec spec{"trace", nullptr, {}, {}, {}, {path}, {}};
   try {
@@ -57,6 +62,16 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
     auto source = open_trace(path);
     spec.make = trace_workload_factory(path, {}, *source);
     for (const auto& line : describe(source->meta())) spec.notes.push_back(fmt::format("trace {}: {}", path, line));
+    if (const PyTorchSnapshot* snapshot = pytorch_snapshot_of(*source); snapshot && snapshot->has_alloc_conf) {
+      spec.has_recorded_alloc_conf = true;
+      spec.recorded_alloc_conf = snapshot->alloc_conf;
+      spec.recorded_placements = recorded_placements(*snapshot);
+      spec.notes.push_back(fmt::format(
+          "trace {}: the recorded allocator settings \"{}\": a caching entry with exactly these as its alloc_conf "
+          "replays the recorded run (segments where the driver put them, as replay does); other settings, and a "
+          "caching entry without alloc_conf (PyTorch's defaults), are what-ifs",
+          path, printable_text(snapshot->alloc_conf)));
+    }
   } catch (const TraceError& e) {
     y.fail(n["path"], key + ".path", e.what());
   }

@@ -132,7 +132,7 @@ struct Searcher {
       const WorkloadSpec* wp = &w;
       cs.make_workload = [wp, param, value] { return wp->make_with(param, value); };
     }
-    RunSettings settings = config.run;
+    RunSettings settings = case_settings(config.run, a, w);
     settings.on_oom = OnOom::Stop;  // the first OOM settles the probe
     settings.repeat = 1;
     settings.timeline = false;

@@ -95,7 +95,7 @@ CaseResult run_planned_case(const Config& config, const DeviceSpec& device, cons
   std::optional<CaseGpu> gpu = gpu_before_case(device);
   if (observer.start_case) observer.start_case(c.index, c.label);
   if (resolve_device(device.choice) == DeviceChoice::Cuda) inject_cuda_fault_if_asked(c.label);  // tests only
-  CaseResult done = run_case(cs, case_device, config.run, observer.step);
+  CaseResult done = run_case(cs, case_device, case_settings(config.run, a, w), observer.step);
   if (observer.end_case) observer.end_case();
   label_case(done, a, c);
   done.gpu = std::move(gpu);
