@@ -253,5 +253,25 @@ TEST(TraceReplay, ConfigsAndReplaySayWhichFormatTheyDetected) {
   fs::remove_all(dir);
 }
 
+// A relative trace path names the file beside the config, even where the working folder holds
+// one of the same name; an empty path is named as such.
+TEST(TraceReplay, ARelativeTracePathIsTheConfigsFolderFirst) {
+  auto dir = temp_dir("trace_relative");
+  fs::create_directories(dir / "cfg");
+  fs::create_directories(dir / "cwd");
+  write_text(dir / "cfg" / "t.csv", "action,id,bytes\nalloc,0,104857600\nfree,0,\n");
+  write_text(dir / "cwd" / "t.csv", "action,id,bytes\nalloc,0,1000341504\nfree,0,\n");
+  write_text(dir / "cfg" / "c.yaml", "name: rel\nallocators: [caching]\nworkloads:\n  - trace: {path: t.csv}\n");
+  auto r = testing::run_gpumembench_with_prefix("cd " + (dir / "cwd").string() + " && ", "--device sim --capacity 8GiB --config ../cfg/c.yaml");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| caching | 100.0 MiB | 100.0 MiB |"), std::string::npos) << r.out;
+  write_text(dir / "cfg" / "e.yaml", "name: e\nallocators: [caching]\nworkloads:\n  - trace: {path: \"\"}\n");
+  r = run_gpumembench("--device sim --config " + (dir / "cfg" / "e.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("workloads[0].trace.path"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("empty: give the trace file to replay"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace gmb
