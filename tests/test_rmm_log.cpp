@@ -67,6 +67,40 @@ TEST(RmmLog, StreamsPointersAndRecordedFailures) {
   fs::remove_all(dir);
 }
 
+// RMM answers a request of 0 bytes with a null pointer (and the caching allocator's export logs
+// it so): such rows allocate nothing, and the log replays and reads back. A stream named only by
+// frees is no stream of the replay: a free is on its allocation's stream.
+TEST(RmmLog, ZeroBytesAtNilAreNothingAndAFreesStreamIsItsAllocations) {
+  auto dir = temp_dir("rmm");
+  write_text(dir / "z.csv", kHeader +
+                                "1,0,allocate,(nil),0,0x0\n"
+                                "1,0,allocate,0x3000,100,0x0\n"
+                                "1,0,free,(nil),0,0x0\n"
+                                "1,0,free,0x3000,100,0x7f\n");
+  TraceMeta meta;
+  auto ops = read_all((dir / "z.csv").string(), meta);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].kind, Op::Kind::Alloc);
+  EXPECT_EQ(ops[0].source_line, 3u);
+  EXPECT_EQ(ops[1].kind, Op::Kind::Free);
+  EXPECT_EQ(ops[1].stream, 0) << "the free is on its allocation's stream";
+  ASSERT_FALSE(meta.notes.empty());
+  EXPECT_EQ(meta.notes.back(), "2 rows allocate or free 0 bytes at (nil): nothing allocated, not replayed");
+  for (const auto& note : meta.notes) EXPECT_EQ(note.find("stream"), std::string::npos) << note;
+
+  // A log with requests of 0 bytes, exported by the caching allocator and read back.
+  write_text(dir / "zero.csv", kHeader + "1,0,allocate,0x1000,0,0x0\n1,0,allocate,0x3000,100,0x0\n"
+                                         "1,0,free,0x1000,0,0x0\n1,0,free,0x3000,100,0x0\n");
+  auto r = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "zero.csv").string() +
+                           " --export-rmm-log " + (dir / "x.csv").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(testing::read_text(dir / "x.csv").find(",allocate,(nil),0,"), std::string::npos);
+  auto back = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "x.csv").string());
+  EXPECT_EQ(back.status, 0) << back.out;
+  EXPECT_NE(back.out.find("| caching | 2.0 MiB | 0.0 MiB |"), std::string::npos) << back.out;
+  fs::remove_all(dir);
+}
+
 TEST(RmmLog, ReplaySaysHowManyAllocationsFailedInTheRecordedRun) {
   auto dir = temp_dir("rmm");
   write_text(dir / "log.csv", kHeader +
@@ -138,6 +172,9 @@ TEST(RmmLog, BadRowsNameTheLineAndWhatWasExpected) {
       {"size.csv", "1,08:28:31.6,allocate,0x7f8a40001000,-5,0x0\n", "size.csv:3: size '-5' is not a non-negative integer"},
       {"stream.csv", "1,08:28:31.6,allocate,0x7f8a40001000,5,stream1\n", "stream.csv:3: stream 'stream1' is not a hexadecimal"},
       {"short.csv", "1,08:28:31.6,allocate,0x7f8a40001000\n", "short.csv:3: expected 6 fields"},
+      {"null.csv", "1,08:28:31.6,allocate,(nil),64,0x0\n",
+       "null.csv:3: allocate of 64 bytes at a null pointer (a failed allocation is logged as 'allocate failure'; only "
+       "a request of 0 bytes may be answered with (nil))"},
   };
   for (const auto& c : cases) {
     write_text(dir / c.name, kHeader + ok + c.row);

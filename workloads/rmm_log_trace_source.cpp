@@ -90,11 +90,21 @@ class RmmLogSource final : public TraceSource {
                          escaped_excerpt(f[5], 60)));
       Op op;
       op.source_line = lines_.line_number();
-      op.stream = stream_id(stream);
+      // Zero bytes answered with a null pointer (RMM's resources do so for a request of 0 bytes,
+      // and so does the caching allocator, whose export logs them): nothing was allocated, and
+      // the free of that null pointer frees nothing.
+      if (ptr == 0 && size == 0 && (action == "allocate" || action == "free")) {
+        ++null_zero_rows_;
+        continue;
+      }
       if (action == "allocate") {
-        if (ptr == 0) fail("allocate of a null pointer (a failed allocation is logged as 'allocate failure')");
+        if (ptr == 0)
+          fail(fmt::format("allocate of {} bytes at a null pointer (a failed allocation is logged as 'allocate "
+                           "failure'; only a request of 0 bytes may be answered with (nil))",
+                           size));
+        op.stream = stream_id(stream);  // (a free's stream is its allocation's)
         const BufferId id = new_id();
-        if (!live_.emplace(ptr, Live{id, size}).second)
+        if (!live_.emplace(ptr, Live{id, size, op.stream}).second)
           fail(fmt::format("allocate of pointer {} which is already allocated (no free in between)", f[3]));
         op.kind = Op::Kind::Alloc;
         op.id = id;
@@ -105,6 +115,7 @@ class RmmLogSource final : public TraceSource {
           fail(fmt::format("free of unknown pointer {} (never allocated, or already freed)", escaped_excerpt(f[3], 60)));
         if (it->second.bytes != size && ++size_mismatches_ == 1) first_mismatch_line_ = lines_.line_number();
         op.kind = Op::Kind::Free;
+        op.stream = it->second.stream;
         op.id = it->second.id;
         free_ids_.push_back(it->second.id);
         live_.erase(it);
@@ -112,6 +123,7 @@ class RmmLogSource final : public TraceSource {
         ++meta_.recorded_ooms;
         if (meta_.recorded_oom_events.size() < TraceMeta::kMaxRecordedOomEvents)
           meta_.recorded_oom_events.push_back(ops_);
+        op.stream = stream_id(stream);
         op.kind = Op::Kind::Alloc;
         op.id = new_id();
         op.bytes = size;
@@ -142,6 +154,7 @@ class RmmLogSource final : public TraceSource {
   struct Live {
     BufferId id;
     Bytes bytes;
+    StreamId stream;
   };
 
   [[noreturn]] void fail(const std::string& message) const {
@@ -169,6 +182,9 @@ class RmmLogSource final : public TraceSource {
                                         size_mismatches_, first_mismatch_line_));
     if (!live_.empty())
       meta_.notes.push_back(fmt::format("{} allocations are never freed in the log", live_.size()));
+    if (null_zero_rows_)
+      meta_.notes.push_back(fmt::format("{} rows allocate or free 0 bytes at (nil): nothing allocated, not replayed",
+                                        null_zero_rows_));
   }
 
   std::unique_ptr<ByteInput> in_;
@@ -179,7 +195,7 @@ class RmmLogSource final : public TraceSource {
   BufferId next_id_ = 0;
   std::optional<Op> pending_free_;  // a recorded failure's attempt's free, given right after it
   std::unordered_map<std::uint64_t, StreamId> streams_;
-  std::uint64_t ops_ = 0, size_mismatches_ = 0, first_mismatch_line_ = 0;
+  std::uint64_t ops_ = 0, size_mismatches_ = 0, first_mismatch_line_ = 0, null_zero_rows_ = 0;
   bool ended_ = false;
 };
 
