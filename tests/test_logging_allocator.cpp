@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "allocators/adaptors/logging_allocator.h"
 #include "allocators/registry.h"
 #include "harness/export/rmm_log_writer.h"
@@ -119,6 +121,27 @@ TEST(RmmLogExport, AReplayExportedAsAnRmmLogReadsBackAsTheSameOps) {
   expect_same_ops(original.ops, exported.ops);
   auto src = open_trace(log.string());
   EXPECT_EQ(src->meta().format, "rmm_log");
+  fs::remove_all(dir);
+}
+
+// Logging the replay changes none of its results: the adaptor forwards what the harness asks of
+// the allocator (its free space at the peak: the fragmentation figures).
+TEST(RmmLogExport, ExportingTheLogChangesNoResult) {
+  auto dir = temp_dir("rmm_export_same");
+  write_text(dir / "t.csv", trace_text(3000));
+  const std::string replay = "replay --device sim -q --allocator caching --capacity 2GiB --trace " +
+                             (dir / "t.csv").string() + " --output ";
+  auto a = run_gpumembench(replay + (dir / "a").string());
+  auto b = run_gpumembench(replay + (dir / "b").string() + " --export-rmm-log " + (dir / "log.csv").string());
+  ASSERT_EQ(a.status, 0) << a.out;
+  ASSERT_EQ(b.status, 0) << b.out;
+  auto ja = nlohmann::json::parse(testing::read_text(dir / "a" / "results.json"))["cases"][0];
+  auto jb = nlohmann::json::parse(testing::read_text(dir / "b" / "results.json"))["cases"][0];
+  for (const char* key : {"fragmentation_at_peak_reserved", "fragmentation_metrics", "peak_reserved_bytes",
+                          "peak_allocated_bytes", "device_mallocs", "ooms"}) {
+    EXPECT_EQ(ja[key], jb[key]) << key;
+  }
+  EXPECT_FALSE(ja["fragmentation_at_peak_reserved"].is_null());
   fs::remove_all(dir);
 }
 

@@ -28,6 +28,7 @@ class ForwardingAllocator : public InspectableAllocator, public StepAware {
   OomDetails last_oom() const override { return inner_->last_oom(); }
   std::vector<SegmentInfo> segments() const override { return inner_->segments(); }
   std::vector<SegmentInfo> block_map() const override { return inner_->block_map(); }
+  std::optional<FreeSpace> free_space() const override { return inner_->free_space(); }
   std::vector<std::pair<std::string, std::int64_t>> memory_stats() const override { return inner_->memory_stats(); }
   std::string memory_summary() const override { return inner_->memory_summary(); }
 
