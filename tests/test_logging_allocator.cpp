@@ -222,8 +222,10 @@ TEST(RmmLogExport, AReplayStoppedByTheModelsLimitLeavesNoPartialFiles) {
   const auto log = dir / "x.csv", timeline = dir / "tl.csv", snap = dir / "s.pickle";
   auto r = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "t.csv").string() +
                            " --export-rmm-log " + log.string() + " --timeline " + timeline.string() +
-                           " --export-snapshot " + snap.string());
+                           " --export-snapshot " + snap.string() + " --output " + (dir / "out").string());
   EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "out" / "results.json")) << "the results say why the case could not run";
+  EXPECT_FALSE(fs::exists(dir / "out" / "timelines")) << "no timeline of part of the trace";
   EXPECT_NE(r.out.find("trace " + (dir / "t.csv").string() + ": the replay through caching could not run to its end: "
                        "the caching allocator's model keeps free blocks of at most 1024 streams per pool"),
             std::string::npos)

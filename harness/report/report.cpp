@@ -33,11 +33,13 @@ void write_reports(const RunReport& r, const std::string& dir, const std::vector
   if (has("csv")) write_file_atomically((fs::path(dir) / "results.csv").string(), csv_table(r));
   if (has("md")) write_file_atomically((fs::path(dir) / "results.md").string(), markdown_table(r));
   if (has("latex")) write_file_atomically((fs::path(dir) / "results.tex").string(), latex_table(r));
-  bool any_timeline = std::any_of(r.cases.begin(), r.cases.end(), [](auto& c) { return !c.timeline.empty(); });
-  if (any_timeline) {
+  // A case that could not run to its end (its error says why) has the timeline of part of its
+  // workload: none is written for it, as replay writes no --timeline then.
+  auto whole_timeline = [](const CaseResult& c) { return !c.timeline.empty() && c.error.empty(); };
+  if (std::any_of(r.cases.begin(), r.cases.end(), whole_timeline)) {
     fs::create_directories(fs::path(dir) / "timelines");
     for (std::size_t i = 0; i < r.cases.size(); ++i)
-      if (!r.cases[i].timeline.empty())
+      if (whole_timeline(r.cases[i]))
         write_timeline_csv((fs::path(dir) / "timelines" / fmt::format("case{:02}.csv", i)).string(),
                            r.cases[i].timeline);
   }
