@@ -198,6 +198,13 @@ TEST(Cli, FrontierTakesTheStepsAndAllocatorFlagsOfARun) {
   std::vector<std::string> rows;
   for (const auto& row : j["rows"]) rows.push_back(row["allocator"]);
   EXPECT_EQ(rows, (std::vector<std::string>{"cuda_malloc", "expandable"})) << "the config's label names the row";
+  // The range and resolution the search chose: null at the top (none asked), each row's as used.
+  EXPECT_TRUE(j["lo"].is_null() && j["hi"].is_null() && j["resolution"].is_null()) << j.dump();
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["resolution"].get<std::uint64_t>(), 2u << 20) << row.dump();
+    EXPECT_GT(row["hi"].get<std::uint64_t>(), row["lo"].get<std::uint64_t>()) << row.dump();
+    EXPECT_LE(row["frontier"].get<std::uint64_t>(), row["hi"].get<std::uint64_t>()) << row.dump();
+  }
   r = run_gpumembench("frontier --device sim --quiet --allocator nosuch --config " + (dir / "f.yaml").string() +
                       " --output " + (dir / "bad").string());
   EXPECT_EQ(r.status, 2) << r.out;

@@ -207,6 +207,9 @@ struct Searcher {
         while (passes(hi) && hi < (std::uint64_t(1) << 30)) hi *= 2;
       }
     }
+    row.lo = lo;
+    row.hi = hi;
+    row.resolution = res;
     if (!stopped) {
       BisectResult b = bisect_frontier(is_capacity(spec) ? FrontierDirection::SmallestPassing
                                                          : FrontierDirection::LargestPassing,
@@ -304,6 +307,9 @@ nlohmann::json frontier_json(const FrontierReport& r) {
            {"capacity_bytes", row.capacity_bytes},
            {"frontier", row.frontier ? json(*row.frontier) : json(nullptr)},
            {"nearest_failure", row.nearest_failure ? json(*row.nearest_failure) : json(nullptr)},
+           {"lo", row.lo},
+           {"hi", row.hi},
+           {"resolution", row.resolution},
            {"probes", probes}};
     if (row.frontier)
       if (const FrontierProbe* p = row.probe(*row.frontier)) j["frontier_capacity_left_bytes"] = p->capacity_bytes;
@@ -322,9 +328,10 @@ nlohmann::json frontier_json(const FrontierReport& r) {
               {"device", {{"kind", to_string(r.device.kind)}, {"name", r.device.name}, {"driver", r.device.driver}}},
               {"param", r.spec.param},
               {"direction", is_capacity(r.spec) ? "smallest passing" : "largest passing"},
-              {"lo", r.spec.lo},
-              {"hi", r.spec.hi},
-              {"resolution", r.spec.resolution},
+              // As asked; null: chosen by the search for each row (the rows' lo, hi, resolution).
+              {"lo", r.spec.lo ? json(r.spec.lo) : json(nullptr)},
+              {"hi", r.spec.hi ? json(r.spec.hi) : json(nullptr)},
+              {"resolution", r.spec.resolution ? json(r.spec.resolution) : json(nullptr)},
               {"memory_modeled_note", "on sim, allocators other than caching have modeled reserved memory"},
               {"rows", rows}};
 }

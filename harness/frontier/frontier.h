@@ -51,6 +51,8 @@ struct FrontierRow {
   Bytes memory_limit_bytes = 0;  // the allocator's limit from the trace's memory_limit (no capacity lifts it)
   std::optional<std::uint64_t> frontier;
   std::optional<std::uint64_t> nearest_failure;
+  // The range bisected and its resolution, as used (the spec's, or what the search chose).
+  std::uint64_t lo = 0, hi = 0, resolution = 0;
   std::vector<FrontierProbe> probes;  // in the order they ran
   std::string error;                  // non-empty: the search stopped on a probe error
   const FrontierProbe* probe(std::uint64_t value) const;
