@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "allocators/caching/alloc_conf.h"
 #include "test_helpers.h"
 #include "workloads/pytorch_snapshot.h"
 
@@ -253,6 +254,18 @@ TEST(PyTorchSnapshot, AllocatorSettingsOfTheWrongTypeAreKeptAsAnError) {
   EXPECT_EQ(ok.alloc_conf_error, "");
   EXPECT_EQ(ok.alloc_conf,
             "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,roundup_power2_divisions:[4:2]");
+  // Intervals without divisions below the first with some: the first is listed as 0, else
+  // PyTorch's parser (and ours) would give them the first listed interval's divisions.
+  PyTorchSnapshot mixed = convert_pytorch_snapshot(
+      with_settings(str("roundup_power2_divisions") + "}(" + str("1") + k(0) + str("2") + k(0) + str("256") + k(8) +
+                    str("512") + k(0) + str("1024") + k(2) + "u"),
+      "ok.pickle", -1);
+  EXPECT_EQ(mixed.alloc_conf, "roundup_power2_divisions:[1:0,256:8,1024:2]");
+  const caching::CachingConfig parsed = caching::parse_alloc_conf(mixed.alloc_conf);
+  EXPECT_EQ(parsed.roundup_power2_divisions[1], 0u) << "2 MiB: no divisions, as recorded";
+  EXPECT_EQ(parsed.roundup_power2_divisions[8], 8u);
+  EXPECT_EQ(parsed.roundup_power2_divisions[9], 0u);
+  EXPECT_EQ(parsed.roundup_power2_divisions[10], 2u);
 }
 
 // The replay that would use such settings fails with the reason and the way out (exit 2); one

@@ -320,6 +320,7 @@ class Converter {
     if (rd != Document::kAbsent) {
       expect(rd, Type::Dict, at("roundup_power2_divisions"));
       std::vector<std::string> divs;
+      std::string leading_zero;  // the first interval, where it has no divisions
       const auto& kv = d_.items(rd);
       for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
         const std::string_view size = str_of(kv[i], "key", at("roundup_power2_divisions"));
@@ -331,7 +332,11 @@ class Converter {
                 return fmt::format("allocator_settings.roundup_power2_divisions['{}']", pickle::escape_excerpt(size, 40));
               },
               fmt::format("a number of divisions, 0 or more, found {}", div));
+        // PyTorch's parser gives the intervals below the first one listed that one's divisions:
+        // a 0 before the first interval that has divisions is listed, so it stays 0.
+        if (div > 0 && divs.empty() && !leading_zero.empty()) divs.push_back(fmt::format("{}:0", leading_zero));
         if (div > 0) divs.push_back(fmt::format("{}:{}", size, div));
+        if (div == 0 && divs.empty() && leading_zero.empty()) leading_zero = std::string(size);
       }
       if (!divs.empty()) parts.push_back(fmt::format("roundup_power2_divisions:[{}]", fmt::join(divs, ",")));
     }
