@@ -121,6 +121,30 @@ def overflow():
             "external_annotations": []}
 
 
+def cached_segment():
+    # The trace reserves a small segment; `segments` also holds a 1 GiB one, cached since before the
+    # trace's first entry (no segment_alloc of it): the trace does not start with the allocator.
+    t = Trace()
+    t.add("segment_alloc", S, 2 * MiB)
+    t.add("alloc", S, 1000, fr=frames(30))
+    t.add("free_requested", S, 1000)
+    t.add("free_completed", S, 1000)
+    segs = [segment(S, 2 * MiB, [(2 * MiB, "inactive", 0)], large=False),
+            segment(L, 1024 * MiB, [(1024 * MiB, "inactive", 0)])]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
+def pending_free_at_start():
+    # A block allocated before the trace's first entry whose free the trace requests, still
+    # pending (used on another stream) when the snapshot is taken: listed as active_pending_free.
+    t = Trace()
+    t.add("free_requested", S, 1000)
+    segs = [segment(S, 2 * MiB, [(1024, "active_pending_free", 1000), (2 * MiB - 1024, "inactive", 0)], large=False)]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def two_devices():
     t0, t1 = Trace(), Trace()
     t0.add("segment_alloc", S, 2 * MiB)
@@ -262,7 +286,8 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
              "expandable_oom": expandable_oom(), "rebuilt_settings": rebuilt_settings(), "legacy_list": legacy_list(),
-             "long_trace": long_trace(), "long_frames": long_frames(), "shared_frames": shared_frames()}
+             "long_trace": long_trace(), "long_frames": long_frames(), "shared_frames": shared_frames(),
+             "cached_segment": cached_segment(), "pending_free_at_start": pending_free_at_start()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

@@ -117,9 +117,10 @@ TEST(PyTorchSnapshot, ReplaysRecordedOomsAsAllocationsAndKeepsMapEvents) {
 
 TEST(PyTorchSnapshot, RebuildsTheOptionStringFromTheSettings) {
   PyTorchSnapshot s = convert("rebuilt_settings.pickle");
+  // (The intervals below 256 MiB have no divisions: "1:0" keeps them so.)
   EXPECT_EQ(s.alloc_conf,
             "expandable_segments:True,max_split_size_mb:256,garbage_collection_threshold:0.6,"
-            "roundup_power2_divisions:[256:4,512:8]");
+            "roundup_power2_divisions:[1:0,256:4,512:8]");
 }
 
 TEST(PyTorchSnapshot, ReadsTheOldBareListOfSegments) {

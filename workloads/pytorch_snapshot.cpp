@@ -11,6 +11,7 @@
 
 #include "common/live_map.h"
 #include "common/text_excerpt.h"
+#include "common/units.h"
 #include "workloads/content_feed.h"
 #include "workloads/pickle/pickle_reader.h"
 
@@ -769,6 +770,24 @@ class Converter {
   // its first entry (or, without a trace, the whole state to replay).
   void read_blocks_alive(Ref segments) {
     std::uint64_t checked = 0;
+    // initial_[0, from_trace): blocks the trace freed (or asked to free) without allocating them.
+    const std::size_t from_trace = initial_.size();
+    // Where the trace reserved memory (cudaMalloc, or a map of an expandable segment's pages): a
+    // segment with none of it was reserved before the trace's first entry.
+    // (PyTorch lists an expandable segment's mapped ranges as segments of their own, and one map
+    // may span several: a segment counts as the trace's where a reserved range overlaps it.)
+    std::vector<std::pair<DevPtr, DevPtr>> reserved;  // [start, end), by start
+    for (const RecordedSegmentEvent& e : s_.segment_events)
+      if (e.kind == RecordedSegmentEvent::Kind::Malloc || e.kind == RecordedSegmentEvent::Kind::Map)
+        reserved.emplace_back(e.address, e.address + std::max<Bytes>(e.bytes, 1));
+    std::sort(reserved.begin(), reserved.end());
+    auto reserved_in_trace = [&](DevPtr start, DevPtr end) {
+      // The ranges that start before `end`; one of them must reach past `start`.
+      auto last = std::lower_bound(reserved.begin(), reserved.end(), std::make_pair(end, DevPtr(0)));
+      for (auto it = reserved.begin(); it != last; ++it)
+        if (it->second > start) return true;
+      return false;
+    };
     for (std::size_t si = 0; si < d_.size(segments); ++si) {
       Ref seg = d_.items(segments)[si];
       auto where = [&] { return fmt::format("segments[{}]", si); };
@@ -800,7 +819,9 @@ class Converter {
         }
         ++checked;
         if (const Live* l = live_.find(baddr)) {  // allocated in the trace: alive at its end
-          if (l->id & kInitialTag)  // (a block listed before, alive at the start: two blocks at one address)
+          // A block listed before, alive at the start: two blocks at one address. (One the trace
+          // asked to free without allocating it, its free pending, is this block.)
+          if ((l->id & kInitialTag) && (l->id & ~kInitialTag) >= from_trace)
             throw TraceError::in_content(file_, bw() + ".address",
                                          fmt::format("a block at {:#x}, where a block listed before is alive too", baddr));
           continue;
@@ -821,6 +842,16 @@ class Converter {
         BufferId tagged = kInitialTag | initial_.size();
         initial_.push_back({baddr, requested, stream, tagged, origin});
         live_.put(baddr, Live{tagged, requested, stream, false});
+      }
+      if (s_.has_trace) {
+        Ref ts = d_.get(seg, "total_size");
+        const DevPtr end = std::max<DevPtr>(
+            at, ts != Document::kAbsent && d_.is_int(ts) && d_.as_int(ts) > 0 ? address + static_cast<DevPtr>(d_.as_int(ts))
+                                                                               : address);
+        if (!reserved_in_trace(address, std::max(end, address + 1))) {
+          ++s_.segments_from_before;
+          s_.bytes_from_before += end - address;
+        }
       }
     }
     (void)checked;
@@ -874,6 +905,11 @@ class Converter {
                             "taken, in address order",
                             s_.device, k));
     }
+    if (s_.segments_from_before)
+      s_.notes.push_back(fmt::format(
+          "{} segments ({}) in the snapshot's segments were reserved before the trace's first entry (no "
+          "segment_alloc or segment_map of them in the trace): the replay reserves only what the trace asks for",
+          s_.segments_from_before, format_bytes(s_.bytes_from_before)));
     if (!streams_.empty())
       s_.notes.push_back(fmt::format("streams besides the default one: {}, numbered from 1 in order of first use",
                                      streams_.size()));

@@ -70,6 +70,12 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
         "the trace does not start with the allocator ({} blocks were alive before its first entry)", s.blocks_alive_at_start);
     return c;
   }
+  if (s.segments_from_before) {
+    c.not_checked_reason = fmt::format(
+        "the trace does not start with the allocator ({} segments were reserved before its first entry)",
+        s.segments_from_before);
+    return c;
+  }
   SimDeviceOptions o;
   if (capacity) o.capacity_bytes = capacity;
   o.card_bytes = card_bytes;
