@@ -104,6 +104,17 @@ TEST(SnapshotExport, ATightExpandableRunReadsBackAsItselfAndSelfChecks) {
   EXPECT_NE(r.out.find("reproduces the recorded run: yes (166 segment events and 2 OOMs, same sizes, same order)"),
             std::string::npos)
       << r.out;
+  // One segment_map per range mapped, as PyTorch records them (the sim maps 20 MiB pages): as many
+  // as the table's device mallocs, and the unmaps as its frees.
+  const std::string bytes = testing::read_text(exported);
+  const PyTorchSnapshot back = convert_pytorch_snapshot(bytes, exported);
+  std::size_t maps = 0, unmaps = 0;
+  for (const RecordedSegmentEvent& e : back.segment_events) {
+    maps += e.kind == RecordedSegmentEvent::Kind::Map;
+    unmaps += e.kind == RecordedSegmentEvent::Kind::Unmap;
+  }
+  EXPECT_EQ(maps, 159u);
+  EXPECT_EQ(unmaps, 7u);
   std::filesystem::remove_all(dir);
 }
 

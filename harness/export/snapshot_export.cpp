@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -174,13 +175,36 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
     std::unordered_map<BufferId, Live> live;
     std::size_t calls_done = 0;
     std::uint64_t time = 0;
+    // One op's device calls, written as PyTorch records them: the pages of an expandable segment
+    // that one call maps (or unmaps) side by side are one segment_map (segment_unmap) of the
+    // range; the simulated device is called per page.
     auto device_calls = [&] {
       const auto& calls = rec.calls();
+      std::optional<DeviceCall> range;
+      auto flush = [&] {
+        if (!range) return;
+        write_entry(w, to_string(range->kind), range->address, range->bytes, 0, time);
+        ++summary.entries;
+        range.reset();
+      };
       for (; calls_done < calls.size(); ++calls_done) {
         const DeviceCall& c = calls[calls_done];
-        write_entry(w, to_string(c.kind), c.address, c.bytes, 0, time);
-        ++summary.entries;
+        const bool pages = c.kind == DeviceCall::Kind::Map || c.kind == DeviceCall::Kind::Unmap;
+        if (range && pages && range->kind == c.kind) {
+          if (range->address + range->bytes == c.address) {
+            range->bytes += c.bytes;
+            continue;
+          }
+          if (c.address + c.bytes == range->address) {
+            range->address = c.address;
+            range->bytes += c.bytes;
+            continue;
+          }
+        }
+        flush();
+        range = c;
       }
+      flush();
     };
 
     w.begin_dict();
