@@ -270,6 +270,19 @@ TEST(TraceReplay, ARelativeTracePathIsTheConfigsFolderFirst) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("workloads[0].trace.path"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("empty: give the trace file to replay"), std::string::npos) << r.out;
+  // Two files of one name would share a table label (and each other's baseline): refused.
+  write_text(dir / "cfg" / "two.yaml", "name: two\nallocators: [caching]\nworkloads:\n  - trace: {path: t.csv}\n"
+                                       "  - trace: {path: ../cwd/t.csv}\n");
+  r = run_gpumembench("--device sim --config " + (dir / "cfg" / "two.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("key 'workloads[1].trace.path': another file of the name workloads[0] replays"),
+            std::string::npos)
+      << r.out;
+  // The same file twice is one label (its cases differ by what the entries set).
+  write_text(dir / "cfg" / "twice.yaml", "name: twice\nallocators: [caching]\nworkloads:\n  - trace: {path: t.csv}\n"
+                                         "  - trace: {path: t.csv, memory_limit: 1GiB}\n");
+  r = run_gpumembench("--device sim --capacity 8GiB --config " + (dir / "cfg" / "twice.yaml").string());
+  EXPECT_EQ(r.status, 0) << r.out;
   fs::remove_all(dir);
 }
 

@@ -177,6 +177,22 @@ void parse_workloads(const YamlReader& y, const YAML::Node& n, Config& c, const 
     y.expect_map(params, key + "." + e.name, kind->keys);
     c.workloads.push_back(kind->parse(y, params, key + "." + e.name, dir));
     c.workloads.back().params_json = yaml_to_json(params);
+    // Traces are labelled by their file's name: two files of one name would share a table
+    // section and each other's baseline.
+    const WorkloadSpec& w = c.workloads.back();
+    if (w.kind != "trace" || w.input_files.empty()) continue;
+    namespace fs = std::filesystem;
+    for (std::size_t j = 0; j < i; ++j) {
+      const WorkloadSpec& o = c.workloads[j];
+      std::error_code ec;
+      if (o.kind == "trace" && !o.input_files.empty() &&
+          fs::path(o.input_files[0]).filename() == fs::path(w.input_files[0]).filename() &&
+          !fs::equivalent(o.input_files[0], w.input_files[0], ec))
+        y.fail(params["path"], key + ".trace.path",
+               fmt::format("another file of the name workloads[{}] replays ({} and {}): traces are labelled by their "
+                           "file's name in the tables, so give one of them another name",
+                           j, printable_text(o.input_files[0]), printable_text(w.input_files[0])));
+    }
   }
 }
 
