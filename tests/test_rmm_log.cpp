@@ -172,10 +172,16 @@ TEST(RmmLog, BadRowsNameTheLineAndWhatWasExpected) {
       {"size.csv", "1,08:28:31.6,allocate,0x7f8a40001000,-5,0x0\n", "size.csv:3: size '-5' is not a non-negative integer"},
       {"stream.csv", "1,08:28:31.6,allocate,0x7f8a40001000,5,stream1\n", "stream.csv:3: stream 'stream1' is not a hexadecimal"},
       {"short.csv", "1,08:28:31.6,allocate,0x7f8a40001000\n", "short.csv:3: expected 6 fields"},
+      {"big.csv", "1,08:28:31.6,allocate,0x7f8a40001000,18446744073709551616,0x0\n",
+       "big.csv:3: size '18446744073709551616' is larger than 2^64-1 bytes"},
       {"null.csv", "1,08:28:31.6,allocate,(nil),64,0x0\n",
        "null.csv:3: allocate of 64 bytes at a null pointer (a failed allocation is logged as 'allocate failure'; only "
        "a request of 0 bytes may be answered with (nil))"},
   };
+  // A comment before the header is skipped, as the format's detection skips it.
+  write_text(dir / "comment.csv", "# from the service's pool\n" + kHeader + ok);
+  auto commented = run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "comment.csv").string());
+  EXPECT_EQ(commented.status, 0) << commented.out;
   for (const auto& c : cases) {
     write_text(dir / c.name, kHeader + ok + c.row);
     auto r = run_gpumembench("replay --device sim --allocator caching --trace " + (dir / c.name).string());

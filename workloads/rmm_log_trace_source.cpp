@@ -49,7 +49,9 @@ class RmmLogSource final : public TraceSource {
     meta_.gzip = in_->gzip();
     meta_.records_ooms = true;
     std::string_view line;
-    while (lines_.next(line) && line.empty()) {
+    // Blank lines and `#` comments before the header are skipped, as the format's detection
+    // skips them (trace_source.cpp) and the native CSV does.
+    while (lines_.next(line) && (line.empty() || line[0] == '#')) {
     }
     if (!is_rmm_header(line))
       fail("the first line must be the header Thread,Time,Action,Pointer,Size,Stream");
@@ -84,7 +86,9 @@ class RmmLogSource final : public TraceSource {
         fail(fmt::format("pointer '{}' is not a hexadecimal address (expected e.g. 0x7f2e4a000000, or (nil))",
                          escaped_excerpt(f[3], 60)));
       if (!CsvLines::parse_u64(f[4], size))
-        fail(fmt::format("size '{}' is not a non-negative integer", escaped_excerpt(f[4], 60)));
+        fail(f[4].size() >= 20 && f[4].find_first_not_of("0123456789") == std::string_view::npos
+                 ? fmt::format("size '{}' is larger than 2^64-1 bytes", escaped_excerpt(f[4], 60))
+                 : fmt::format("size '{}' is not a non-negative integer", escaped_excerpt(f[4], 60)));
       if (!parse_hex(f[5], stream))
         fail(fmt::format("stream '{}' is not a hexadecimal stream handle (expected e.g. 0 or 0x55d0c6e3a2f0)",
                          escaped_excerpt(f[5], 60)));
