@@ -351,6 +351,20 @@ TEST(CliStrictness, NearMissesOfATraceFormatSayWhatTheyMiss) {
   fs::remove_all(dir);
 }
 
+// A memory limit is a fraction of the device: above the device's memory it is refused.
+TEST(CliStrictness, AMemoryLimitAboveTheDeviceIsRefused) {
+  auto dir = temp_dir("limit_above");
+  write_text(dir / "t.csv", "action,id,bytes\nalloc,0,100\n");
+  auto r = run_gpumembench("replay --device sim -q --allocator caching --capacity 1GiB --memory-limit 2GiB --trace " +
+                           (dir / "t.csv").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--memory-limit: 2.00 GiB is more than the device's 1.00 GiB"), std::string::npos) << r.out;
+  r = run_gpumembench("replay --device sim -q --allocator caching --capacity 1GiB --memory-limit 1GiB --trace " +
+                      (dir / "t.csv").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  fs::remove_all(dir);
+}
+
 // A trace whose file name holds a terminal's escape: the name in the notes, the table's heading
 // and the error messages has it escaped, never raw.
 TEST(CliStrictness, ATraceFileNamesControlBytesAreEscaped) {

@@ -339,6 +339,14 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
       takes_alloc_conf && meta.has_alloc_conf && (recorded_conf || a.alloc_conf == meta.alloc_conf);
   if (!a.memory_limit.empty()) {
     const Bytes limit = size_flag("--memory-limit", a.memory_limit);
+    // A fraction of the device is at most all of it (set_per_process_memory_fraction takes 0 to 1).
+    const Bytes device_bytes = spec.capacity_bytes ? spec.capacity_bytes
+                               : resolve_device(spec.choice) == DeviceChoice::Sim ? kH200CardBytes
+                                                                                 : 0;
+    if (device_bytes && limit > device_bytes)
+      throw UsageError(fmt::format("--memory-limit: {} is more than the device's {} (valid: up to the device's "
+                                   "memory; a memory fraction is at most 1)",
+                                   format_bytes(limit), format_bytes(device_bytes)));
     options["memory_limit_bytes"] = std::to_string(limit);
     notes.push_back(fmt::format("memory limit: {} (--memory-limit, as set_per_process_memory_fraction sets it)",
                                 format_bytes(limit)));
