@@ -285,6 +285,14 @@ TEST(PyTorchSnapshot, RecordedSettingsOfTheWrongTypeFailOnlyWhereUsed) {
   EXPECT_EQ(r.status, 0) << r.out;
   r = testing::run_gpumembench(replay + " --allocator bfc");
   EXPECT_EQ(r.status, 0) << r.out;
+  // In a config, no caching entry replays settings that cannot be read as the recorded run.
+  testing::write_text(dir / "c.yaml", "name: c\nallocators: [caching]\nworkloads:\n  - trace: {path: s.pickle}\n");
+  r = testing::run_gpumembench("--device sim --capacity 1GiB --config " + (dir / "c.yaml").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("the recorded allocator settings cannot be read (allocator_settings.max_split_size: expected an "
+                       "int, found str): no caching entry replays the recorded run"),
+            std::string::npos)
+      << r.out;
   // Settings PyTorch would refuse, quoted back escaped (no terminal escape sequence).
   testing::write_text(dir / "esc.pickle", with_settings(str("PYTORCH_CUDA_ALLOC_CONF") + str("bogus:1,\x1b[31m")));
   r = testing::run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "esc.pickle").string());

@@ -249,4 +249,20 @@ CachingConfig parse_alloc_conf(std::string_view text) {
   return c;
 }
 
+bool same_decisions(std::string_view a, std::string_view b) {
+  if (a == b) return true;
+  CachingConfig x, y;
+  try {
+    x = parse_alloc_conf(a);
+    y = parse_alloc_conf(b);
+  } catch (const OptionError&) {
+    return false;
+  }
+  return x.max_split_size == y.max_split_size && x.max_non_split_rounding_size == y.max_non_split_rounding_size &&
+         x.large_segment_size == y.large_segment_size && x.roundup_power2_divisions == y.roundup_power2_divisions &&
+         x.garbage_collection_threshold == y.garbage_collection_threshold &&
+         x.expandable_segments == y.expandable_segments &&
+         x.per_process_memory_fraction == y.per_process_memory_fraction && x.backend == y.backend;
+}
+
 }  // namespace gmb::caching

@@ -74,4 +74,9 @@ std::string alloc_conf_keys_text();  // "backend, expandable_segments, ..."
 // value PyTorch rejects, and for an unknown key or a malformed string.
 CachingConfig parse_alloc_conf(std::string_view text);
 
+// Whether two option strings make the same allocation decisions (spaces, key order and keys
+// without effect aside): "roundup_power2_divisions: 4" is "roundup_power2_divisions:4". False
+// where either does not parse.
+bool same_decisions(std::string_view a, std::string_view b);
+
 }  // namespace gmb::caching

@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "about/build_info.h"
+#include "allocators/caching/alloc_conf.h"
 #include "allocators/registry.h"
 #include "common/units.h"
 #include "devices/call_log_file.h"
@@ -336,7 +337,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   }
   // Replayed by PyTorch's allocator with the settings it recorded: the self-check applies.
   const bool own_settings =
-      takes_alloc_conf && meta.has_alloc_conf && (recorded_conf || a.alloc_conf == meta.alloc_conf);
+      takes_alloc_conf && meta.has_alloc_conf &&
+      (recorded_conf || caching::same_decisions(a.alloc_conf, meta.alloc_conf));
   if (!a.memory_limit.empty()) {
     const Bytes limit = size_flag("--memory-limit", a.memory_limit);
     // A fraction of the device is at most all of it (set_per_process_memory_fraction takes 0 to 1).

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/eventhandler.h>
 
+#include "allocators/caching/alloc_conf.h"
 #include "allocators/registry.h"
 #include "common/text_excerpt.h"
 #include "common/units.h"  // parse_bool
@@ -34,13 +35,16 @@ AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec
   return options;
 }
 
+bool replays_recorded_run(const AllocatorSpec& allocator, const WorkloadSpec& workload) {
+  if (!workload.has_recorded_alloc_conf || !allocator_traits(allocator.name).accepts_alloc_conf) return false;
+  auto it = allocator.options.find("alloc_conf");
+  return caching::same_decisions(it == allocator.options.end() ? std::string() : it->second,
+                                 workload.recorded_alloc_conf);
+}
+
 RunSettings case_settings(const RunSettings& run, const AllocatorSpec& allocator, const WorkloadSpec& workload) {
   RunSettings settings = run;
-  if (workload.has_recorded_alloc_conf && allocator_traits(allocator.name).accepts_alloc_conf) {
-    auto it = allocator.options.find("alloc_conf");
-    const std::string conf = it == allocator.options.end() ? std::string() : it->second;
-    if (conf == workload.recorded_alloc_conf) settings.segment_placements = workload.recorded_placements;
-  }
+  if (replays_recorded_run(allocator, workload)) settings.segment_placements = workload.recorded_placements;
   return settings;
 }
 
@@ -185,13 +189,18 @@ void parse_workloads(const YamlReader& y, const YAML::Node& n, Config& c, const 
     for (std::size_t j = 0; j < i; ++j) {
       const WorkloadSpec& o = c.workloads[j];
       std::error_code ec;
-      if (o.kind == "trace" && !o.input_files.empty() &&
-          fs::path(o.input_files[0]).filename() == fs::path(w.input_files[0]).filename() &&
-          !fs::equivalent(o.input_files[0], w.input_files[0], ec))
+      if (o.kind != "trace" || o.input_files.empty() ||
+          fs::path(o.input_files[0]).filename() != fs::path(w.input_files[0]).filename())
+        continue;
+      if (fs::equivalent(o.input_files[0], w.input_files[0], ec))
         y.fail(params["path"], key + ".trace.path",
-               fmt::format("another file of the name workloads[{}] replays ({} and {}): traces are labelled by their "
-                           "file's name in the tables, so give one of them another name",
-                           j, printable_text(o.input_files[0]), printable_text(w.input_files[0])));
+               fmt::format("the file workloads[{}] replays ({}): its rows would share one table section and "
+                           "baseline; to compare its entries (a memory_limit and none), copy the file under another name",
+                           j, printable_text(w.input_files[0])));
+      y.fail(params["path"], key + ".trace.path",
+             fmt::format("another file of the name workloads[{}] replays ({} and {}): traces are labelled by their "
+                         "file's name in the tables, so give one of them another name",
+                         j, printable_text(o.input_files[0]), printable_text(w.input_files[0])));
     }
   }
 }

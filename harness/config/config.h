@@ -46,8 +46,11 @@ struct WorkloadSpec {
 // The allocator options of one case: the allocator's own, plus the workload's memory limit for
 // `caching` when the allocator entry does not set memory_limit_bytes itself.
 AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec& workload);
-// The run settings of one case: `run`, with the snapshot's recorded segment placements where the
-// case replays it through the caching allocator with the settings it recorded.
+// Whether the case replays a snapshot through the caching allocator with the settings it
+// recorded (the same decisions, however the option string is spelled): the recorded run.
+bool replays_recorded_run(const AllocatorSpec& allocator, const WorkloadSpec& workload);
+// The run settings of one case: `run`, with the snapshot's recorded segment placements where it
+// replays the recorded run.
 RunSettings case_settings(const RunSettings& run, const AllocatorSpec& allocator, const WorkloadSpec& workload);
 
 // `frontier:` section (and `gpumembench frontier` flags): the parameter to bisect and its range.

@@ -91,7 +91,8 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
       need("file");
       std::string path = y.string(n["file"], key + ".file");
       namespace fs = std::filesystem;
-      if (fs::path(path).is_relative() && !fs::exists(path) && fs::exists(fs::path(config_dir) / path))
+      // Beside the config first, as a trace's path (else the working folder).
+      if (fs::path(path).is_relative() && (fs::exists(fs::path(config_dir) / path) || !fs::exists(path)))
         path = (fs::path(config_dir) / path).string();
       try {
         s.histogram = read_histogram(path);

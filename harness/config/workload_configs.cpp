@@ -51,8 +51,8 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
   std::string path = y.string(n["path"], key + ".path");
   if (path.empty()) y.fail(n["path"], key + ".path", "empty: give the trace file to replay");
   namespace fs = std::filesystem;
-  // A relative path names a file beside the config (as a histogram's does); a file the config's
-  // folder does not hold is looked for in the working folder.
+  // A relative path names a file beside the config (as a histogram's file does); a file the
+  // config's folder does not hold is looked for in the working folder.
   if (fs::path(path).is_relative() && (fs::exists(fs::path(config_dir) / path) || !fs::exists(path)))
     path = (fs::path(config_dir) / path).string();
   WorkloadSpec spec{"trace", nullptr, {}, {}, {}, {path}, {}};
@@ -62,15 +62,26 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
     auto source = open_trace(path);
     spec.make = trace_workload_factory(path, {}, *source);
     for (const auto& line : describe(source->meta())) spec.notes.push_back(fmt::format("trace {}: {}", path, line));
-    if (const PyTorchSnapshot* snapshot = pytorch_snapshot_of(*source); snapshot && snapshot->has_alloc_conf) {
+    const PyTorchSnapshot* snapshot = pytorch_snapshot_of(*source);
+    if (snapshot && snapshot->has_alloc_conf && !snapshot->alloc_conf_error.empty()) {
+      spec.notes.push_back(fmt::format("trace {}: the recorded allocator settings cannot be read ({}): no caching "
+                                       "entry replays the recorded run, each is a what-if",
+                                       path, snapshot->alloc_conf_error));
+    } else if (snapshot && snapshot->has_alloc_conf) {
       spec.has_recorded_alloc_conf = true;
       spec.recorded_alloc_conf = snapshot->alloc_conf;
       spec.recorded_placements = recorded_placements(*snapshot);
-      spec.notes.push_back(fmt::format(
-          "trace {}: the recorded allocator settings \"{}\": a caching entry with exactly these as its alloc_conf "
-          "replays the recorded run (segments where the driver put them, as replay does); other settings, and a "
-          "caching entry without alloc_conf (PyTorch's defaults), are what-ifs",
-          path, printable_text(snapshot->alloc_conf)));
+      spec.notes.push_back(
+          snapshot->alloc_conf.empty()
+              ? fmt::format("trace {}: the recorded allocator settings are PyTorch's defaults: a caching entry without "
+                            "alloc_conf (or with one of the same effect) replays the recorded run (segments where the "
+                            "driver put them, as replay does); other settings are what-ifs",
+                            path)
+              : fmt::format("trace {}: the recorded allocator settings \"{}\": a caching entry with these as its "
+                            "alloc_conf (or others of the same effect) replays the recorded run (segments where the "
+                            "driver put them, as replay does); other settings, and a caching entry without alloc_conf "
+                            "(PyTorch's defaults), are what-ifs",
+                            path, printable_text(snapshot->alloc_conf)));
     }
   } catch (const TraceError& e) {
     y.fail(n["path"], key + ".path", e.what());

@@ -103,6 +103,9 @@ std::vector<PlannedCase> plan_cases(const Config& config, DeviceChoice device, c
                   {"allocator", {{"name", a.name}, {"options", a.options}, {"label", a.label}}},
                   {"workload", workloads[wi]},
                   {"run", run}};
+        // (A case that replays a snapshot's recorded run places segments as the driver did: its
+        // figures are not those of the same options placed otherwise.)
+        if (replays_recorded_run(a, config.workloads[wi])) c.spec["replays_recorded_run"] = true;
         c.id = case_id(c.spec);
         cases.push_back(std::move(c));
       }
