@@ -135,6 +135,32 @@ def cached_segment():
             "external_annotations": []}
 
 
+def freed_before():
+    # empty_cache() of a 1 GiB segment cached before the trace's first entry: a segment_free of
+    # memory the trace never reserved.
+    t = Trace()
+    t.add("segment_free", L, 1024 * MiB)
+    t.add("segment_alloc", S, 2 * MiB)
+    t.add("alloc", S, 1000, fr=frames(30))
+    t.add("free_requested", S, 1000)
+    t.add("free_completed", S, 1000)
+    segs = [segment(S, 2 * MiB, [(2 * MiB, "inactive", 0)], large=False)]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
+def partly_mapped_before():
+    # An expandable segment of 40 MiB whose first 20 MiB page was mapped before the trace's first
+    # entry; the trace maps the second and allocates across both.
+    t = Trace()
+    t.add("segment_map", L + 20 * MiB, 20 * MiB)
+    t.add("alloc", L, 30 * MiB, fr=frames(50))
+    segs = [segment(L, 40 * MiB, [(30 * MiB, "active_allocated", 30 * MiB), (10 * MiB, "inactive", 0)],
+                    expandable=True)]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings("expandable_segments:True"),
+            "external_annotations": []}
+
+
 def pending_free_at_start():
     # A block allocated before the trace's first entry whose free the trace requests, still
     # pending (used on another stream) when the snapshot is taken: listed as active_pending_free.
@@ -287,7 +313,8 @@ def main():
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
              "expandable_oom": expandable_oom(), "rebuilt_settings": rebuilt_settings(), "legacy_list": legacy_list(),
              "long_trace": long_trace(), "long_frames": long_frames(), "shared_frames": shared_frames(),
-             "cached_segment": cached_segment(), "pending_free_at_start": pending_free_at_start()}
+             "cached_segment": cached_segment(), "pending_free_at_start": pending_free_at_start(),
+             "freed_before": freed_before(), "partly_mapped_before": partly_mapped_before()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

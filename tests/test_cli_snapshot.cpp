@@ -155,10 +155,22 @@ TEST(CliSnapshot, AConfigCaseWithTheRecordedSettingsGivesPyTorchsFigures) {
 TEST(CliSnapshot, SegmentsFromBeforeTheTraceAreNamedAndNotSelfChecked) {
   auto r = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic("cached_segment.pickle"));
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_TRUE(has(r.out, "1 segments (1.00 GiB) in the snapshot's segments were reserved before the trace's first "
-                         "entry (no segment_alloc or segment_map of them in the trace)")) << r.out;
+  EXPECT_TRUE(has(r.out, "1 segments or ranges (1.00 GiB) were reserved before the trace's first entry (listed in "
+                         "the snapshot's segments, freed or unmapped, with no segment_alloc or segment_map of them in "
+                         "the trace)")) << r.out;
   EXPECT_TRUE(has(r.out, "reproduces the recorded run: not checked (the trace does not start with the allocator (1 "
                          "segments were reserved before its first entry))")) << r.out;
+  // A segment freed (empty_cache) that the trace never reserved, and the part of an expandable
+  // segment mapped before it: reserved before the first entry too.
+  const std::pair<std::string, std::string> before[] = {{"freed_before.pickle", "1 segments or ranges (1.00 GiB)"},
+                                                        {"partly_mapped_before.pickle", "1 segments or ranges (20.0 MiB)"}};
+  for (const auto& [file, note] : before) {
+    r = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic(file));
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, note + " were reserved before the trace's first entry")) << r.out;
+    EXPECT_TRUE(has(r.out, "reproduces the recorded run: not checked (the trace does not start with the allocator (1 "
+                           "segments were reserved before its first entry))")) << r.out;
+  }
   r = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic("pending_free_at_start.pickle"));
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "1 blocks were alive before the trace's first entry")) << r.out;

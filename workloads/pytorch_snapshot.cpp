@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -772,21 +773,48 @@ class Converter {
     std::uint64_t checked = 0;
     // initial_[0, from_trace): blocks the trace freed (or asked to free) without allocating them.
     const std::size_t from_trace = initial_.size();
-    // Where the trace reserved memory (cudaMalloc, or a map of an expandable segment's pages): a
-    // segment with none of it was reserved before the trace's first entry.
-    // (PyTorch lists an expandable segment's mapped ranges as segments of their own, and one map
-    // may span several: a segment counts as the trace's where a reserved range overlaps it.)
-    std::vector<std::pair<DevPtr, DevPtr>> reserved;  // [start, end), by start
-    for (const RecordedSegmentEvent& e : s_.segment_events)
-      if (e.kind == RecordedSegmentEvent::Kind::Malloc || e.kind == RecordedSegmentEvent::Kind::Map)
-        reserved.emplace_back(e.address, e.address + std::max<Bytes>(e.bytes, 1));
-    std::sort(reserved.begin(), reserved.end());
-    auto reserved_in_trace = [&](DevPtr start, DevPtr end) {
-      // The ranges that start before `end`; one of them must reach past `start`.
-      auto last = std::lower_bound(reserved.begin(), reserved.end(), std::make_pair(end, DevPtr(0)));
-      for (auto it = reserved.begin(); it != last; ++it)
-        if (it->second > start) return true;
-      return false;
+    // What the trace reserved, its segment events replayed in order: the segments it cudaMalloc'd
+    // that are live at its end, and the expandable segments' pages (2 MiB) mapped at its end. A
+    // segment_free or an unmap of memory it had not reserved, and a listed segment (or the part of
+    // one: PyTorch lists an expandable segment's mapped ranges as segments of their own) it does
+    // not hold at its end, were reserved before its first entry.
+    constexpr DevPtr kPage = DevPtr(2) << 20;
+    std::unordered_map<DevPtr, Bytes> mallocs;
+    std::unordered_set<DevPtr> pages;
+    std::uint64_t page_budget = std::uint64_t(1) << 26;  // page steps in all (a hostile size ends them)
+    bool pages_known = true;
+    auto each_page = [&](DevPtr start, Bytes bytes, auto&& f) {
+      const DevPtr end = bytes > ~start ? ~DevPtr(0) : start + bytes;
+      for (DevPtr p = start / kPage * kPage; p < end && pages_known; p += kPage) {
+        if (!page_budget--) pages_known = false;
+        else f(p);
+        if (p > ~DevPtr(0) - kPage) break;
+      }
+    };
+    auto from_before = [&](Bytes bytes) {
+      ++s_.segments_from_before;
+      s_.bytes_from_before += bytes;
+    };
+    for (const RecordedSegmentEvent& e : s_.segment_events) {
+      switch (e.kind) {
+        case RecordedSegmentEvent::Kind::Malloc: mallocs[e.address] = e.bytes; break;
+        case RecordedSegmentEvent::Kind::Free:
+          if (!mallocs.erase(e.address)) from_before(e.bytes);
+          break;
+        case RecordedSegmentEvent::Kind::Map: each_page(e.address, e.bytes, [&](DevPtr p) { pages.insert(p); }); break;
+        case RecordedSegmentEvent::Kind::Unmap: {
+          Bytes missing = 0;
+          each_page(e.address, e.bytes, [&](DevPtr p) { missing += pages.erase(p) ? 0 : kPage; });
+          if (missing && pages_known) from_before(std::min(missing, e.bytes));
+          break;
+        }
+      }
+    }
+    auto reserved_before = [&](DevPtr address, DevPtr end) -> Bytes {
+      if (mallocs.count(address) || !pages_known) return 0;
+      Bytes missing = 0;
+      each_page(address, end - address, [&](DevPtr p) { missing += pages.count(p) ? 0 : kPage; });
+      return pages_known ? std::min<Bytes>(missing, end - address) : 0;
     };
     for (std::size_t si = 0; si < d_.size(segments); ++si) {
       Ref seg = d_.items(segments)[si];
@@ -848,10 +876,7 @@ class Converter {
         const DevPtr end = std::max<DevPtr>(
             at, ts != Document::kAbsent && d_.is_int(ts) && d_.as_int(ts) > 0 ? address + static_cast<DevPtr>(d_.as_int(ts))
                                                                                : address);
-        if (!reserved_in_trace(address, std::max(end, address + 1))) {
-          ++s_.segments_from_before;
-          s_.bytes_from_before += end - address;
-        }
+        if (const Bytes before = reserved_before(address, std::max(end, address + 1))) from_before(before);
       }
     }
     (void)checked;
@@ -907,8 +932,9 @@ class Converter {
     }
     if (s_.segments_from_before)
       s_.notes.push_back(fmt::format(
-          "{} segments ({}) in the snapshot's segments were reserved before the trace's first entry (no "
-          "segment_alloc or segment_map of them in the trace): the replay reserves only what the trace asks for",
+          "{} segments or ranges ({}) were reserved before the trace's first entry (listed in the snapshot's "
+          "segments, freed or unmapped, with no segment_alloc or segment_map of them in the trace): the replay "
+          "reserves only what the trace asks for",
           s_.segments_from_before, format_bytes(s_.bytes_from_before)));
     if (!streams_.empty())
       s_.notes.push_back(fmt::format("streams besides the default one: {}, numbered from 1 in order of first use",
