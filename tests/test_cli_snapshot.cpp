@@ -108,6 +108,13 @@ TEST(CliSnapshot, AConfigTraceCarriesTheRecordedMemoryLimit) {
   auto bad = run_gpumembench("--device sim --config " + (dir / "bad.yaml").string());
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_TRUE(has(bad.out, "memory_limit")) << bad.out;
+  testing::write_text(dir / "above.yaml", "name: above\ndevice: {capacity: [20GiB, 8GiB]}\nallocators: [caching]\n"
+                                          "workloads:\n  - trace: {path: " + recorded("snap_oom_cap16g") +
+                                              ", memory_limit: 16GiB}\n");
+  bad = run_gpumembench("--device sim --config " + (dir / "above.yaml").string());
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_TRUE(has(bad.out, "key 'workloads[0].trace.memory_limit': 16.00 GiB is more than the device's capacity 8.00 GiB"))
+      << bad.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -184,6 +184,13 @@ void parse_workloads(const YamlReader& y, const YAML::Node& n, Config& c, const 
     // Traces are labelled by their file's name: two files of one name would share a table
     // section and each other's baseline.
     const WorkloadSpec& w = c.workloads.back();
+    // A trace's memory_limit is a fraction of the device: at most every capacity it runs at.
+    for (const Bytes cap : c.capacities)
+      if (w.memory_limit_bytes && cap && w.memory_limit_bytes > cap)
+        y.fail(params["memory_limit"], key + ".trace.memory_limit",
+               fmt::format("{} is more than the device's capacity {} (valid: up to every capacity of device.capacity; "
+                           "a memory fraction is at most 1)",
+                           format_bytes(w.memory_limit_bytes), format_bytes(cap)));
     if (w.kind != "trace" || w.input_files.empty()) continue;
     namespace fs = std::filesystem;
     for (std::size_t j = 0; j < i; ++j) {
