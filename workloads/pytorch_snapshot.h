@@ -68,8 +68,9 @@ struct PyTorchSnapshot {
   // it is about the most buffers live at once (what a replay sizes its per-buffer arrays by).
   BufferId ids_end = 0;
   std::uint64_t blocks_alive_at_start = 0;  // the first ops
-  // Segments in `segments` the trace never reserved (no segment_alloc or segment_map in them):
-  // reserved before its first entry, so the trace does not start with the allocator.
+  // Memory reserved before the trace's first entry, so the trace does not start with the
+  // allocator: segment_free / segment_unmap of memory the trace had not reserved, and listed
+  // segments (or the parts of them) it does not hold at its end. How many, and their bytes.
   std::uint64_t segments_from_before = 0;
   Bytes bytes_from_before = 0;
   bool has_trace = false;                // false: only the segments (state at the time of the snapshot)

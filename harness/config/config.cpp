@@ -35,6 +35,13 @@ AllocatorOptions case_options(const AllocatorSpec& allocator, const WorkloadSpec
   return options;
 }
 
+std::string beside_config(const std::string& path, const std::string& config_dir) {
+  namespace fs = std::filesystem;
+  if (fs::path(path).is_relative() && (fs::exists(fs::path(config_dir) / path) || !fs::exists(path)))
+    return (fs::path(config_dir) / path).string();
+  return path;
+}
+
 bool replays_recorded_run(const AllocatorSpec& allocator, const WorkloadSpec& workload) {
   if (!workload.has_recorded_alloc_conf || !allocator_traits(allocator.name).accepts_alloc_conf) return false;
   auto it = allocator.options.find("alloc_conf");
@@ -181,16 +188,16 @@ void parse_workloads(const YamlReader& y, const YAML::Node& n, Config& c, const 
     y.expect_map(params, key + "." + e.name, kind->keys);
     c.workloads.push_back(kind->parse(y, params, key + "." + e.name, dir));
     c.workloads.back().params_json = yaml_to_json(params);
-    // Traces are labelled by their file's name: two files of one name would share a table
-    // section and each other's baseline.
     const WorkloadSpec& w = c.workloads.back();
     // A trace's memory_limit is a fraction of the device: at most every capacity it runs at.
     for (const Bytes cap : c.capacities)
       if (w.memory_limit_bytes && cap && w.memory_limit_bytes > cap)
-        y.fail(params["memory_limit"], key + ".trace.memory_limit",
+        y.fail(params["memory_limit"], key + "." + e.name + ".memory_limit",
                fmt::format("{} is more than the device's capacity {} (valid: up to every capacity of device.capacity; "
                            "a memory fraction is at most 1)",
                            format_bytes(w.memory_limit_bytes), format_bytes(cap)));
+    // Traces are labelled by their file's name: two files of one name, or one file twice, would
+    // share a table section and each other's baseline.
     if (w.kind != "trace" || w.input_files.empty()) continue;
     namespace fs = std::filesystem;
     for (std::size_t j = 0; j < i; ++j) {
@@ -200,11 +207,11 @@ void parse_workloads(const YamlReader& y, const YAML::Node& n, Config& c, const 
           fs::path(o.input_files[0]).filename() != fs::path(w.input_files[0]).filename())
         continue;
       if (fs::equivalent(o.input_files[0], w.input_files[0], ec))
-        y.fail(params["path"], key + ".trace.path",
+        y.fail(params["path"], key + "." + e.name + ".path",
                fmt::format("the file workloads[{}] replays ({}): its rows would share one table section and "
                            "baseline; to compare its entries (a memory_limit and none), copy the file under another name",
                            j, printable_text(w.input_files[0])));
-      y.fail(params["path"], key + ".trace.path",
+      y.fail(params["path"], key + "." + e.name + ".path",
              fmt::format("another file of the name workloads[{}] replays ({} and {}): traces are labelled by their "
                          "file's name in the tables, so give one of them another name",
                          j, printable_text(o.input_files[0]), printable_text(w.input_files[0])));

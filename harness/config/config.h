@@ -39,9 +39,13 @@ struct WorkloadSpec {
   // segments. A caching case with exactly those settings places segments there, as `replay`
   // does (case_settings), so a config's figures for it are PyTorch's own.
   bool has_recorded_alloc_conf = false;
-  std::string recorded_alloc_conf;
-  std::vector<std::pair<Bytes, DevPtr>> recorded_placements;
+  std::string recorded_alloc_conf{};
+  std::vector<std::pair<Bytes, DevPtr>> recorded_placements{};
 };
+
+// A file a config names: a relative path is the file beside the config (in config_dir) where
+// that exists or no file of the path does, else the working folder's.
+std::string beside_config(const std::string& path, const std::string& config_dir);
 
 // The allocator options of one case: the allocator's own, plus the workload's memory limit for
 // `caching` when the allocator entry does not set memory_limit_bytes itself.

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -90,10 +89,7 @@ SeqLenSpec parse_seq_len(const YamlReader& y, const YAML::Node& n, const std::st
     case SeqDist::Histogram: {
       need("file");
       std::string path = y.string(n["file"], key + ".file");
-      namespace fs = std::filesystem;
-      // Beside the config first, as a trace's path (else the working folder).
-      if (fs::path(path).is_relative() && (fs::exists(fs::path(config_dir) / path) || !fs::exists(path)))
-        path = (fs::path(config_dir) / path).string();
+      path = beside_config(path, config_dir);
       try {
         s.histogram = read_histogram(path);
       } catch (const SeqLenError& e) {

@@ -1,5 +1,4 @@
 // YAML -> workload parameters, one parser per workload kind.
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -50,11 +49,7 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
   if (!n["path"]) y.fail(n, key + ".path", "missing: the trace file to replay");
   std::string path = y.string(n["path"], key + ".path");
   if (path.empty()) y.fail(n["path"], key + ".path", "empty: give the trace file to replay");
-  namespace fs = std::filesystem;
-  // A relative path names a file beside the config (as a histogram's file does); a file the
-  // config's folder does not hold is looked for in the working folder.
-  if (fs::path(path).is_relative() && (fs::exists(fs::path(config_dir) / path) || !fs::exists(path)))
-    path = (fs::path(config_dir) / path).string();
+  path = beside_config(path, config_dir);
   WorkloadSpec spec{"trace", nullptr, {}, {}, {}, {path}, {}};
   try {
     // The format and the start of the file are checked now; the rest as it replays (a snapshot

@@ -175,9 +175,8 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
     std::unordered_map<BufferId, Live> live;
     std::size_t calls_done = 0;
     std::uint64_t time = 0;
-    // One op's device calls, written as PyTorch records them: the pages of an expandable segment
-    // that one call maps (or unmaps) side by side are one segment_map (segment_unmap) of the
-    // range; the simulated device is called per page.
+    // One op's device calls, written as PyTorch records them: pages mapped (or unmapped) side by
+    // side are one segment_map (segment_unmap) of the range (join_page_range).
     auto device_calls = [&] {
       const auto& calls = rec.calls();
       std::optional<DeviceCall> range;
@@ -188,21 +187,9 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
         range.reset();
       };
       for (; calls_done < calls.size(); ++calls_done) {
-        const DeviceCall& c = calls[calls_done];
-        const bool pages = c.kind == DeviceCall::Kind::Map || c.kind == DeviceCall::Kind::Unmap;
-        if (range && pages && range->kind == c.kind) {
-          if (range->address + range->bytes == c.address) {
-            range->bytes += c.bytes;
-            continue;
-          }
-          if (c.address + c.bytes == range->address) {
-            range->address = c.address;
-            range->bytes += c.bytes;
-            continue;
-          }
-        }
+        if (range && join_page_range(*range, calls[calls_done])) continue;
         flush();
-        range = c;
+        range = calls[calls_done];
       }
       flush();
     };

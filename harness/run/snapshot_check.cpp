@@ -14,41 +14,25 @@ namespace gmb {
 
 namespace {
 
-// One device event on either side: PyTorch's name, its size, and the op it came before.
+// One device event on either side: PyTorch's name, its size, and the op it came before (the
+// call's mark).
 struct Event {
-  RecordedSegmentEvent::Kind kind;
-  Bytes bytes;
-  DevPtr address;
-  std::uint64_t before_op;
+  DeviceCall call;
   std::uint64_t entry;  // recorded side: the trace entry
 };
 
-// Maps and unmaps of contiguous pages during one op are one range (PyTorch records one event
-// per range; the simulated device is called per page).
+// Maps and unmaps of contiguous pages during one op are one range (join_page_range).
 void append_coalesced(std::vector<Event>& out, const Event& e) {
-  using K = RecordedSegmentEvent::Kind;
-  if (!out.empty() && (e.kind == K::Map || e.kind == K::Unmap)) {
-    Event& last = out.back();
-    if (last.kind == e.kind && last.before_op == e.before_op) {
-      if (last.address + last.bytes == e.address) {
-        last.bytes += e.bytes;
-        return;
-      }
-      if (e.address + e.bytes == last.address) {
-        last.address = e.address;
-        last.bytes += e.bytes;
-        return;
-      }
-    }
-  }
+  if (!out.empty() && join_page_range(out.back().call, e.call)) return;
   out.push_back(e);
 }
 
 std::string describe(const Event& e, const PyTorchSnapshot& s, bool recorded) {
-  std::string where = e.before_op < s.ops.size()
-                          ? fmt::format("before op {} (trace entry {})", e.before_op, s.ops[e.before_op].source_line - 1)
+  const DeviceCall& c = e.call;
+  std::string where = c.mark < s.ops.size()
+                          ? fmt::format("before op {} (trace entry {})", c.mark, s.ops[c.mark].source_line - 1)
                           : "after the last op";
-  return fmt::format("{} of {} ({} B) {}", to_string(e.kind), format_bytes(e.bytes), e.bytes,
+  return fmt::format("{} of {} ({} B) {}", to_string(c.kind), format_bytes(c.bytes), c.bytes,
                      recorded ? fmt::format("at trace entry {}", e.entry) : where);
 }
 
@@ -110,17 +94,16 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
     rec.set_mark(s.ops.size());
     // The allocator's destructor gives everything back: not part of the recorded run.
     std::vector<Event> replayed, recorded;
-    for (const DeviceCall& call : rec.calls())
-      append_coalesced(replayed, {call.kind, call.bytes, call.address, call.mark, 0});
+    for (const DeviceCall& call : rec.calls()) append_coalesced(replayed, {call, 0});
     for (const RecordedSegmentEvent& e : s.segment_events)
-      append_coalesced(recorded, {e.kind, e.bytes, e.address, e.before_op, e.entry});
+      append_coalesced(recorded, {{e.kind, e.bytes, e.address, e.before_op}, e.entry});
     c.checked = true;
     c.segment_events = recorded.size();
     c.ooms = s.ooms.size();
     const std::size_t n = std::min(recorded.size(), replayed.size());
     for (std::size_t i = 0; i < n && c.first_difference.empty(); ++i) {
       const Event &a = recorded[i], &b = replayed[i];
-      if (a.kind != b.kind || a.bytes != b.bytes || a.before_op != b.before_op)
+      if (a.call.kind != b.call.kind || a.call.bytes != b.call.bytes || a.call.mark != b.call.mark)
         c.first_difference = fmt::format("segment event {}: recorded {}, replayed {}", i, describe(a, s, true),
                                          describe(b, s, false));
     }
