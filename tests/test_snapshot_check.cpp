@@ -4,9 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "devices/recording_device.h"
+#include "harness/run/runner.h"
 #include "harness/run/snapshot_check.h"
 #include "test_helpers.h"
+#include "torch_snapshot_data.h"
+#include "workloads/trace.h"
+#include "workloads/trace_source.h"
 
 namespace gmb {
 namespace {
@@ -50,6 +56,75 @@ TEST(SnapshotCheck, SaysWhyItDidNotCheck) {
   EXPECT_EQ(to_text(check_snapshot_replay(s, {}, 0)),
             "reproduces the recorded run: not checked (the trace does not start with the allocator (2 blocks were alive "
             "before its first entry))");
+}
+
+// The CLI checks a replay of `caching` on sim from the run's own device calls (check_snapshot_run),
+// not from a second replay (check_snapshot_replay): both must say the same, word for word, on
+// runs that reproduce the recording, runs with OOMs the recording lacks or lost, and runs that
+// differ (other settings, another capacity).
+struct BothChecks {
+  std::string from_run, from_replay;
+};
+
+BothChecks check_both_ways(const std::string& path, const AllocatorOptions& options, const DeviceSpec& device) {
+  auto source = open_trace(path);
+  const PyTorchSnapshot* s = pytorch_snapshot_of(*source);
+  if (!s) throw std::runtime_error(path + ": not a snapshot");
+  CaseSpec spec{"caching", options, trace_workload_factory(path, {}, *source)};
+  RunSettings settings;
+  settings.on_oom = OnOom::Continue;
+  settings.segment_placements = recorded_placements(*s);
+  std::vector<DeviceCall> calls;
+  settings.device_calls = &calls;
+  AllocatorOptions used;
+  DeviceInfo info;
+  settings.on_device_ready = [&](const DeviceInfo& d, const AllocatorOptions& o) {
+    info = d;
+    used = o;
+  };
+  const CaseResult r = run_case(spec, device, settings);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.runs.at(0).ooms, r.oom_events.size());
+  std::vector<std::uint64_t> oom_ops;
+  for (const OomRecord& o : r.oom_events) oom_ops.push_back(o.event);
+  return {to_text(check_snapshot_run(*s, calls, oom_ops, info.capacity_bytes)),
+          to_text(check_snapshot_replay(*s, used, info.capacity_bytes, info.total_bytes))};
+}
+
+TEST(SnapshotCheck, TheRunsOwnDeviceCallsSayWhatASecondReplaySays) {
+  std::ifstream f(testing::torch_snapshot_dir() + "/expected.json");
+  ASSERT_TRUE(f);
+  int yes = 0, no = 0, with_ooms = 0;
+  for (const auto& run : nlohmann::json::parse(f)) {
+    const std::string name = run.at("name");
+    if (name == "snap_speed_120steps") continue;  // (snap_default's loop, longer)
+    SCOPED_TRACE(name);
+    const std::string path = testing::torch_snapshot_dir() + "/" + name + ".pickle.gz";
+    const std::string conf = pytorch_snapshot_of(*open_trace(path))->alloc_conf;
+    const Bytes card = run.at("total_memory").get<Bytes>();
+    std::vector<std::pair<AllocatorOptions, DeviceSpec>> cases;
+    AllocatorOptions own{{"alloc_conf", conf}};
+    if (!run.at("memory_limit").is_null()) {
+      AllocatorOptions limited = own;
+      limited["memory_limit_bytes"] = std::to_string(run.at("memory_limit").get<Bytes>());
+      cases.push_back({limited, DeviceSpec{DeviceChoice::Sim, card}});
+    }
+    cases.push_back({own, DeviceSpec{DeviceChoice::Sim, card}});
+    cases.push_back({own, DeviceSpec{DeviceChoice::Sim, 6 * GiB}});  // a memory limit of 6 GiB: OOMs
+    cases.push_back({{{"alloc_conf", "expandable_segments:True,max_split_size_mb:64"}}, DeviceSpec{DeviceChoice::Sim, card}});
+    for (const auto& [options, device] : cases) {
+      const BothChecks c = check_both_ways(path, options, device);
+      EXPECT_EQ(c.from_run, c.from_replay) << "options " << options.at("alloc_conf") << ", capacity "
+                                           << device.capacity_bytes;
+      yes += c.from_run.find(": yes (") != std::string::npos;
+      no += c.from_run.find(": no, ") != std::string::npos;
+      with_ooms += c.from_run.find("OOM") != std::string::npos;
+    }
+  }
+  // The comparison saw each kind of answer.
+  EXPECT_GE(yes, 8);
+  EXPECT_GE(no, 8);
+  EXPECT_GE(with_ooms, 3);
 }
 
 TEST(RecordingDevice, ForgetsTheMapsOfAFailedMapCall) {

@@ -407,17 +407,24 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     }
     settings.event_sink = &*rmm_log;
   }
-  // The self-check replays the snapshot once more on its own simulated device: on a second
-  // thread beside the run, started when the run's device says its capacity and card, with the
-  // allocator's options as the run has them (with --capacity, the memory limit it sets).
+  // The self-check compares the device calls and OOMs of PyTorch's allocator, replayed with the
+  // recorded settings on the simulated device, with the recording's. A run of `caching` on sim
+  // is that replay: its own device calls are compared (RunSettings::device_calls). Otherwise
+  // (another device, another allocator that takes the settings) the snapshot is replayed once
+  // more on a simulated device of its own: on a second thread beside the run, started when the
+  // run's device says its capacity and card, with the allocator's options as the run has them
+  // (with --capacity, the memory limit it sets).
   // The export replays on a simulated device as the run's too (the same options as used).
   const bool self_check = snapshot && own_settings;
+  const bool check_in_run = self_check && a.allocator == "caching" && resolve_device(spec.choice) == DeviceChoice::Sim;
+  std::vector<DeviceCall> run_calls;
+  if (check_in_run) settings.device_calls = &run_calls;
   std::future<SnapshotCheck> check;
   AllocatorOptions run_options = options;
-  if (self_check) settings.threads_beside = 1;
+  if (self_check && !check_in_run) settings.threads_beside = 1;
   settings.on_device_ready = [&](const DeviceInfo& d, const AllocatorOptions& used) {
     run_options = used;
-    if (self_check)
+    if (self_check && !check_in_run)
       check = std::async(std::launch::async, check_snapshot_replay, std::cref(*snapshot), std::cref(run_options),
                          d.capacity_bytes, d.total_bytes);
   };
@@ -447,10 +454,18 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     for (std::size_t i = meta.notes.size(); i < report.cases[0].workload_notes.size(); ++i)
       std::cerr << "gpumembench: trace " << printable_text(a.trace) << ": " << report.cases[0].workload_notes[i] << "\n";
   if (self_check) {
+    const CaseResult& run = report.cases[0];
+    // The run's own calls where it ran to its end and kept every OOM (a run with more OOMs than
+    // it keeps is replayed once more).
+    const bool from_run = check_in_run && ran && !run.runs.empty() && run.runs[0].ooms == run.oom_events.size();
+    std::vector<std::uint64_t> oom_ops;
+    if (from_run)
+      for (const OomRecord& o : run.oom_events) oom_ops.push_back(o.event);
     const SnapshotCheck c =
-        check.valid() ? check.get()
-                      : check_snapshot_replay(*snapshot, run_options, report.device.capacity_bytes,
-                                              report.device.total_bytes);
+        from_run      ? check_snapshot_run(*snapshot, run_calls, oom_ops, report.device.capacity_bytes)
+        : check.valid() ? check.get()
+                        : check_snapshot_replay(*snapshot, run_options, report.device.capacity_bytes,
+                                                report.device.total_bytes);
     std::cout << to_text(c) << (c.checked ? " (on the simulated device)" : "") << "\n";
   }
   if (!a.export_snapshot.empty() && ran) {

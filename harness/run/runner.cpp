@@ -17,6 +17,7 @@
 #include "allocators/caching/caching_allocator.h"
 #include "allocators/call_run.h"
 #include "devices/recorded_placement_device.h"
+#include "devices/recording_device.h"
 #include "allocators/registry.h"
 #include "common/huge_page_allocator.h"
 #include "common/units.h"
@@ -92,6 +93,7 @@ struct CaseRun {
   CaseResult& result;  // timeline / steps / block map are filled on the first run only
   bool first_run;
   AllocatorEventGate* event_gate;  // events exported (first run): closed before the clean-up
+  RecordingDevice* recorder = nullptr;  // device calls kept (first run): taken before the clean-up
   bool need_complete = false;  // after run(): need_tracker saw every step of the workload
   // The usage after each event up to the first OOM (first run, oom_block_map). On a real GPU it
   // is sampled into a ring as the run goes (usage_ring). On sim it is not sampled (the ring's
@@ -719,8 +721,9 @@ struct CaseRun {
       result.memory_summary = allocator.memory_summary();
     }
     // Release what is still live so the allocator shuts down cleanly (the harness's doing, not
-    // the workload's: not reported to an event sink).
+    // the workload's: not reported to an event sink, nor among the device calls kept).
     if (event_gate) event_gate->close();
+    if (recorder) *settings.device_calls = recorder->calls();
     for (DevPtr& ptr : slot_ptr)
       if (ptr) allocator.deallocate(std::exchange(ptr, 0));
     live_by_id.clear();
@@ -829,15 +832,33 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
     try {
       auto device = make_case_device();
       auto workload = spec.make_workload();
+      // With device calls kept, the allocator runs on a recording device, each call marked with
+      // the allocator's calls so far (RunSettings::device_calls).
+      std::optional<RecordingDevice> recording;
+      const InspectableAllocator* counted = nullptr;  // the allocator whose calls mark the device's
+      if (r == 0 && settings.device_calls) {
+        settings.device_calls->clear();
+        recording.emplace(*device, [&counted]() -> std::uint64_t {
+          if (!counted) return 0;  // (made, or being destroyed: its calls are not kept)
+          const AllocatorStats s = counted->stats();
+          return s.allocs + s.frees + s.ooms;
+        });
+      }
+      Device& base = recording ? static_cast<Device&>(*recording) : *device;
       // With an event sink, the allocator runs on a logging device inside a logging adaptor.
       std::optional<AllocatorEventGate> gate;
       std::optional<LoggingDevice> logging_device;
       if (r == 0 && settings.event_sink) {
         gate.emplace(*settings.event_sink);
-        logging_device.emplace(*device, *gate);
+        logging_device.emplace(base, *gate);
       }
-      auto allocator = make_allocator(spec.allocator, logging_device ? static_cast<Device&>(*logging_device) : *device,
+      auto allocator = make_allocator(spec.allocator, logging_device ? static_cast<Device&>(*logging_device) : base,
                                       options);
+      counted = allocator.get();
+      struct Uncount {  // destroyed before the allocator: its destructor's calls ask no count
+        const InspectableAllocator*& counted;
+        ~Uncount() { counted = nullptr; }
+      } uncount{counted};
       if (gate) allocator = std::make_unique<LoggingAllocator>(std::move(allocator), *gate);
       if (r == 0) {
         result.workload = workload->kind();
@@ -855,6 +876,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
       CaseRun run{settings, *device, *allocator, *workload, result.need.get(), &tracker, result, r == 0,
                   gate ? &*gate : nullptr};
       run.usage_ring = r == 0 && settings.oom_block_map && !device->simulated();
+      run.recorder = recording ? &*recording : nullptr;
       run.run(progress, r);
       if (!result.need) {
         if (run.need_complete) {

@@ -10,6 +10,7 @@
 
 #include "allocators/allocator.h"
 #include "allocators/adaptors/logging_allocator.h"
+#include "devices/device_call.h"
 #include "harness/run/results.h"
 #include "workloads/workload.h"
 
@@ -58,6 +59,11 @@ struct RunSettings {
   // happens, through logging adaptors around the allocator and its device (--export-rmm-log).
   // The release of what is still live when the workload ends is not reported.
   AllocatorEventSink* event_sink = nullptr;
+  // First run only: every device call its allocator made (cudaMalloc / cudaFree, page maps and
+  // unmaps), up to the workload's end, each marked with the allocator call it came in: the
+  // allocator's allocs + frees + OOMs before it (the caching allocator counts each call it is
+  // given once, and none for zero bytes). The CLI's snapshot self-check reads them on sim.
+  std::vector<DeviceCall>* device_calls = nullptr;
   // Called once the first run's device is made, before the run, with what result.device will
   // hold and the options the allocator is made with (a capacity that is the caching allocator's
   // limit adds memory_limit_bytes, and the device then has room above it): work that needs

@@ -36,30 +36,80 @@ std::string describe(const Event& e, const PyTorchSnapshot& s, bool recorded) {
                      recorded ? fmt::format("at trace entry {}", e.entry) : where);
 }
 
+// Why the snapshot cannot be checked, or "" where it can.
+std::string why_not_checked(const PyTorchSnapshot& s) {
+  if (!s.has_trace) return "the snapshot has no trace";
+  if (!s.native_allocator)
+    return "the snapshot comes from the cudaMallocAsync backend, not the native caching allocator";
+  if (s.blocks_alive_at_start)
+    return fmt::format("the trace does not start with the allocator ({} blocks were alive before its first entry)",
+                       s.blocks_alive_at_start);
+  if (s.segments_from_before)
+    return fmt::format("the trace does not start with the allocator ({} segments were reserved before its first entry)",
+                       s.segments_from_before);
+  return {};
+}
+
+// The replay's device calls (each marked with the op it came in) and OOMs (ops), against the
+// recording's. capacity: the replayed device's, for the message of an OOM the recording lacks.
+SnapshotCheck compare_with_recording(const PyTorchSnapshot& s, const std::vector<DeviceCall>& calls,
+                                     const std::vector<std::uint64_t>& replayed_ooms, Bytes capacity) {
+  SnapshotCheck c;
+  // The allocator's destructor gives everything back: not part of the recorded run (the
+  // caller's calls end with the last op).
+  std::vector<Event> replayed, recorded;
+  for (const DeviceCall& call : calls) append_coalesced(replayed, {call, 0});
+  for (const RecordedSegmentEvent& e : s.segment_events)
+    append_coalesced(recorded, {{e.kind, e.bytes, e.address, e.before_op}, e.entry});
+  c.checked = true;
+  c.segment_events = recorded.size();
+  c.ooms = s.ooms.size();
+  const std::size_t n = std::min(recorded.size(), replayed.size());
+  for (std::size_t i = 0; i < n && c.first_difference.empty(); ++i) {
+    const Event &a = recorded[i], &b = replayed[i];
+    if (a.call.kind != b.call.kind || a.call.bytes != b.call.bytes || a.call.mark != b.call.mark)
+      c.first_difference =
+          fmt::format("segment event {}: recorded {}, replayed {}", i, describe(a, s, true), describe(b, s, false));
+  }
+  if (c.first_difference.empty() && recorded.size() != replayed.size()) {
+    c.first_difference =
+        recorded.size() > replayed.size()
+            ? fmt::format("segment event {}: recorded {}, the replay made no more device calls", n,
+                          describe(recorded[n], s, true))
+            : fmt::format("segment event {}: the recording ends, the replay made a {}", n, describe(replayed[n], s, false));
+  }
+  if (c.first_difference.empty()) {
+    std::vector<std::uint64_t> recorded_ooms;
+    for (const RecordedOom& o : s.ooms) recorded_ooms.push_back(o.op);
+    for (std::size_t i = 0; i < std::max(recorded_ooms.size(), replayed_ooms.size()) && c.first_difference.empty(); ++i) {
+      if (i >= recorded_ooms.size())
+        c.first_difference = fmt::format("OOM {}: the replay ran out of memory at op {} (trace entry {}), the recording "
+                                         "did not (capacity {})",
+                                         i, replayed_ooms[i], s.ops[replayed_ooms[i]].source_line - 1,
+                                         format_bytes(capacity));
+      else if (i >= replayed_ooms.size() || recorded_ooms[i] != replayed_ooms[i])
+        c.first_difference = fmt::format("OOM {}: recorded at trace entry {} ({} requested), {}", i, s.ooms[i].entry,
+                                         format_bytes(s.ooms[i].bytes),
+                                         i >= replayed_ooms.size()
+                                             ? std::string("the replay did not run out of memory there")
+                                             : fmt::format("the replay ran out at op {} instead", replayed_ooms[i]));
+    }
+  }
+  c.reproduces = c.first_difference.empty();
+  return c;
+}
+
+SnapshotCheck not_checked(std::string reason) {
+  SnapshotCheck c;
+  c.not_checked_reason = std::move(reason);
+  return c;
+}
+
 }  // namespace
 
 SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOptions& options, Bytes capacity,
                                     Bytes card_bytes) {
-  SnapshotCheck c;
-  if (!s.has_trace) {
-    c.not_checked_reason = "the snapshot has no trace";
-    return c;
-  }
-  if (!s.native_allocator) {
-    c.not_checked_reason = "the snapshot comes from the cudaMallocAsync backend, not the native caching allocator";
-    return c;
-  }
-  if (s.blocks_alive_at_start) {
-    c.not_checked_reason = fmt::format(
-        "the trace does not start with the allocator ({} blocks were alive before its first entry)", s.blocks_alive_at_start);
-    return c;
-  }
-  if (s.segments_from_before) {
-    c.not_checked_reason = fmt::format(
-        "the trace does not start with the allocator ({} segments were reserved before its first entry)",
-        s.segments_from_before);
-    return c;
-  }
+  if (std::string why = why_not_checked(s); !why.empty()) return not_checked(std::move(why));
   SimDeviceOptions o;
   if (capacity) o.capacity_bytes = capacity;
   o.card_bytes = card_bytes;
@@ -92,52 +142,38 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
       }
     }
     rec.set_mark(s.ops.size());
-    // The allocator's destructor gives everything back: not part of the recorded run.
-    std::vector<Event> replayed, recorded;
-    for (const DeviceCall& call : rec.calls()) append_coalesced(replayed, {call, 0});
-    for (const RecordedSegmentEvent& e : s.segment_events)
-      append_coalesced(recorded, {{e.kind, e.bytes, e.address, e.before_op}, e.entry});
-    c.checked = true;
-    c.segment_events = recorded.size();
-    c.ooms = s.ooms.size();
-    const std::size_t n = std::min(recorded.size(), replayed.size());
-    for (std::size_t i = 0; i < n && c.first_difference.empty(); ++i) {
-      const Event &a = recorded[i], &b = replayed[i];
-      if (a.call.kind != b.call.kind || a.call.bytes != b.call.bytes || a.call.mark != b.call.mark)
-        c.first_difference = fmt::format("segment event {}: recorded {}, replayed {}", i, describe(a, s, true),
-                                         describe(b, s, false));
-    }
-    if (c.first_difference.empty() && recorded.size() != replayed.size()) {
-      c.first_difference =
-          recorded.size() > replayed.size()
-              ? fmt::format("segment event {}: recorded {}, the replay made no more device calls", n,
-                            describe(recorded[n], s, true))
-              : fmt::format("segment event {}: the recording ends, the replay made a {}", n, describe(replayed[n], s, false));
-    }
+    return compare_with_recording(s, rec.calls(), replayed_ooms, o.capacity_bytes);
   } catch (const AllocatorModelLimit& e) {  // (the run stops at it too, and says so)
-    c.checked = false;
-    c.not_checked_reason = fmt::format("the replay could not run to its end: {}", e.what());
-    return c;
+    return not_checked(fmt::format("the replay could not run to its end: {}", e.what()));
   }
-  if (c.first_difference.empty()) {
-    std::vector<std::uint64_t> recorded_ooms;
-    for (const RecordedOom& o : s.ooms) recorded_ooms.push_back(o.op);
-    for (std::size_t i = 0; i < std::max(recorded_ooms.size(), replayed_ooms.size()) && c.first_difference.empty(); ++i) {
-      if (i >= recorded_ooms.size())
-        c.first_difference = fmt::format("OOM {}: the replay ran out of memory at op {} (trace entry {}), the recording "
-                                         "did not (capacity {})",
-                                         i, replayed_ooms[i], s.ops[replayed_ooms[i]].source_line - 1,
-                                         format_bytes(o.capacity_bytes));
-      else if (i >= replayed_ooms.size() || recorded_ooms[i] != replayed_ooms[i])
-        c.first_difference = fmt::format("OOM {}: recorded at trace entry {} ({} requested), {}", i, s.ooms[i].entry,
-                                         format_bytes(s.ooms[i].bytes),
-                                         i >= replayed_ooms.size()
-                                             ? std::string("the replay did not run out of memory there")
-                                             : fmt::format("the replay ran out at op {} instead", replayed_ooms[i]));
+}
+
+SnapshotCheck check_snapshot_run(const PyTorchSnapshot& s, const std::vector<DeviceCall>& calls,
+                                 const std::vector<std::uint64_t>& oom_ops, Bytes capacity) {
+  if (std::string why = why_not_checked(s); !why.empty()) return not_checked(std::move(why));
+  // The op of each allocator call, as the run made them: an alloc of some bytes is a call
+  // (counted as an alloc or, failing, an OOM); a free is one where its buffer's alloc was.
+  // A zero-byte alloc is no call (PyTorch hands out nullptr), nor is its free.
+  std::vector<std::uint64_t> op_of_call;
+  op_of_call.reserve(s.ops.size());
+  std::vector<bool> live;  // by id (dense: the converter numbers buffers so)
+  std::size_t next_oom = 0;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op op = s.ops[i];
+    if (op.id >= live.size()) live.resize(std::max<std::size_t>(2 * live.size(), op.id + 1), false);
+    if (op.kind == Op::Kind::Alloc) {
+      const bool failed = next_oom < oom_ops.size() && oom_ops[next_oom] == i;
+      if (failed) ++next_oom;
+      if (op.bytes) op_of_call.push_back(i);
+      live[op.id] = op.bytes && !failed;
+    } else if (op.kind == Op::Kind::Free && live[op.id]) {
+      op_of_call.push_back(i);
+      live[op.id] = false;
     }
   }
-  c.reproduces = c.first_difference.empty();
-  return c;
+  std::vector<DeviceCall> by_op = calls;
+  for (DeviceCall& c : by_op) c.mark = c.mark < op_of_call.size() ? op_of_call[c.mark] : s.ops.size();
+  return compare_with_recording(s, by_op, oom_ops, capacity);
 }
 
 std::string to_text(const SnapshotCheck& c) {

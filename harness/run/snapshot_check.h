@@ -6,8 +6,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "allocators/allocator.h"
+#include "devices/device_call.h"
 #include "workloads/pytorch_snapshot.h"
 
 namespace gmb {
@@ -27,6 +29,14 @@ struct SnapshotCheck {
 // start of the allocator (no blocks alive before it) and came from the native allocator.
 SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& snapshot, const AllocatorOptions& options, Bytes capacity,
                                     Bytes card_bytes = 0);
+
+// The same check from a run that already replayed the snapshot through `caching` with these
+// options on the simulated device (the CLI's run: no second replay). calls: the run's device
+// calls, each marked with the allocator call it came in (0-based: the allocator's allocs, frees
+// and OOMs before it, RunSettings::device_calls); oom_ops: the ops whose allocs failed, in order;
+// capacity: the device's, for the message of an OOM the recording lacks.
+SnapshotCheck check_snapshot_run(const PyTorchSnapshot& snapshot, const std::vector<DeviceCall>& calls,
+                                 const std::vector<std::uint64_t>& oom_ops, Bytes capacity);
 
 // "reproduces the recorded run: yes (...)" / "...: no: ..." / "...: not checked (...)".
 std::string to_text(const SnapshotCheck& check);
