@@ -87,7 +87,8 @@ BothChecks check_both_ways(const std::string& path, const AllocatorOptions& opti
   EXPECT_EQ(r.runs.at(0).ooms, r.oom_events.size());
   std::vector<std::uint64_t> oom_ops;
   for (const OomRecord& o : r.oom_events) oom_ops.push_back(o.event);
-  return {to_text(check_snapshot_run(*s, calls, oom_ops, info.capacity_bytes)),
+  const RunMetrics& m = r.runs.at(0);
+  return {to_text(check_snapshot_run(*s, calls, oom_ops, m.allocs + m.frees + m.ooms, info.capacity_bytes)),
           to_text(check_snapshot_replay(*s, used, info.capacity_bytes, info.total_bytes))};
 }
 

@@ -149,30 +149,33 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
 }
 
 SnapshotCheck check_snapshot_run(const PyTorchSnapshot& s, const std::vector<DeviceCall>& calls,
-                                 const std::vector<std::uint64_t>& oom_ops, Bytes capacity) {
+                                 const std::vector<std::uint64_t>& oom_ops, std::uint64_t calls_made, Bytes capacity) {
   if (std::string why = why_not_checked(s); !why.empty()) return not_checked(std::move(why));
-  // The op of each allocator call, as the run made them: an alloc of some bytes is a call
-  // (counted as an alloc or, failing, an OOM); a free is one where its buffer's alloc was.
-  // A zero-byte alloc is no call (PyTorch hands out nullptr), nor is its free.
-  std::vector<std::uint64_t> op_of_call;
-  op_of_call.reserve(s.ops.size());
-  std::vector<bool> live;  // by id (dense: the converter numbers buffers so)
-  std::size_t next_oom = 0;
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    const Op op = s.ops[i];
-    if (op.id >= live.size()) live.resize(std::max<std::size_t>(2 * live.size(), op.id + 1), false);
-    if (op.kind == Op::Kind::Alloc) {
-      const bool failed = next_oom < oom_ops.size() && oom_ops[next_oom] == i;
-      if (failed) ++next_oom;
-      if (op.bytes) op_of_call.push_back(i);
-      live[op.id] = op.bytes && !failed;
-    } else if (op.kind == Op::Kind::Free && live[op.id]) {
-      op_of_call.push_back(i);
-      live[op.id] = false;
-    }
-  }
   std::vector<DeviceCall> by_op = calls;
-  for (DeviceCall& c : by_op) c.mark = c.mark < op_of_call.size() ? op_of_call[c.mark] : s.ops.size();
+  // Each op is at most one allocator call: where every op was one, call k is op k.
+  if (calls_made != s.ops.size()) {
+    // The op of each call, as the run made them: an alloc of some bytes is a call (counted as
+    // an alloc or, failing, an OOM); a free is one where its buffer's alloc was. A zero-byte
+    // alloc is no call (PyTorch hands out nullptr), nor is its free.
+    std::vector<std::uint64_t> op_of_call;
+    op_of_call.reserve(calls_made);
+    std::vector<bool> live;  // by id (dense: the converter numbers buffers so)
+    std::size_t next_oom = 0;
+    for (std::size_t i = 0; i < s.ops.size(); ++i) {
+      const Op op = s.ops[i];
+      if (op.id >= live.size()) live.resize(std::max<std::size_t>(2 * live.size(), op.id + 1), false);
+      if (op.kind == Op::Kind::Alloc) {
+        const bool failed = next_oom < oom_ops.size() && oom_ops[next_oom] == i;
+        if (failed) ++next_oom;
+        if (op.bytes) op_of_call.push_back(i);
+        live[op.id] = op.bytes && !failed;
+      } else if (op.kind == Op::Kind::Free && live[op.id]) {
+        op_of_call.push_back(i);
+        live[op.id] = false;
+      }
+    }
+    for (DeviceCall& c : by_op) c.mark = c.mark < op_of_call.size() ? op_of_call[c.mark] : s.ops.size();
+  }
   return compare_with_recording(s, by_op, oom_ops, capacity);
 }
 

@@ -34,9 +34,10 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& snapshot, const Alloc
 // options on the simulated device (the CLI's run: no second replay). calls: the run's device
 // calls, each marked with the allocator call it came in (0-based: the allocator's allocs, frees
 // and OOMs before it, RunSettings::device_calls); oom_ops: the ops whose allocs failed, in order;
-// capacity: the device's, for the message of an OOM the recording lacks.
+// calls_made: the allocator's allocs + frees + OOMs when the workload ended; capacity: the
+// device's, for the message of an OOM the recording lacks.
 SnapshotCheck check_snapshot_run(const PyTorchSnapshot& snapshot, const std::vector<DeviceCall>& calls,
-                                 const std::vector<std::uint64_t>& oom_ops, Bytes capacity);
+                                 const std::vector<std::uint64_t>& oom_ops, std::uint64_t calls_made, Bytes capacity);
 
 // "reproduces the recorded run: yes (...)" / "...: no: ..." / "...: not checked (...)".
 std::string to_text(const SnapshotCheck& check);
