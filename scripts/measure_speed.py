@@ -15,8 +15,8 @@ Runs, each `--runs` times (medians, quartiles and ranges reported, with the load
   - recorded PyTorch snapshots replayed end to end, the command a user runs:
     tests/data/torch_snapshots/snap_default.pickle.gz (94,588 trace entries, 63,111 allocs and
     frees) on one core, and snap_speed_120steps.pickle.gz (the same loop for 120 steps: 452,603
-    entries, 301,783 allocs and frees) on one core and with every core (the self-check's second
-    replay runs beside the replay), and the same with frames in every entry
+    entries, 301,783 allocs and frees) on one core and with every core (the self-check reads the
+    run's own device calls), and the same with frames in every entry
     (scripts/make_frames_snapshot.py, made under /tmp once) with every core, and in PyTorch's own
     layout (--shared-dicts: each distinct frame written once, then fetched) on one core and with
     every core;
