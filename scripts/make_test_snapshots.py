@@ -90,6 +90,29 @@ def basic():
             "external_annotations": []}
 
 
+def zero_byte():
+    # A request of 0 bytes (PyTorch hands out nullptr without asking its allocator, so its own
+    # traces hold none; another recorder's may): no allocator call, and the calls after it keep
+    # their place.
+    t = Trace()
+    t.add("segment_alloc", S, 2 * MiB)
+    t.add("alloc", S, 1000, fr=frames(12))
+    t.add("alloc", 0, 0, fr=frames(40, "empty"))
+    t.add("segment_alloc", L, 20 * MiB)
+    t.add("alloc", L, 5 * MiB, fr=frames(13))
+    t.add("free_requested", 0, 0)
+    t.add("free_completed", 0, 0)
+    t.add("free_requested", S, 1000)
+    t.add("free_completed", S, 1000)
+    t.add("segment_alloc", B, 30 * MiB)
+    t.add("alloc", B, 30 * MiB, fr=frames(15))
+    segs = [segment(S, 2 * MiB, [(2 * MiB, "inactive", 0)], large=False),
+            segment(L, 20 * MiB, [(5 * MiB, "active_allocated", 5 * MiB), (15 * MiB, "inactive", 0)]),
+            segment(B, 30 * MiB, [(30 * MiB, "active_allocated", 30 * MiB)])]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def two_streams():
     side = 0x55D0C0FFEE00
     t = Trace()
@@ -314,7 +337,8 @@ def main():
              "expandable_oom": expandable_oom(), "rebuilt_settings": rebuilt_settings(), "legacy_list": legacy_list(),
              "long_trace": long_trace(), "long_frames": long_frames(), "shared_frames": shared_frames(),
              "cached_segment": cached_segment(), "pending_free_at_start": pending_free_at_start(),
-             "freed_before": freed_before(), "partly_mapped_before": partly_mapped_before()}
+             "freed_before": freed_before(), "partly_mapped_before": partly_mapped_before(),
+             "zero_byte": zero_byte()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

@@ -128,6 +128,19 @@ TEST(SnapshotCheck, TheRunsOwnDeviceCallsSayWhatASecondReplaySays) {
   EXPECT_GE(with_ooms, 3);
 }
 
+// A request of 0 bytes is no allocator call: the calls after it are still mapped to their ops.
+TEST(SnapshotCheck, TheRunsOwnDeviceCallsAreMappedPastAZeroByteRequest) {
+  const std::string path = testing::source_path("tests/data/torch_snapshots/synthetic/zero_byte.pickle");
+  const BothChecks whole = check_both_ways(path, {{"alloc_conf", ""}}, DeviceSpec{DeviceChoice::Sim, 0});
+  EXPECT_EQ(whole.from_run, "reproduces the recorded run: yes (3 segment events and 0 OOMs, same sizes, same order)");
+  EXPECT_EQ(whole.from_run, whole.from_replay);
+  const BothChecks small = check_both_ways(path, {{"alloc_conf", ""}}, DeviceSpec{DeviceChoice::Sim, 24 * MiB});
+  EXPECT_EQ(small.from_run,
+            "reproduces the recorded run: no, first difference at segment event 2: recorded segment_alloc of 30.0 MiB "
+            "(31457280 B) at trace entry 9, replayed segment_free of 2.0 MiB (2097152 B) before op 5 (trace entry 10)");
+  EXPECT_EQ(small.from_run, small.from_replay);
+}
+
 TEST(RecordingDevice, ForgetsTheMapsOfAFailedMapCall) {
   SimDeviceOptions o;
   o.capacity_bytes = 4 * MiB;
