@@ -11,12 +11,22 @@
 //                             the file is inflated on a second thread as it is parsed
 //                             (content_feed.h), which takes turns with the parser on one core
 //   BM_SnapshotReplayCaching120Steps  the same on snap_speed_120steps.pickle.gz (452,603 entries)
+//   BM_SnapshotReplayCaching120StepsStacks  the same 120 steps with a stack in every entry, in
+//                             PyTorch's own layout (each distinct frame written once, fetched from
+//                             the memo after; a 60 MB pickle): the file GMB_BENCH_STACKS_SNAPSHOT
+//                             names, default /tmp/gmb_speed_frames_shared.pickle.gz, which
+//                             `scripts/make_frames_snapshot.py tests/data/torch_snapshots/
+//                             snap_speed_120steps.pickle.gz F --shared-dicts` makes (and
+//                             scripts/measure_speed.py); skipped, saying so, where it is missing
 //   BM_GzipStream             snap_speed_120steps.pickle.gz (3.2 MB, 33 MB inflated) read as a
 //                             stream to its end (ByteInput::refill, as every trace reader reads):
 //                             ISA-L where it is installed, zlib otherwise (the label says which);
 //                             bytes/s = inflated bytes
 //   BM_GzipReadWhole          the same file read whole (read_rest: libdeflate where installed)
 #include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <fstream>
 
 #include "harness/run/runner.h"
 #include "workloads/byte_input.h"
@@ -60,8 +70,7 @@ void BM_SnapshotConvert(benchmark::State& state) {
 }
 BENCHMARK(BM_SnapshotConvert)->Unit(benchmark::kMillisecond);
 
-void replay_caching(benchmark::State& state, const char* name, std::int64_t entries) {
-  const std::string path = std::string(GMB_SOURCE_DIR) + "/tests/data/torch_snapshots/" + name;
+void replay_caching_file(benchmark::State& state, const std::string& path, std::int64_t entries) {
   for (auto _ : state) {
     gmb::CaseSpec spec{"caching", {}, gmb::trace_workload_factory(path)};
     gmb::DeviceSpec dev;
@@ -73,6 +82,9 @@ void replay_caching(benchmark::State& state, const char* name, std::int64_t entr
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * entries);
 }
+void replay_caching(benchmark::State& state, const char* name, std::int64_t entries) {
+  replay_caching_file(state, std::string(GMB_SOURCE_DIR) + "/tests/data/torch_snapshots/" + name, entries);
+}
 void BM_SnapshotReplayCaching(benchmark::State& state) { replay_caching(state, "snap_default.pickle.gz", 94588); }
 BENCHMARK(BM_SnapshotReplayCaching)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SnapshotReplayCaching)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
@@ -82,6 +94,19 @@ void BM_SnapshotReplayCaching120Steps(benchmark::State& state) {
 }
 BENCHMARK(BM_SnapshotReplayCaching120Steps)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SnapshotReplayCaching120Steps)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+void BM_SnapshotReplayCaching120StepsStacks(benchmark::State& state) {
+  const char* env = std::getenv("GMB_BENCH_STACKS_SNAPSHOT");
+  const std::string path = env ? env : "/tmp/gmb_speed_frames_shared.pickle.gz";
+  if (!std::ifstream(path)) {
+    state.SkipWithError(("no " + path + ": make it with scripts/make_frames_snapshot.py "
+                         "tests/data/torch_snapshots/snap_speed_120steps.pickle.gz " + path + " --shared-dicts")
+                            .c_str());
+    return;
+  }
+  replay_caching_file(state, path, 452603);
+}
+BENCHMARK(BM_SnapshotReplayCaching120StepsStacks)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SnapshotReplayCaching120StepsStacks)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
 
 const std::string& speed_file() {
   static const std::string path = std::string(GMB_SOURCE_DIR) + "/tests/data/torch_snapshots/snap_speed_120steps.pickle.gz";

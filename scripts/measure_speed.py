@@ -27,7 +27,7 @@ Runs, each `--runs` times (medians, quartiles and ranges reported, with the load
     single run costs more there than the back-to-back medians;
   - configs/dynamic_seq.yaml on sim (7 cases, 4.45 M allocator events);
   - the Google Benchmark rows for the same paths (bench/), on one core (the gzip inflate among
-    them), and the 120-step snapshot in process with every core.
+    them), and the 120-step snapshot in process with every core (without and with stacks).
 Wall time and CPU time (user + sys of all threads) come from os.wait4, so they are exact to the
 microsecond; this machine is shared, so the spread is reported, not only a median.
 """
