@@ -118,6 +118,35 @@ TEST(SnapshotExport, ATightExpandableRunReadsBackAsItselfAndSelfChecks) {
   std::filesystem::remove_all(dir);
 }
 
+// Requests of 0 bytes, two of them live at once, through `caching` (no call) and `cuda_malloc` (a
+// cudaMalloc of 0 bytes): no entry for them, and the export reads back as the other ops.
+TEST(SnapshotExport, LeavesOutZeroByteRequests) {
+  PackedOps ops;
+  auto op = [](Op::Kind kind, BufferId id, Bytes bytes) {
+    Op o;
+    o.kind = kind;
+    o.id = id;
+    o.bytes = bytes;
+    return o;
+  };
+  ops.push_back(op(Op::Kind::Alloc, 0, 0));
+  ops.push_back(op(Op::Kind::Alloc, 1, 0));
+  ops.push_back(op(Op::Kind::Alloc, 2, 4096));
+  ops.push_back(op(Op::Kind::Free, 0, 0));
+  ops.push_back(op(Op::Kind::Free, 2, 0));
+  ops.push_back(op(Op::Kind::Free, 1, 0));
+  auto dir = testing::temp_dir("export_zero");
+  for (const char* allocator : {"caching", "cuda_malloc"}) {
+    SCOPED_TRACE(allocator);
+    const std::string path = (dir / (std::string(allocator) + ".pickle")).string();
+    const SnapshotExportSummary sum = export_snapshot(path, reader_of(ops), allocator, {}, 0);
+    // segment_alloc, alloc, free_requested, free_completed, and cuda_malloc's segment_free.
+    EXPECT_EQ(sum.entries, std::string(allocator) == "caching" ? 4u : 5u);
+    const PyTorchSnapshot back = convert_pytorch_snapshot(slurp(path), "back.pickle");
+    EXPECT_EQ(ops_text(back.ops), "a0:4096@0 f0 ");
+  }
+}
+
 TEST(SnapshotExport, AnUnwritablePathIsAnErrorAndLeavesNothing) {
   SnapshotOps ops;
   EXPECT_THROW(export_snapshot("/nonexistent-dir/x.pickle", reader_of(ops), "caching", {}, 0), std::runtime_error);

@@ -208,6 +208,10 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
         // mapped (RecordingDevice), never those of an op already written.
         rec.set_mark(time);
         if (op.kind == Op::Kind::Alloc) {
+          // A request of 0 bytes is no entry (nor is its free): PyTorch hands out nullptr for it
+          // without asking its allocator, so a snapshot holds none, and several would share one
+          // address (a snapshot read back refuses an alloc where a block is live).
+          if (op.bytes == 0) continue;
           auto p = allocator->allocate(op.bytes, op.stream);
           device_calls();
           if (p) {
