@@ -112,24 +112,24 @@ TEST(HugeSizes, TheNeedRoundsRequestsNearTwoToThe64AsTorchDoes) {
 TEST(HugeSizes, CapacityAboveOnePiBIsAUsageError) {
   auto dir = temp_dir("hugecap");
   write_text(dir / "t.csv", "action,id,bytes,stream\nalloc,0,1048576,0\n");
-  auto r = run_gpumembench("replay --device sim --quiet --trace " + (dir / "t.csv").string() +
-                           " --allocator caching --capacity 1025TiB");
+  auto with_capacity = [&](const std::string& capacity) {
+    return run_gpumembench("replay --device sim --quiet --trace " + (dir / "t.csv").string() +
+                           " --allocator caching --capacity " + capacity);
+  };
+  auto r = with_capacity("1025TiB");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--capacity: 1025TiB is larger than 1024TiB"), std::string::npos) << r.out;
   // No memory at all, or no size: each said so, with the range and the units.
-  r = run_gpumembench("replay --device sim --quiet --trace " + (dir / "t.csv").string() +
-                      " --allocator caching --capacity 0");
+  r = with_capacity("0");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--capacity: 0 is no memory at all (valid: 1 B to 1024TiB)"), std::string::npos) << r.out;
-  r = run_gpumembench("replay --device sim --quiet --trace " + (dir / "t.csv").string() +
-                      " --allocator caching --capacity 1PiB");
+  r = with_capacity("1PiB");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--capacity: '1PiB' is not a size (valid: a byte count, or a number with B, KiB, MiB, GiB, "
                        "TiB, KB, MB, GB or TB, from 1 B to 1024TiB"),
             std::string::npos)
       << r.out;
-  r = run_gpumembench("replay --device sim --quiet --trace " + (dir / "t.csv").string() +
-                      " --allocator caching --capacity 1024TiB --output " + (dir / "ok").string());
+  r = with_capacity("1024TiB --output " + (dir / "ok").string());
   EXPECT_EQ(r.status, 0) << r.out;
 
   write_text(dir / "c.yaml",
