@@ -54,3 +54,37 @@ TEST(RecordedPlacement, ARecordedRangeOverlappingALiveSegmentIsRefusedToo) {
   EXPECT_NE(*d.malloc(4 * MiB), kA + 2 * MiB);
   EXPECT_TRUE(d.diverged());
 }
+
+TEST(RecordedPlacement, AMovedSegmentNeverLandsOnALiveRecordedOneAbove2To52) {
+  // A snapshot this tool exported records addresses above 2^52. Here the first recorded segment
+  // sits exactly where inner address + 2^52 of this run's third cudaMalloc would be; the third
+  // call diverges (the recording reused A, which this run still holds).
+  auto probe = sim();
+  probe->malloc(2 * MiB);
+  probe->malloc(2 * MiB);
+  const DevPtr third_inner = *probe->malloc(2 * MiB);
+  const DevPtr y = third_inner + (DevPtr(1) << 52);
+  RecordedPlacementDevice d(sim(), {{2 * MiB, y}, {2 * MiB, kA}, {2 * MiB, kA}});
+  EXPECT_EQ(*d.malloc(2 * MiB), y);
+  EXPECT_EQ(*d.malloc(2 * MiB), kA);
+  const DevPtr c = *d.malloc(2 * MiB);
+  EXPECT_TRUE(d.diverged());
+  EXPECT_GE(c, y + 2 * MiB);  // above every recorded range, so never on y
+  d.free(y);                  // frees the recorded segment, not the moved one
+  EXPECT_EQ(d.used_bytes(), 4 * MiB);
+  d.free(c);
+  d.free(kA);
+  EXPECT_EQ(d.used_bytes(), 0u);
+}
+
+TEST(RecordedPlacement, ARecordingWithNoRoomAboveItIsNotPlaced) {
+  // A recorded range ending within 2^52 of 2^64 leaves no room for moved addresses above it:
+  // nothing is placed as recorded, and addresses are the inner device's moved by 2^52.
+  const DevPtr high = ~DevPtr(0) - 8 * MiB;
+  RecordedPlacementDevice d(sim(), {{2 * MiB, high}});
+  const DevPtr a = *d.malloc(2 * MiB);
+  EXPECT_NE(a, high);
+  EXPECT_EQ(d.placed(), 0u);
+  EXPECT_GE(a, DevPtr(1) << 52);
+  EXPECT_LT(a, DevPtr(1) << 53);
+}
