@@ -24,6 +24,7 @@ struct DeviceInfo {
   Bytes page_bytes = 2 * MiB; // driver page granularity
   std::string driver;         // cuda: driver/runtime versions
   std::string uuid;           // cuda: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (as nvidia-smi)
+  int ordinal = 0;            // the number messages name the GPU by ("GPU 1"); cuda: 0, the first visible
 };
 
 // Calls into the driver, counted by every device. Sim devices also accumulate modeled
@@ -229,6 +230,7 @@ struct SimDeviceOptions {
   Bytes card_bytes = 0;  // the physical card the capacity is left on (total_bytes); 0: the capacity
   Bytes page_bytes = 2 * MiB;
   std::string name = "simulated H200-like GPU";
+  int ordinal = 0;  // DeviceInfo::ordinal: a snapshot's replay names the recorded GPU
 };
 
 std::unique_ptr<Device> make_sim_device(const SimDeviceOptions& options);

@@ -1086,6 +1086,7 @@ DeviceInfo sim_device_info(const SimDeviceOptions& o) {
   info.capacity_bytes = o.capacity_bytes;
   info.total_bytes = std::max(o.card_bytes, o.capacity_bytes);
   info.page_bytes = o.page_bytes;
+  info.ordinal = o.ordinal;
   info.driver = "simulated (H200, driver 580.159 model)";
   return info;
 }

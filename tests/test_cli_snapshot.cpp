@@ -189,6 +189,13 @@ TEST(CliSnapshot, PicksTheTraceDevice) {
   auto r = run_gpumembench("replay --device sim --allocator caching --trace-device 0 --trace " + synthetic("two_devices.pickle"));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "replaying device 0 (--trace-device) (the snapshot has: device 0 (3 events), device 1 (10 events)"));
+  // The OOM message names the replayed GPU as PyTorch's did on it (1 MiB holds no segment).
+  for (const char* d : {"0", "1"}) {
+    auto small = run_gpumembench(std::string("replay --device sim --allocator caching --capacity 1MiB --trace-device ") + d +
+                                 " --trace " + synthetic("two_devices.pickle"));
+    ASSERT_EQ(small.status, 0) << small.out;
+    EXPECT_TRUE(has(small.out, std::string("Tried to allocate 2.00 MiB. GPU ") + d + " has a total capacity")) << small.out;
+  }
   auto bad = run_gpumembench("replay --device sim --allocator caching --trace-device 5 --trace " + synthetic("two_devices.pickle"));
   EXPECT_EQ(bad.status, 2);
   EXPECT_TRUE(has(bad.out, "two_devices.pickle: --trace-device: device 5 has no events and no segments in this snapshot"))

@@ -20,6 +20,7 @@ class PyTorchSnapshotSource final : public TraceSource {
     meta_.has_alloc_conf = s_.has_alloc_conf;
     meta_.alloc_conf_error = s_.alloc_conf_error;
     meta_.device_capacity = s_.device_capacity;
+    meta_.recorded_device = s_.device;
     meta_.notes = s_.notes;
     meta_.gzip = gzip;
     meta_.records_ooms = true;

@@ -26,6 +26,7 @@ struct TraceMeta {
   bool has_alloc_conf = false;
   std::string alloc_conf_error;  // the recorded settings could not be read: why (PyTorchSnapshot)
   Bytes device_capacity = 0;     // total memory of the recording device, 0 if unknown
+  int recorded_device = -1;      // the recording's GPU number (a snapshot's device), -1 if unknown
   std::vector<std::string> notes;  // what the reader decided, printed to the user (device picked, blocks alive at start, ...)
   bool gzip = false;             // the file was gzip-compressed
   // Allocations that failed in the recorded run (RMM `allocate failure`, snapshot `oom`); they

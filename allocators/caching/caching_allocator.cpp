@@ -1015,11 +1015,11 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     const Bytes used = device_.used_bytes();
     const Bytes device_free = info.capacity_bytes > used ? info.capacity_bytes - used : 0;
     o.message = fmt::format(
-        "CUDA out of memory. Tried to allocate {}. GPU 0 has a total capacity of {} of which {} "
+        "CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity of {} of which {} "
         "is free. {} allowed; Of the allocated memory {} is allocated by PyTorch, and {} is "
         "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
         "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
-        torch_format_size(std::max(p.alloc_size, orig_size)), torch_format_size(total), torch_format_size(device_free),
+        torch_format_size(std::max(p.alloc_size, orig_size)), info.ordinal, torch_format_size(total), torch_format_size(device_free),
         torch_format_size(allowed_memory_maximum_), torch_format_size(o.allocated_bytes),
         torch_format_size(o.cached_bytes));
   }

@@ -317,6 +317,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (a.trace_device >= 0 && !snapshot)
     throw UsageError(fmt::format("--trace-device applies to PyTorch snapshots; {} is a {} trace", a.trace, meta.format));
   std::vector<std::string> notes = describe(meta);
+  // On sim the allocator's OOM message names the recorded GPU ("GPU 1"), as PyTorch's did.
+  if (meta.recorded_device > 0) spec.ordinal = meta.recorded_device;
   AllocatorOptions options;
   bool recorded_conf = false;
   if (a.alloc_conf_given) {

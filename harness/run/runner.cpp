@@ -59,6 +59,7 @@ DeviceInfo describe_device(const DeviceSpec& spec) {
   }
   SimDeviceOptions o;
   if (spec.capacity_bytes) o.capacity_bytes = spec.capacity_bytes;
+  o.ordinal = spec.ordinal;
   return sim_device_info(o);
 }
 
@@ -75,6 +76,7 @@ std::unique_ptr<Device> make_device(const DeviceSpec& spec) {
   SimDeviceOptions o;
   if (spec.capacity_bytes) o.capacity_bytes = spec.capacity_bytes;
   o.card_bytes = spec.card_bytes;
+  o.ordinal = spec.ordinal;
   return make_sim_device(o);
 }
 

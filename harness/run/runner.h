@@ -25,6 +25,7 @@ struct DeviceSpec {
   DeviceChoice choice = DeviceChoice::Auto;
   Bytes capacity_bytes = 0;  // 0: the whole card (sim: the H200's, 139.80 GiB)
   Bytes card_bytes = 0;      // sim: the card the capacity is left on (0: the capacity); cuda: the real one
+  int ordinal = 0;           // sim: the GPU number messages name (DeviceInfo::ordinal); cuda: always 0
 };
 
 // Resolves auto: cuda where a GPU is visible, else sim.
