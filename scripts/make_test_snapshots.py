@@ -226,6 +226,26 @@ def expandable_oom():
     return {"segments": segs, "device_traces": [t.entries], "allocator_settings": st, "external_annotations": []}
 
 
+def stale_conf_text():
+    # The option string PyTorch parsed last is not what the allocator ran with: the run started with
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, then torch.cuda.memory._set_allocator_settings(
+    # "max_split_size_mb:128,max_non_split_rounding_mb:256") kept expandable segments on. The
+    # individual settings record it; the trace maps (expandable) segments.
+    t = Trace()
+    t.add("segment_map", L, 20 * MiB)  # (mapped in 20 MiB pieces)
+    t.add("alloc", L, 12 * MiB, fr=frames(50))
+    t.add("segment_map", L + 20 * MiB, 20 * MiB)
+    t.add("alloc", L + 12 * MiB, 24 * MiB, fr=frames(51))
+    for addr, size in ((L, 12 * MiB), (L + 12 * MiB, 24 * MiB)):
+        t.add("free_requested", addr, size)
+        t.add("free_completed", addr, size)
+    segs = [segment(L, 40 * MiB, [(40 * MiB, "inactive", 0)], expandable=True)]
+    st = settings("max_split_size_mb:128,max_non_split_rounding_mb:256")
+    st["max_split_size"] = 128 * MiB
+    st["expandable_segments"] = True
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": st, "external_annotations": []}
+
+
 def rebuilt_settings():
     # No option string: the settings are rebuilt from the individual fields.
     s = basic()
@@ -338,7 +358,7 @@ def main():
              "long_trace": long_trace(), "long_frames": long_frames(), "shared_frames": shared_frames(),
              "cached_segment": cached_segment(), "pending_free_at_start": pending_free_at_start(),
              "freed_before": freed_before(), "partly_mapped_before": partly_mapped_before(),
-             "zero_byte": zero_byte()}
+             "zero_byte": zero_byte(), "stale_conf_text": stale_conf_text()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

@@ -40,6 +40,29 @@ TEST(CliSnapshot, UsesTheSnapshotsOwnSettingsAndSaysSo) {
   EXPECT_TRUE(has(r.out, "\n| caching | 52.0 MiB | 32.9 MiB |")) << r.out;
 }
 
+TEST(CliSnapshot, TheRecordedSettingsWinOverAStaleOptionString) {
+  // The option string says max_split_size_mb:128 alone; the allocator ran with expandable
+  // segments on (set_allocator_settings keeps them), as its settings and its mapped segments say.
+  auto r = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic("stale_conf_text.pickle"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "the recorded option string \"max_split_size_mb:128,max_non_split_rounding_mb:256\" is not what "
+                         "the allocator ran with: the settings it records one by one say \"max_non_split_rounding_mb:256,"
+                         "expandable_segments:True,max_split_size_mb:128\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "allocator settings: the recorded \"max_non_split_rounding_mb:256,expandable_segments:True,"
+                         "max_split_size_mb:128\" (--alloc-conf replaces them)")) << r.out;
+  EXPECT_TRUE(has(r.out, "reproduces the recorded run: yes")) << r.out;
+  // The stale string alone is a what-if, not the recorded run.
+  auto w = run_gpumembench("replay --device sim --allocator caching --alloc-conf max_split_size_mb:128 --trace " +
+                           synthetic("stale_conf_text.pickle"));
+  ASSERT_EQ(w.status, 0) << w.out;
+  EXPECT_FALSE(has(w.out, "reproduces the recorded run")) << w.out;
+  // Where the string and the settings agree, the string is kept as written, with no note.
+  auto k = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic("expandable_oom.pickle"));
+  ASSERT_EQ(k.status, 0) << k.out;
+  EXPECT_TRUE(has(k.out, "allocator settings: the recorded \"expandable_segments:True,max_split_size_mb:128\"")) << k.out;
+  EXPECT_FALSE(has(k.out, "is not what the allocator ran with")) << k.out;
+}
+
 TEST(CliSnapshot, AnotherSettingIsAWhatIfWithoutSelfCheck) {
   auto r = run_gpumembench("replay --device sim --allocator caching --alloc-conf expandable_segments:True --capacity 1GiB "
                            "--trace " + synthetic("basic.pickle"));

@@ -165,3 +165,27 @@ TEST(RecordingDevice, ForgetsTheMapsOfAFailedMapCall) {
 
 }  // namespace
 }  // namespace gmb
+
+TEST(RecordedAllocConf, TheOptionStringStaysWhereTheRecordedSettingsDecideAsItDoes) {
+  gmb::TraceMeta m;
+  m.alloc_conf = " roundup_power2_divisions:[256:4, >:8] , max_split_size_mb:128";
+  // The reader's string with the settings put in: the same decisions in another spelling.
+  m.alloc_conf_from_fields =
+      "max_split_size_mb:128,roundup_power2_divisions:[1:4,2:4,4:4,8:4,16:4,32:4,64:4,128:4,256:4,512:8,1024:8,2048:8,"
+      "4096:8,8192:8,16384:8,32768:8]";
+  std::string note;
+  EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), m.alloc_conf);
+  EXPECT_EQ(note, "");
+  // Nothing to check against: the string.
+  m.alloc_conf_from_fields.clear();
+  EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), m.alloc_conf);
+  // The settings say expandable segments were on: they win, and the note says why.
+  m.alloc_conf_from_fields = "expandable_segments:True,max_split_size_mb:128";
+  EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), "expandable_segments:True,max_split_size_mb:128");
+  EXPECT_NE(note.find("is not what the allocator ran with"), std::string::npos) << note;
+  // Settings that make no string the allocator takes leave the recorded string as it is.
+  note.clear();
+  m.alloc_conf_from_fields = "max_split_size_mb:1";
+  EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), m.alloc_conf);
+  EXPECT_EQ(note, "");
+}

@@ -285,10 +285,12 @@ class Converter {
       // (None: PyTorch read no such variable; the settings are rebuilt from the others.)
       if (text != Document::kAbsent && d_.type(text) != Type::Str && d_.type(text) != Type::None)
         expect(text, Type::Str, [] { return std::string("allocator_settings.PYTORCH_CUDA_ALLOC_CONF"); });
-      if (text != Document::kAbsent && d_.type(text) == Type::Str && !d_.as_bytes(text).empty())
+      if (text != Document::kAbsent && d_.type(text) == Type::Str && !d_.as_bytes(text).empty()) {
         s_.alloc_conf = std::string(d_.as_bytes(text));
-      else
+        s_.alloc_conf_from_fields = conf_with_recorded_fields(s_.alloc_conf, settings);
+      } else {
         s_.alloc_conf = rebuilt_alloc_conf(settings);
+      }
     } catch (const TraceError& e) {
       // Kept for where the settings are used (dropped, a setting would replay other settings
       // than the recorded run's): the message without the file's name, which the user adds.
@@ -296,6 +298,52 @@ class Converter {
       s_.alloc_conf_error = what.rfind(named, 0) == 0 ? what.substr(named.size()) : what;
     }
     if (s_.alloc_conf.find("cudaMallocAsync") != std::string::npos) s_.native_allocator = false;
+  }
+
+  // The option string `text` with the settings PyTorch records one by one put in from those
+  // records: its other options (backend, max_non_split_rounding_mb, ...) kept as written. The
+  // harness tells whether it decides as the text does (the option parser is the allocator's).
+  // "" where the snapshot records none of them, or records one of a type PyTorch does not write.
+  std::string conf_with_recorded_fields(const std::string& text, Ref settings) {
+    bool any = false;
+    for (const char* key : {"expandable_segments", "max_split_size", "garbage_collection_threshold", "roundup_power2_divisions"})
+      any = any || d_.get(settings, key) != Document::kAbsent;
+    if (!any) return {};
+    std::string rebuilt;
+    try {
+      rebuilt = rebuilt_alloc_conf(settings);
+    } catch (const TraceError&) {
+      return {};  // (the option string is what PyTorch parsed, and it parses: it is kept)
+    }
+    // Options at bracket depth 0 split at commas; those the records replace are left out.
+    std::vector<std::string> kept;
+    auto keep = [&](std::string_view option) {
+      const auto trim = [](std::string_view v) {
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        return v;
+      };
+      option = trim(option);
+      const std::string_view key = trim(option.substr(0, option.find(':')));
+      if (option.empty() || key == "expandable_segments" || key == "max_split_size_mb" ||
+          key == "garbage_collection_threshold" || key == "roundup_power2_divisions")
+        return;
+      kept.emplace_back(option);
+    };
+    int depth = 0;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= text.size(); ++i) {
+      if (i == text.size() || (text[i] == ',' && depth == 0)) {
+        keep(std::string_view(text).substr(start, i - start));
+        start = i + 1;
+      } else if (text[i] == '[') {
+        ++depth;
+      } else if (text[i] == ']' && depth > 0) {
+        --depth;
+      }
+    }
+    if (!rebuilt.empty()) kept.push_back(rebuilt);
+    return fmt::format("{}", fmt::join(kept, ","));
   }
 
   // The option string rebuilt from the settings PyTorch records, each of the type PyTorch writes

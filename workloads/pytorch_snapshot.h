@@ -54,6 +54,11 @@ struct PyTorchSnapshot {
   int device = 0;
   std::vector<int> devices_with_events;  // for the notes and --trace-device errors
   std::string alloc_conf;                // PYTORCH_CUDA_ALLOC_CONF syntax
+  // The option string with the four settings PyTorch also records one by one (expandable
+  // segments, max split size, GC threshold, power-of-two roundup) taken from those records: what
+  // the allocator ran with where a later torch.cuda.memory._set_allocator_settings kept
+  // expandable_segments from an earlier string. "" when there is no option string to check.
+  std::string alloc_conf_from_fields;
   bool has_alloc_conf = false;
   // Why the recorded settings could not be read (a setting of another type than PyTorch writes),
   // or empty. An error only where they are used: --alloc-conf, or another allocator, replays.

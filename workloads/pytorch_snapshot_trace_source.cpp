@@ -18,6 +18,7 @@ class PyTorchSnapshotSource final : public TraceSource {
     meta_.format = "pytorch_snapshot";
     meta_.alloc_conf = s_.alloc_conf;
     meta_.has_alloc_conf = s_.has_alloc_conf;
+    meta_.alloc_conf_from_fields = s_.alloc_conf_from_fields;
     meta_.alloc_conf_error = s_.alloc_conf_error;
     meta_.device_capacity = s_.device_capacity;
     meta_.recorded_device = s_.device;

@@ -317,6 +317,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (a.trace_device >= 0 && !snapshot)
     throw UsageError(fmt::format("--trace-device applies to PyTorch snapshots; {} is a {} trace", a.trace, meta.format));
   std::vector<std::string> notes = describe(meta);
+  std::string stale_conf_note;
+  const std::string recorded = recorded_alloc_conf(meta, &stale_conf_note);
   // On sim the allocator's OOM message names the recorded GPU ("GPU 1"), as PyTorch's did.
   if (meta.recorded_device > 0) spec.ordinal = meta.recorded_device;
   AllocatorOptions options;
@@ -325,22 +327,23 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     if (!a.alloc_conf.empty()) options["alloc_conf"] = a.alloc_conf;
     if (meta.has_alloc_conf)
       notes.push_back(fmt::format("allocator settings: \"{}\" (--alloc-conf); the recorded ones are \"{}\"",
-                                  printable_text(a.alloc_conf), printable_text(meta.alloc_conf)));
+                                  printable_text(a.alloc_conf), printable_text(recorded)));
   } else if (meta.has_alloc_conf && takes_alloc_conf) {
     if (!meta.alloc_conf_error.empty())
       throw TraceError(a.trace, 0, meta.alloc_conf_error + "; --alloc-conf replaces the recorded allocator settings");
-    if (!meta.alloc_conf.empty()) options["alloc_conf"] = meta.alloc_conf;
+    if (!recorded.empty()) options["alloc_conf"] = recorded;
     recorded_conf = true;
+    if (!stale_conf_note.empty()) notes.push_back(stale_conf_note);
     notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)",
-                                printable_text(meta.alloc_conf)));
+                                printable_text(recorded)));
   } else if (meta.has_alloc_conf) {
     notes.push_back(fmt::format("the recorded allocator settings \"{}\" are the caching allocator's; not used by {}",
-                                printable_text(meta.alloc_conf), a.allocator));
+                                printable_text(recorded), a.allocator));
   }
   // Replayed by PyTorch's allocator with the settings it recorded: the self-check applies.
   const bool own_settings =
       takes_alloc_conf && meta.has_alloc_conf &&
-      (recorded_conf || caching::same_decisions(a.alloc_conf, meta.alloc_conf));
+      (recorded_conf || caching::same_decisions(a.alloc_conf, recorded));
   if (!a.memory_limit.empty()) {
     const Bytes limit = size_flag("--memory-limit", a.memory_limit);
     // A fraction of the device is at most all of it (set_per_process_memory_fraction takes 0 to 1).
@@ -374,7 +377,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
       if (recorded_conf)
         throw TraceError(a.trace, 0,
                          fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); --alloc-conf replaces them",
-                                     printable_text(meta.alloc_conf), e.what(), e.valid));
+                                     printable_text(recorded), e.what(), e.valid));
       throw UsageError(fmt::format("--alloc-conf: {} (valid: {})", e.what(), e.valid));
     }
   }

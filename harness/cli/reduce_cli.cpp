@@ -17,6 +17,7 @@
 #include "harness/reduce/reduce.h"
 #include "harness/reduce/reproducer_files.h"
 #include "harness/report/report.h"
+#include "harness/run/snapshot_check.h"
 #include "workloads/trace.h"
 
 namespace gmb {
@@ -43,9 +44,11 @@ Input read_input(const ReduceCliArgs& a) {
     }
     in.source = a.trace;
     in.has_recorded_alloc_conf = source->meta().has_alloc_conf;
-    in.recorded_alloc_conf = source->meta().alloc_conf;
+    std::string stale_conf_note;
+    in.recorded_alloc_conf = recorded_alloc_conf(source->meta(), &stale_conf_note);
     in.recorded_alloc_conf_error = source->meta().alloc_conf_error;
     in.notes = describe(source->meta());
+    if (!stale_conf_note.empty()) in.notes.push_back(stale_conf_note);
     return in;
   }
   Config config = load_config(a.config);  // ConfigError: left to the caller (exit 2)

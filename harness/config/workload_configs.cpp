@@ -5,6 +5,7 @@
 #include "common/text_excerpt.h"
 #include "common/units.h"
 #include "harness/config/config.h"
+#include "harness/run/snapshot_check.h"
 #include "workloads/hole_pattern.h"
 #include "workloads/pytorch_snapshot.h"
 #include "workloads/trace.h"
@@ -63,11 +64,14 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
                                        "entry replays the recorded run, each is a what-if",
                                        path, snapshot->alloc_conf_error));
     } else if (snapshot && snapshot->has_alloc_conf) {
+      std::string stale_conf_note;
+      const std::string recorded = recorded_alloc_conf(source->meta(), &stale_conf_note);
+      if (!stale_conf_note.empty()) spec.notes.push_back(fmt::format("trace {}: {}", path, stale_conf_note));
       spec.has_recorded_alloc_conf = true;
-      spec.recorded_alloc_conf = snapshot->alloc_conf;
+      spec.recorded_alloc_conf = recorded;
       spec.recorded_placements = recorded_placements(*snapshot);
       spec.notes.push_back(
-          snapshot->alloc_conf.empty()
+          recorded.empty()
               ? fmt::format("trace {}: the recorded allocator settings are PyTorch's defaults: a caching entry without "
                             "alloc_conf (or with one of the same effect) replays the recorded run (segments where the "
                             "driver put them, as replay does); other settings are what-ifs",
@@ -76,7 +80,7 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
                             "alloc_conf (or others of the same effect) replays the recorded run (segments where the "
                             "driver put them, as replay does); other settings, and a caching entry without alloc_conf "
                             "(PyTorch's defaults), are what-ifs",
-                            path, printable_text(snapshot->alloc_conf)));
+                            path, printable_text(recorded)));
     }
   } catch (const TraceError& e) {
     y.fail(n["path"], key + ".path", e.what());

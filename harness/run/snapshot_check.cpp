@@ -7,7 +7,9 @@
 
 #include "devices/recorded_placement_device.h"
 #include "devices/recording_device.h"
+#include "allocators/caching/alloc_conf.h"
 #include "allocators/registry.h"
+#include "common/text_excerpt.h"
 #include "common/units.h"
 
 namespace gmb {
@@ -185,6 +187,22 @@ std::string to_text(const SnapshotCheck& c) {
     return fmt::format("reproduces the recorded run: yes ({} segment events and {} OOMs, same sizes, same order)",
                        c.segment_events, c.ooms);
   return fmt::format("reproduces the recorded run: no, first difference at {}", c.first_difference);
+}
+
+std::string recorded_alloc_conf(const TraceMeta& meta, std::string* note) {
+  const std::string& fields = meta.alloc_conf_from_fields;
+  if (fields.empty() || caching::same_decisions(meta.alloc_conf, fields)) return meta.alloc_conf;
+  try {
+    caching::parse_alloc_conf(fields);
+  } catch (const std::exception&) {
+    return meta.alloc_conf;  // (the string PyTorch parsed is kept where its records make no string that parses)
+  }
+  if (note)
+    *note = fmt::format("the recorded option string \"{}\" is not what the allocator ran with: the settings it "
+                        "records one by one say \"{}\" (a later torch.cuda.memory._set_allocator_settings keeps "
+                        "expandable_segments); replaying those",
+                        printable_text(meta.alloc_conf), printable_text(fields));
+  return fields;
 }
 
 }  // namespace gmb

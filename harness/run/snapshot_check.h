@@ -11,6 +11,7 @@
 #include "allocators/allocator.h"
 #include "devices/device_call.h"
 #include "workloads/pytorch_snapshot.h"
+#include "workloads/trace_source.h"
 
 namespace gmb {
 
@@ -38,6 +39,13 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& snapshot, const Alloc
 // device's, for the message of an OOM the recording lacks.
 SnapshotCheck check_snapshot_run(const PyTorchSnapshot& snapshot, const std::vector<DeviceCall>& calls,
                                  const std::vector<std::uint64_t>& oom_ops, std::uint64_t calls_made, Bytes capacity);
+
+// The allocator settings a trace's run had: its recorded option string (TraceMeta::alloc_conf),
+// unless the settings PyTorch also records one by one decide otherwise; then the string with
+// those put in (alloc_conf_from_fields), and `note` says so. The string can be stale:
+// torch.cuda.memory._set_allocator_settings resets max_split_size_mb, the GC threshold and the
+// roundup to their defaults but keeps expandable_segments from the string before it.
+std::string recorded_alloc_conf(const TraceMeta& meta, std::string* note);
 
 // "reproduces the recorded run: yes (...)" / "...: no: ..." / "...: not checked (...)".
 std::string to_text(const SnapshotCheck& check);
