@@ -282,3 +282,28 @@ TEST(Compare, RepeatedLabelsInOneInputAreToldApartByCapacity) {
   EXPECT_EQ(c.rows[1].label, "caching x hole @ 2.00 GiB");
   EXPECT_EQ(c.common, 2u);
 }
+
+// A capacity sweep (device.capacity: a list): the header names every capacity the input ran at,
+// not the first alone, in Markdown, JSON and LaTeX.
+TEST(Compare, ACapacitySweepShowsEveryCapacityInTheHeader) {
+  auto dir = temp_dir("compare_sweep");
+  write_text(dir / "holes.yaml", R"(name: holes
+device: {capacity: [4GiB, 700MiB]}
+allocators: [caching]
+workloads:
+  - hole_pattern: {sizes: [100MiB, 200MiB, 300MiB], free: [1], probe: 250MiB}
+)");
+  auto run = run_gpumembench("--device sim --quiet --config " + (dir / "holes.yaml").string() + " --output " +
+                             (dir / "a").string() + " --format json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  auto r = run_gpumembench("compare " + (dir / "a").string() + " " + (dir / "a").string() + " --output " +
+                           (dir / "cmp").string() + " --format md,json,latex");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| sim: simulated H200-like GPU | 4.00 GiB, 700.0 MiB | 1 | holes |"), std::string::npos)
+      << r.out;
+  const json j = json::parse(read_text(dir / "cmp" / "compare.json"));
+  EXPECT_EQ(j["inputs"][0]["device"]["capacity_sweep_bytes"], json::array({4ull << 30, 700ull << 20}));
+  EXPECT_NE(read_text(dir / "cmp" / "compare.tex").find("capacities 4.00 GiB, 700.0 MiB, median of 1 run."),
+            std::string::npos);
+  fs::remove_all(dir);
+}

@@ -204,6 +204,14 @@ std::optional<bool> oom_same(const CompareCell& first, const CompareCell& other)
 
 std::string device_text(const CompareInput& in) { return fmt::format("{}: {}", in.device_kind, in.device_name); }
 
+// The capacity, or every capacity of a sweep ("80.00 GiB, 20.00 GiB, 17.00 GiB").
+std::string capacity_text(const CompareInput& in) {
+  if (in.capacity_sweep.empty()) return format_bytes(in.capacity_bytes);
+  std::vector<std::string> each;
+  for (Bytes b : in.capacity_sweep) each.push_back(format_bytes(b));
+  return fmt::format("{}", fmt::join(each, ", "));
+}
+
 bool any_modeled(const Comparison& c) {
   for (const auto& row : c.rows)
     for (const auto& cell : row.cells)
@@ -254,6 +262,10 @@ CompareInput load_compare_input(const std::string& path) {
   in.device_kind = string_at(dev, "kind");
   in.device_name = string_at(dev, "name");
   in.capacity_bytes = static_cast<Bytes>(number_at(dev, "capacity_bytes").value_or(0));
+  if (dev.contains("capacity_sweep_bytes") && dev["capacity_sweep_bytes"].is_array() &&
+      dev["capacity_sweep_bytes"].size() > 1)
+    for (const json& b : dev["capacity_sweep_bytes"])
+      if (b.is_number_unsigned()) in.capacity_sweep.push_back(b.get<Bytes>());
   in.tool_version = string_at(r["tool"], "version");
   if (r.contains("config")) in.config_name = string_at(r["config"], "name");
   if (r.contains("run")) in.repeat = static_cast<std::uint64_t>(number_at(r["run"], "repeat").value_or(1));
@@ -337,7 +349,7 @@ std::string compare_markdown(const Comparison& c) {
   out += std::string("|---|---|---|---:|---:|---|---|") + (by_allocator ? "---|" : "") + "\n";
   for (const auto& in : c.inputs) {
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |", markdown_escape(in.name), markdown_escape(in.path),
-                       markdown_escape(device_text(in)), format_bytes(in.capacity_bytes), in.repeat,
+                       markdown_escape(device_text(in)), capacity_text(in), in.repeat,
                        markdown_escape(in.config_name), markdown_escape(in.tool_version));
     if (by_allocator) out += " " + markdown_escape(fmt::format("{}", fmt::join(workloads_of(in), "; "))) + " |";
     out += "\n";
@@ -419,12 +431,18 @@ std::string compare_csv(const Comparison& c) {
   return out;
 }
 
+static json device_json(const CompareInput& in) {
+  json d = {{"kind", in.device_kind}, {"name", in.device_name}, {"capacity_bytes", in.capacity_bytes}};
+  if (!in.capacity_sweep.empty()) d["capacity_sweep_bytes"] = in.capacity_sweep;
+  return d;
+}
+
 json compare_json(const Comparison& c) {
   json inputs = json::array();
   for (const auto& in : c.inputs)
     inputs.push_back({{"name", in.name},
                       {"path", in.path},
-                      {"device", {{"kind", in.device_kind}, {"name", in.device_name}, {"capacity_bytes", in.capacity_bytes}}},
+                      {"device", device_json(in)},
                       {"tool_version", in.tool_version},
                       {"config", in.config_name},
                       {"repeat", in.repeat}});
@@ -562,9 +580,9 @@ std::string compare_latex(const Comparison& c) {
   }
   out += "\\bottomrule\n\\end{tabularx}}\n\\par\\smallskip\n{\\footnotesize\\raggedright\n";
   for (const auto& in : c.inputs)
-    out += fmt::format("{}: {} ({}), capacity {}, median of {} run{}.\n", latex_escape(in.name),
+    out += fmt::format("{}: {} ({}), {} {}, median of {} run{}.\n", latex_escape(in.name),
                        latex_escape(in.device_name), latex_escape(in.device_kind),
-                       latex_escape(format_bytes(in.capacity_bytes)), in.repeat, in.repeat == 1 ? "" : "s");
+                       in.capacity_sweep.empty() ? "capacity" : "capacities", latex_escape(capacity_text(in)), in.repeat, in.repeat == 1 ? "" : "s");
   if (any_modeled(c)) out += dagger + " modeled (simulated device), not measured.\n";
   out += "\\par}\n";
   return out;

@@ -26,6 +26,7 @@ struct CompareInput {
   std::string name;  // short name for headers: the folder holding it, made unique
   std::string device_kind, device_name;
   Bytes capacity_bytes = 0;
+  std::vector<Bytes> capacity_sweep;  // every capacity a capacity sweep ran at (empty: one capacity)
   std::string tool_version, config_name;
   std::uint64_t repeat = 1;
   nlohmann::json results;
