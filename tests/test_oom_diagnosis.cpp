@@ -114,3 +114,22 @@ TEST(OomDiagnosis, SaysWhenNoOtherSettingCompletedAtTheSameCapacity) {
             "fits with a non-fragmenting allocator (needs 3.00 GiB); 512.0 MiB lost to fragmentation at the OOM")
       << "no other setting ran at this capacity: nothing to say about them";
 }
+
+// An OOM with nothing cached (the H200's bfc[allow_growth] at 1.75 GiB): the text says where the
+// memory went, not "0 B lost to fragmentation".
+TEST(OomDiagnosis, AFragmentationOomWithNothingCachedSaysWhereTheMemoryWent) {
+  gmb::CaseResult c;
+  auto need = std::make_shared<gmb::WorkloadNeed>();
+  need->peak_requested_bytes = 1600 * MiB;
+  c.need = need;
+  gmb::OomRecord o;
+  o.kind = gmb::OomKind::Fragmentation;
+  o.capacity_bytes = 1792 * MiB;
+  o.requested_bytes = 200 * MiB;
+  o.allocated_bytes = o.reserved_bytes = 1600 * MiB;
+  o.live_requested_bytes = 1400 * MiB;
+  EXPECT_EQ(gmb::oom_fix_text(c, o),
+            "fits with a non-fragmenting allocator (needs 1.56 GiB); nothing cached at the OOM: 200.0 MiB lost to "
+            "rounding inside live blocks (1.56 GiB allocated for 1.37 GiB requested), 192.0 MiB left unreserved for a "
+            "request of 200.0 MiB");
+}

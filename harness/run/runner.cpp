@@ -158,6 +158,7 @@ struct CaseRun {
     r.allocated_bytes = s.allocated_bytes;
     r.reserved_bytes = s.reserved_bytes;
     r.cached_bytes = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
+    r.live_requested_bytes = s.requested_bytes;
     r.largest_free_block = d.largest_free_block;
     // What the allocator may take: the device, or less where the allocator has its own limit
     // (a memory fraction); a need above it is a capacity OOM whatever the card holds.
