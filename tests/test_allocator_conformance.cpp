@@ -75,6 +75,28 @@ TEST_P(AllocatorConformance, ZeroBytesIsNotAnOom) {
   EXPECT_EQ(a().stats().allocated_bytes, 0u);
 }
 
+// The driver gives nullptr for 0 bytes and takes nothing (scripts/probe/zero_byte_probe.cu on
+// the H200): several live at once ask the device for nothing, and their frees free nothing.
+TEST_P(AllocatorConformance, ZeroByteRequestsAskTheDeviceForNothing) {
+  const DeviceCounters before = device_->counters();
+  std::vector<DevPtr> zeros;
+  for (int i = 0; i < 3; ++i) {
+    auto p = a().allocate(0, 0);
+    ASSERT_TRUE(p.has_value());
+    zeros.push_back(*p);
+  }
+  auto real = a().allocate(100, 0);
+  ASSERT_TRUE(real.has_value());
+  for (DevPtr p : zeros) a().deallocate(p);
+  expect_stats_consistent(100);
+  const DeviceCounters mid = device_->counters();
+  EXPECT_EQ(mid.frees + mid.managed_frees + mid.async_frees,
+            before.frees + before.managed_frees + before.async_frees) << "no free for a 0-byte block";
+  EXPECT_LE(a().stats().device_allocs, 1u) << "at most the 100-byte request asked the device";
+  a().deallocate(*real);
+  expect_stats_consistent(0);
+}
+
 TEST_P(AllocatorConformance, RequestAboveCapacityIsARecordedOom) {
   auto small = a().allocate(1 * MiB, 0);
   ASSERT_TRUE(small.has_value());

@@ -21,6 +21,9 @@ class CudaMallocAllocator final : public TrackingAllocator {
   }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
+    // The driver hands out nullptr for 0 bytes and takes no memory (the H200, scripts/probe/
+    // zero_byte_probe.cu): no call, nothing counted; its free is a no-op.
+    if (bytes == 0) return DevPtr{0};
     if (refuse_larger_than_device(bytes, "cudaMalloc")) return std::nullopt;
     auto ptr = device_.malloc(bytes);
     if (!ptr) {

@@ -54,6 +54,7 @@ class CudaManagedAllocator final : private ManagedCap, public TrackingAllocator 
   }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
+    if (bytes == 0) return DevPtr{0};  // nullptr, as cudaMallocManaged(0) gives (as cuda_malloc)
     if (refuse_larger_than_device(bytes, "cudaMallocManaged")) return std::nullopt;
     auto ptr = device_.malloc_managed(bytes);
     if (!ptr) {

@@ -46,6 +46,7 @@ class CudaMemPoolAllocator final : public TrackingAllocator, public StepAware {
   }
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
+    if (bytes == 0) return DevPtr{0};  // nullptr, as cudaMallocFromPoolAsync(0) gives (as cuda_malloc)
     if (refuse_larger_than_device(bytes, "cudaMallocAsync")) return std::nullopt;
     Bytes before = device_.pool_usage(pool_).reserved_current;
     auto ptr = device_.malloc_async(pool_, bytes, stream);
