@@ -41,7 +41,8 @@ const std::vector<AllocatorEntry>& allocator_registry() {
        bfc_options(),
        validate_bfc_options, make_bfc_allocator},
       {"vmm_stitch", "GMLake's virtual memory stitching: free physical chunks mapped into one new virtual range",
-       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/false},
+       {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/false, /*replayable_in_pytorch=*/false,
+        /*runs_on_sim=*/true, /*lower_bound=*/false, /*exports_as_snapshot=*/false},
        vmm_stitch_options(),
        validate_vmm_stitch_options, make_vmm_stitch_allocator},
       {"ideal", "the lower bound: the live bytes perfectly packed (no rounding unless asked, no fragmentation)",
@@ -53,7 +54,7 @@ const std::vector<AllocatorEntry>& allocator_registry() {
       // Built only against an installed PyTorch (allocators/CMakeLists.txt, GMB_WITH_TORCH).
       {"torch_caching", "real PyTorch's CUDACachingAllocator (libc10_cuda), on the GPU only",
        {/*memory_modeled_on_sim=*/false, /*accepts_alloc_conf=*/true, /*replayable_in_pytorch=*/true,
-        /*runs_on_sim=*/false},
+        /*runs_on_sim=*/false, /*lower_bound=*/false, /*exports_as_snapshot=*/false},
        torch_caching_options(),
        validate_torch_caching_options, make_torch_caching_allocator},
 #endif

@@ -31,6 +31,10 @@ struct AllocatorTraits {
   // pointers are handles, so the runner gives it a simulated device of the same capacity even
   // in a GPU run; its figures do not depend on the device.
   bool lower_bound = false;
+  // Its device memory is what a PyTorch snapshot holds: cudaMalloc'd segments, or pages mapped
+  // into one reserved range (expandable segments), so --export-snapshot can write its run.
+  // False: vmm_stitch maps physical pieces into ranges of its own, which no snapshot entry says.
+  bool exports_as_snapshot = true;
 };
 
 using AllocatorFactory =

@@ -5,10 +5,12 @@
 //
 // Each cudaMalloc takes the next recorded (size, address) while the sizes agree and the recorded
 // range is free here; from the first disagreement on (other settings, another allocator, or a
-// run that freed a segment later than the recording did), addresses come from the inner device,
-// moved above every recorded range (and above 2^52), so a moved segment never meets a recorded
-// one. A recording of our own export sits above 2^52 itself, hence "above every recorded range",
-// not a fixed base. Where no such room is left below 2^64, nothing is placed as recorded.
+// run that freed a segment later than the recording did), addresses are the inner device's,
+// moved by an offset chosen then: 0 where no segment live here lies below 2^52 (where inner
+// addresses lie), else above every live one. After the divergence no recorded address is
+// handed out, so only the segments live at that moment can meet a moved one; a recording of
+// our own export (moved addresses, above 2^52) is no different. Where a recorded range ends
+// within 2^52 of 2^64 (no room above it), nothing is placed as recorded.
 // Invariant: live segments never overlap (two live blocks with one address would be a wrong run).
 // Memory is still taken from the inner device, so its capacity and accounting hold.
 #pragma once
@@ -30,17 +32,11 @@ class RecordedPlacementDevice final : public ForwardingDevice {
   // segments: (bytes, address) of each recorded cudaMalloc, in order.
   RecordedPlacementDevice(std::unique_ptr<Device> inner, std::vector<std::pair<Bytes, DevPtr>> segments)
       : ForwardingDevice(*inner), owned_(std::move(inner)), recorded_(std::move(segments)) {
-    moved_base_ = kMinMovedBase;
-    for (const auto& [bytes, addr] : recorded_) {
-      // The end of the range, rounded up to 2 MiB, must leave kInnerSpan below 2^64.
-      const DevPtr room = ~DevPtr(0) - kInnerSpan;
-      if (addr > room || bytes > room - addr || round_up_2mib(addr + bytes) > room) {
-        recorded_.clear();  // no room above it: place nothing as recorded
-        moved_base_ = kMinMovedBase;
+    for (const auto& [bytes, addr] : recorded_)
+      if (addr > kRoom || bytes > kRoom - addr || round_up_2mib(addr + bytes) > kRoom) {
+        recorded_.clear();  // no room above it for moved addresses: place nothing as recorded
         break;
       }
-      moved_base_ = std::max(moved_base_, round_up_2mib(addr + bytes));
-    }
   }
 
   bool diverged() const { return diverged_; }
@@ -55,9 +51,9 @@ class RecordedPlacementDevice final : public ForwardingDevice {
         !overlaps_live(recorded_[next_].second, bytes)) {
       outer = recorded_[next_++].second;
     } else {
-      diverged_ = true;
+      if (!diverged_) diverge();
       assert(*p < kInnerSpan);
-      outer = *p + moved_base_;
+      outer = *p + offset_;
     }
     assert(!overlaps_live(outer, bytes));
     live_[outer] = Segment{*p, bytes};
@@ -69,6 +65,16 @@ class RecordedPlacementDevice final : public ForwardingDevice {
     DevPtr inner_ptr = it->second.inner;
     live_.erase(it);
     inner().free(inner_ptr);
+  }
+
+  // Chooses the offset of every address from here on. Every live segment is a recorded one
+  // (none moved yet), and each lies below kRoom: [offset_, offset_ + 2^52) meets none of them.
+  void diverge() {
+    diverged_ = true;
+    if (live_.empty() || live_.begin()->first >= kInnerSpan) return;  // offset 0: nothing below 2^52
+    DevPtr top = 0;
+    for (const auto& [addr, seg] : live_) top = std::max(top, addr + seg.bytes);
+    offset_ = std::max(kInnerSpan, round_up_2mib(top));
   }
 
   // Whether [addr, addr + bytes) meets a live segment.
@@ -83,14 +89,15 @@ class RecordedPlacementDevice final : public ForwardingDevice {
     Bytes bytes;
   };
   static DevPtr round_up_2mib(DevPtr a) { return (a + (2 * MiB - 1)) & ~DevPtr(2 * MiB - 1); }
-  // Inner addresses (sim or a real GPU) lie below 2^52; moved ones lie at or above 2^52.
+  // Inner addresses (sim or a real GPU) lie below 2^52. A recorded range must end, rounded up to
+  // 2 MiB, at most kRoom: an offset above it still leaves room for every inner address.
   static constexpr DevPtr kInnerSpan = DevPtr(1) << 52;
-  static constexpr DevPtr kMinMovedBase = DevPtr(1) << 52;
-  DevPtr moved_base_;  // what an inner address is moved by: above every recorded range
+  static constexpr DevPtr kRoom = ~DevPtr(0) - kInnerSpan;
   std::unique_ptr<Device> owned_;  // the device ForwardingDevice forwards to
   std::vector<std::pair<Bytes, DevPtr>> recorded_;
   std::size_t next_ = 0;
   bool diverged_ = false;
+  DevPtr offset_ = 0;  // added to the inner address once diverged
   std::map<DevPtr, Segment> live_;  // live segments by the address handed out
 };
 

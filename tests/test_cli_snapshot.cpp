@@ -259,6 +259,16 @@ TEST(CliSnapshot, BadSnapshotsExitTwoNamingThePlace) {
     for (char c : o->out) ASSERT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << o->out;
 }
 
+TEST(CliSnapshot, AnAllocatorWhoseRunIsNoSnapshotIsRefusedBeforeRunning) {
+  auto dir = temp_dir("snapcli_vmm");
+  auto r = run_gpumembench("replay --device sim --allocator vmm_stitch --trace " + synthetic("basic.pickle") +
+                           " --export-snapshot " + (dir / "v.pickle").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "--export-snapshot: a run of vmm_stitch is not a PyTorch snapshot (it maps physical pieces "
+                         "into ranges of its own); it writes the runs of cuda_malloc,")) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "v.pickle"));
+}
+
 TEST(CliSnapshot, ExportsTheSimulatedRunAsASnapshot) {
   auto dir = temp_dir("snapexport");
   std::string out = (dir / "whatif.pickle").string();

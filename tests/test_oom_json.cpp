@@ -41,7 +41,7 @@ TEST(OomJson, ResultsOomFilesFrontierAndCompareCarryTheSameRecord) {
   const std::set<std::string> expected = {"step",           "event",
                                           "kind",           "requested_bytes",
                                           "allocated_bytes", "reserved_bytes",
-                                          "cached_bytes",   "largest_free_block_bytes",
+                                          "cached_bytes",   "live_requested_bytes", "largest_free_block_bytes",
                                           "capacity_bytes", "retried_after_freeing_cache",
                                           "need_from_here_bytes", "fragmentation",
                                           "message"};

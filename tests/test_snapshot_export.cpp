@@ -147,6 +147,48 @@ TEST(SnapshotExport, LeavesOutZeroByteRequests) {
   }
 }
 
+// cuda_malloc gives each block back to the driver at its free: the segment_free follows the
+// free_completed, so the read-back sees no free that waited on another stream.
+TEST(SnapshotExport, ASegmentFreeFollowsTheFreeThatMadeIt) {
+  PackedOps ops;
+  for (BufferId id = 0; id < 3; ++id) {
+    Op a;
+    a.kind = Op::Kind::Alloc;
+    a.id = id;
+    a.bytes = 3 * MiB;
+    ops.push_back(a);
+  }
+  for (BufferId id = 0; id < 3; ++id) {
+    Op f;
+    f.kind = Op::Kind::Free;
+    f.id = id;
+    ops.push_back(f);
+  }
+  auto dir = testing::temp_dir("export_segfree");
+  const std::string path = (dir / "cm.pickle").string();
+  export_snapshot(path, reader_of(ops), "cuda_malloc", {}, 0);
+  const PyTorchSnapshot back = convert_pytorch_snapshot(slurp(path), "back.pickle");
+  for (const std::string& note : back.notes) EXPECT_EQ(note.find("later than their free was requested"), std::string::npos) << note;
+  ASSERT_EQ(back.segment_events.size(), 6u);
+  EXPECT_EQ(back.segment_events[3].kind, RecordedSegmentEvent::Kind::Free);
+  EXPECT_EQ(back.segment_events[3].before_op, 4u) << "after the free that made it (op 3)";
+}
+
+// A trace of GPU 1 is written as GPU 1's (an empty trace for GPU 0 before it).
+TEST(SnapshotExport, KeepsTheGpuNumber) {
+  PackedOps ops;
+  Op a;
+  a.kind = Op::Kind::Alloc;
+  a.bytes = 3 * MiB;
+  ops.push_back(a);
+  auto dir = testing::temp_dir("export_gpu");
+  const std::string path = (dir / "g1.pickle").string();
+  export_snapshot(path, reader_of(ops), "caching", {}, 0, {}, {}, 0, /*device=*/1);
+  const PyTorchSnapshot back = convert_pytorch_snapshot(slurp(path), "back.pickle");
+  EXPECT_EQ(back.device, 1);
+  EXPECT_EQ(ops_text(back.ops), "a0:3145728@0 ");
+}
+
 TEST(SnapshotExport, AnUnwritablePathIsAnErrorAndLeavesNothing) {
   SnapshotOps ops;
   EXPECT_THROW(export_snapshot("/nonexistent-dir/x.pickle", reader_of(ops), "caching", {}, 0), std::runtime_error);

@@ -294,6 +294,13 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   const AllocatorEntry* entry = find_allocator(a.allocator);
   if (!entry)
     throw UsageError(fmt::format("--allocator: unknown allocator '{}' (valid: {})", a.allocator, allocator_names()));
+  if (!a.export_snapshot.empty() && !(entry->traits.exports_as_snapshot && entry->traits.runs_on_sim))
+    throw UsageError(fmt::format("--export-snapshot: a run of {} is not a PyTorch snapshot ({}); it writes the runs of "
+                                 "{} (--export-rmm-log writes any allocator's)",
+                                 a.allocator,
+                                 entry->traits.runs_on_sim ? "it maps physical pieces into ranges of its own"
+                                                           : "the export replays on sim, where it does not run",
+                                 allocator_names_where(&AllocatorTraits::exports_as_snapshot)));
   // PyTorch's settings (and its memory limit) apply to the allocators that take an alloc_conf.
   const bool takes_alloc_conf = entry->traits.accepts_alloc_conf;
   const std::string conf_takers = allocator_names_where(&AllocatorTraits::accepts_alloc_conf);
@@ -447,7 +454,13 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     rmm_log->commit();
     if (!a.quiet)
       std::cerr << "gpumembench: wrote the replay as an RMM log: " << a.export_rmm_log << " (" << rmm_log->rows()
-                << " rows)\n";
+                << " rows)"
+                << (placements.empty() ? ""
+                                       : "; an RMM log holds no segment addresses: its replay puts segments where the "
+                                         "simulated driver does, not where this one put them (the recording's), so "
+                                         "figures that hang on ties between equal free blocks can differ "
+                                         "(--export-snapshot keeps the addresses)")
+                << "\n";
   }
   if (!a.timeline.empty() && ran) {
     SignalsHeld held;
@@ -496,7 +509,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     try {
       SnapshotExportSummary sum = export_snapshot(a.export_snapshot, read, a.allocator, run_options,
                                                   report.device.capacity_bytes, origin, placements,
-                                                  report.device.total_bytes);
+                                                  report.device.total_bytes, spec.ordinal);
       if (!a.quiet)
         std::cerr << fmt::format("gpumembench: the simulated run written as a PyTorch snapshot to {} ({} trace entries, "
                                  "{} OOMs, {} segments at the end)\n",

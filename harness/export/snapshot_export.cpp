@@ -156,7 +156,7 @@ void write_settings(pickle::Writer& w, const std::string& allocator, const Alloc
 
 SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& read, const std::string& allocator_name,
                                       const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin,
-                                      std::vector<std::pair<Bytes, DevPtr>> placements, Bytes card_bytes) {
+                                      std::vector<std::pair<Bytes, DevPtr>> placements, Bytes card_bytes, int device) {
   SnapshotExportSummary summary;
   {
     PickleFile file(path);  // removes its temporary unless closed
@@ -197,6 +197,10 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
     w.begin_dict();
     w.key("device_traces");
     w.begin_list();
+    for (int d = 0; d < device; ++d) {  // the devices before it: no entries
+      w.begin_list();
+      w.end_list();
+    }
     w.begin_list();
     std::vector<Op> chunk;
     while (true) {
@@ -227,10 +231,12 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
         } else if (op.kind == Op::Kind::Free) {
           auto it = live.find(op.id);
           if (it == live.end()) continue;  // its allocation failed
+          // The block returns to the allocator, then what it gives back to the driver (a
+          // segment_free between the two would read back as a free that waited on another stream).
           write_entry(w, "free_requested", it->second.ptr, it->second.bytes, it->second.stream, time);
           allocator->deallocate(it->second.ptr);
-          device_calls();
           write_entry(w, "free_completed", it->second.ptr, it->second.bytes, it->second.stream, time);
+          device_calls();
           summary.entries += 2;
           live.erase(it);
         }
@@ -260,7 +266,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
         }
       w.begin_dict();
       w.key("device");
-      w.integer(0);
+      w.integer(device);
       w.key("address");
       w.uinteger(seg.address);
       w.key("total_size");

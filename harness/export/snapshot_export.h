@@ -31,10 +31,13 @@ struct SnapshotExportSummary {
 // (RecordedPlacementDevice; a snapshot's own, so a replay with its settings takes its blocks).
 // capacity and card_bytes (0: the capacity) as the run's device has them, options as the run
 // used them (with --capacity, the memory limit it sets: caching_allocator.h): the run's decisions.
+// device: the GPU number the trace is written under (a replay of --trace-device 1 exports device
+// 1's trace, after an empty one for device 0, so that its read-back names GPU 1 again).
 // Writes the snapshot to `path` (a temporary file renamed at the end: nothing half-written).
 // Throws std::runtime_error when the file cannot be written.
 SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& read, const std::string& allocator,
                                       const AllocatorOptions& options, Bytes capacity, const OpOrigin& origin = {},
-                                      std::vector<std::pair<Bytes, DevPtr>> placements = {}, Bytes card_bytes = 0);
+                                      std::vector<std::pair<Bytes, DevPtr>> placements = {}, Bytes card_bytes = 0,
+                                      int device = 0);
 
 }  // namespace gmb
