@@ -9,8 +9,9 @@
 // moved by an offset chosen then: 0 where no segment live here lies below 2^52 (where inner
 // addresses lie), else above every live one. After the divergence no recorded address is
 // handed out, so only the segments live at that moment can meet a moved one; a recording of
-// our own export (moved addresses, above 2^52) is no different. Where a recorded range ends
-// within 2^52 of 2^64 (no room above it), nothing is placed as recorded.
+// our own export (moved addresses, above 2^52) is no different. Addresses stay below 2^63, as
+// a snapshot holds them (signed 64-bit): where a recorded range ends within 2^52 of 2^63 (no
+// room above it), nothing is placed as recorded.
 // Invariant: live segments never overlap (two live blocks with one address would be a wrong run).
 // Memory is still taken from the inner device, so its capacity and accounting hold.
 #pragma once
@@ -90,9 +91,10 @@ class RecordedPlacementDevice final : public ForwardingDevice {
   };
   static DevPtr round_up_2mib(DevPtr a) { return (a + (2 * MiB - 1)) & ~DevPtr(2 * MiB - 1); }
   // Inner addresses (sim or a real GPU) lie below 2^52. A recorded range must end, rounded up to
-  // 2 MiB, at most kRoom: an offset above it still leaves room for every inner address.
+  // 2 MiB, at most kRoom: an offset above it still leaves room for every inner address below
+  // 2^63 (PyTorch writes addresses as signed 64-bit ints; so does the export).
   static constexpr DevPtr kInnerSpan = DevPtr(1) << 52;
-  static constexpr DevPtr kRoom = ~DevPtr(0) - kInnerSpan;
+  static constexpr DevPtr kRoom = (DevPtr(1) << 63) - 1 - kInnerSpan;
   std::unique_ptr<Device> owned_;  // the device ForwardingDevice forwards to
   std::vector<std::pair<Bytes, DevPtr>> recorded_;
   std::size_t next_ = 0;

@@ -246,6 +246,24 @@ def stale_conf_text():
     return {"segments": segs, "device_traces": [t.entries], "allocator_settings": st, "external_annotations": []}
 
 
+def partial_conf_fields():
+    # Only expandable_segments recorded beside the option string (a hand-made or other tool's
+    # snapshot; PyTorch writes all four): the text's max_split_size_mb stays.
+    s = basic()
+    s["allocator_settings"] = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128,expandable_segments:True",
+                               "expandable_segments": True}
+    return s
+
+
+def mistyped_conf_field():
+    # expandable_segments recorded as a string, which PyTorch never writes: the text is used as written.
+    s = basic()
+    st = settings("expandable_segments:True")
+    st["expandable_segments"] = "True"
+    s["allocator_settings"] = st
+    return s
+
+
 def rebuilt_settings():
     # No option string: the settings are rebuilt from the individual fields.
     s = basic()
@@ -358,7 +376,8 @@ def main():
              "long_trace": long_trace(), "long_frames": long_frames(), "shared_frames": shared_frames(),
              "cached_segment": cached_segment(), "pending_free_at_start": pending_free_at_start(),
              "freed_before": freed_before(), "partly_mapped_before": partly_mapped_before(),
-             "zero_byte": zero_byte(), "stale_conf_text": stale_conf_text()}
+             "zero_byte": zero_byte(), "stale_conf_text": stale_conf_text(),
+             "partial_conf_fields": partial_conf_fields(), "mistyped_conf_field": mistyped_conf_field()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

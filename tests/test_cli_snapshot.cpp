@@ -259,6 +259,19 @@ TEST(CliSnapshot, BadSnapshotsExitTwoNamingThePlace) {
     for (char c : o->out) ASSERT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << o->out;
 }
 
+// A config's trace of GPU 1 (the device with the most events) names GPU 1 in its OOM messages, as replay does.
+TEST(CliSnapshot, AConfigTraceNamesTheRecordedGpu) {
+  auto dir = temp_dir("trace_gpu");
+  testing::write_text(dir / "c.yaml", "name: gpu1\ndevice: {capacity: 1MiB}\nallocators: [caching]\n"
+                                      "run: {on_oom: continue}\nworkloads:\n  - trace: {path: " +
+                                          synthetic("two_devices.pickle") + "}\n");
+  auto r = run_gpumembench("--device sim -q --config " + (dir / "c.yaml").string() + " --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string results = testing::read_text(dir / "out" / "results.json");
+  EXPECT_TRUE(has(results, "GPU 1 has a total capacity")) << results.substr(0, 3000);
+  EXPECT_FALSE(has(results, "GPU 0 has")) << results.substr(0, 3000);
+}
+
 TEST(CliSnapshot, AnAllocatorWhoseRunIsNoSnapshotIsRefusedBeforeRunning) {
   auto dir = temp_dir("snapcli_vmm");
   auto r = run_gpumembench("replay --device sim --allocator vmm_stitch --trace " + synthetic("basic.pickle") +

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "allocators/caching/alloc_conf.h"
 #include "test_helpers.h"
@@ -121,6 +122,24 @@ TEST(PyTorchSnapshot, RebuildsTheOptionStringFromTheSettings) {
   EXPECT_EQ(s.alloc_conf,
             "expandable_segments:True,max_split_size_mb:256,garbage_collection_threshold:0.6,"
             "roundup_power2_divisions:[1:0,256:4,512:8]");
+}
+
+TEST(PyTorchSnapshot, PutsTheRecordedSettingsIntoTheOptionString) {
+  // All four recorded (as PyTorch writes them): the text's other options kept, the four rebuilt.
+  PyTorchSnapshot stale = convert("stale_conf_text.pickle");
+  EXPECT_EQ(stale.alloc_conf, "max_split_size_mb:128,max_non_split_rounding_mb:256");
+  EXPECT_EQ(stale.alloc_conf_from_fields, "max_non_split_rounding_mb:256,expandable_segments:True,max_split_size_mb:128");
+  // One recorded: only its option comes from the record.
+  PyTorchSnapshot partial = convert("partial_conf_fields.pickle");
+  EXPECT_EQ(partial.alloc_conf_from_fields, "max_split_size_mb:128,expandable_segments:True");
+  // One of another type than PyTorch writes: nothing to check against, and a note says so.
+  PyTorchSnapshot mistyped = convert("mistyped_conf_field.pickle");
+  EXPECT_EQ(mistyped.alloc_conf, "expandable_segments:True");
+  EXPECT_FALSE(mistyped.alloc_conf_from_fields);
+  EXPECT_TRUE(has_note(mistyped, "allocator_settings.expandable_segments: expected a bool, found str: the option string "
+                                 "\"expandable_segments:True\" is used as written")) << fmt::format("{}", fmt::join(mistyped.notes, "\n"));
+  // No text: nothing to check.
+  EXPECT_FALSE(convert("rebuilt_settings.pickle").alloc_conf_from_fields);
 }
 
 TEST(PyTorchSnapshot, ReadsTheOldBareListOfSegments) {

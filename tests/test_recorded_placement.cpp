@@ -78,9 +78,10 @@ TEST(RecordedPlacement, AMovedSegmentNeverLandsOnALiveRecordedOneAbove2To52) {
 }
 
 TEST(RecordedPlacement, ARecordingWithNoRoomAboveItIsNotPlaced) {
-  // A recorded range ending within 2^52 of 2^64 leaves no room for moved addresses above it:
-  // nothing is placed as recorded, and addresses are the inner device's own.
-  const DevPtr high = ~DevPtr(0) - 8 * MiB;
+  // A recorded range ending within 2^52 of 2^63 (a snapshot's addresses are signed 64-bit)
+  // leaves no room for moved addresses above it: nothing is placed as recorded, and addresses
+  // are the inner device's own.
+  const DevPtr high = (DevPtr(1) << 63) - (DevPtr(1) << 51);
   auto probe = sim();
   const DevPtr inner = *probe->malloc(2 * MiB);
   RecordedPlacementDevice d(sim(), {{2 * MiB, high}});

@@ -144,6 +144,35 @@ TEST(CaseFile, RoundTripsEveryFigure) {
   EXPECT_EQ(gmb::case_result_json(again.cases[0]).dump(), gmb::case_result_json(report.cases[0]).dump());
 }
 
+TEST(CaseFile, ACaseFileWithoutTheLiveRequestedBytesStillReads) {
+  // Case files written before OOM records kept the live requested bytes: read, the figure unknown.
+  gmb::HolePatternParams p;
+  p.sizes = {100 * gmb::MiB, 200 * gmb::MiB, 300 * gmb::MiB};
+  p.free_indices = {1};
+  p.probes = {250 * gmb::MiB};
+  gmb::CaseSpec spec{"caching", {}, [p] { return gmb::make_hole_pattern(p); }};
+  gmb::DeviceSpec device{gmb::DeviceChoice::Sim, 620 * gmb::MiB};
+  gmb::RunSettings settings;
+  const gmb::CaseResult c = gmb::run_case(spec, device, settings);
+  ASSERT_TRUE(c.runs[0].first_oom);
+  EXPECT_EQ(c.runs[0].first_oom->live_requested_bytes, 400 * gmb::MiB);  // the 100 and 300 MiB blocks
+  json j = gmb::case_result_json(c);
+  std::function<void(json&)> strip = [&](json& x) {
+    if (x.is_object()) {
+      x.erase("live_requested_bytes");
+      for (auto& [k, v] : x.items()) strip(v);
+    } else if (x.is_array()) {
+      for (auto& v : x) strip(v);
+    }
+  };
+  strip(j);
+  ASSERT_EQ(j.dump().find("live_requested_bytes"), std::string::npos);
+  const gmb::CaseResult back = gmb::case_result_from_json(j);
+  ASSERT_TRUE(back.runs[0].first_oom);
+  EXPECT_FALSE(back.runs[0].first_oom->live_requested_bytes);
+  EXPECT_EQ(back.runs[0].first_oom->allocated_bytes, c.runs[0].first_oom->allocated_bytes);
+}
+
 TEST(CaseFile, TextIsTheJsonDumpWithTheUsageWindow) {
   // case_file_text writes the usage window up to an OOM itself: the same bytes as the json's dump,
   // and read back, the same rows (numbers up to 2^64 - 1 included).

@@ -177,7 +177,7 @@ TEST(RecordedAllocConf, TheOptionStringStaysWhereTheRecordedSettingsDecideAsItDo
   EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), m.alloc_conf);
   EXPECT_EQ(note, "");
   // Nothing to check against: the string.
-  m.alloc_conf_from_fields.clear();
+  m.alloc_conf_from_fields.reset();
   EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), m.alloc_conf);
   // The settings say expandable segments were on: they win, and the note says why.
   m.alloc_conf_from_fields = "expandable_segments:True,max_split_size_mb:128";
@@ -188,4 +188,14 @@ TEST(RecordedAllocConf, TheOptionStringStaysWhereTheRecordedSettingsDecideAsItDo
   m.alloc_conf_from_fields = "max_split_size_mb:1";
   EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), m.alloc_conf);
   EXPECT_EQ(note, "");
+  // So does a text the allocator does not take: its own error is what the user sees.
+  m.alloc_conf = "max_split_size_mb:128]";
+  m.alloc_conf_from_fields = "expandable_segments:True,max_split_size_mb:128";
+  EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), "max_split_size_mb:128]");
+  EXPECT_EQ(note, "");
+  // Settings that say PyTorch's defaults are settings too: they win over a text that says otherwise.
+  m.alloc_conf = "expandable_segments:True";
+  m.alloc_conf_from_fields = "";
+  EXPECT_EQ(gmb::recorded_alloc_conf(m, &note), "");
+  EXPECT_NE(note.find("is not what the allocator ran with"), std::string::npos) << note;
 }

@@ -301,21 +301,32 @@ class Converter {
   }
 
   // The option string `text` with the settings PyTorch records one by one put in from those
-  // records: its other options (backend, max_non_split_rounding_mb, ...) kept as written. The
-  // harness tells whether it decides as the text does (the option parser is the allocator's).
-  // "" where the snapshot records none of them, or records one of a type PyTorch does not write.
-  std::string conf_with_recorded_fields(const std::string& text, Ref settings) {
-    bool any = false;
-    for (const char* key : {"expandable_segments", "max_split_size", "garbage_collection_threshold", "roundup_power2_divisions"})
-      any = any || d_.get(settings, key) != Document::kAbsent;
-    if (!any) return {};
+  // records: the options of the text that no record covers (backend, max_non_split_rounding_mb,
+  // one of the four not recorded) kept as written. The harness tells whether it decides as the
+  // text does (the option parser is the allocator's). None where the snapshot records none of
+  // them, or one of a type PyTorch does not write (then the text is used as written: a note).
+  std::optional<std::string> conf_with_recorded_fields(const std::string& text, Ref settings) {
+    // Each record and the option it covers.
+    static constexpr std::pair<const char*, const char*> kCovers[] = {
+        {"expandable_segments", "expandable_segments"},
+        {"max_split_size", "max_split_size_mb"},
+        {"garbage_collection_threshold", "garbage_collection_threshold"},
+        {"roundup_power2_divisions", "roundup_power2_divisions"}};
+    std::vector<std::string_view> covered;
+    for (const auto& [field, option] : kCovers)
+      if (d_.get(settings, field) != Document::kAbsent) covered.push_back(option);
+    if (covered.empty()) return std::nullopt;
     std::string rebuilt;
     try {
       rebuilt = rebuilt_alloc_conf(settings);
-    } catch (const TraceError&) {
-      return {};  // (the option string is what PyTorch parsed, and it parses: it is kept)
+    } catch (const TraceError& e) {
+      const std::string what = e.what(), named = printable_text(file_) + ": ";
+      s_.notes.push_back(fmt::format("{}: the option string \"{}\" is used as written, not checked against them",
+                                     what.rfind(named, 0) == 0 ? what.substr(named.size()) : what,
+                                     printable_text(text)));
+      return std::nullopt;
     }
-    // Options at bracket depth 0 split at commas; those the records replace are left out.
+    // Options at bracket depth 0 split at commas; those a record covers are left out.
     std::vector<std::string> kept;
     auto keep = [&](std::string_view option) {
       const auto trim = [](std::string_view v) {
@@ -325,9 +336,7 @@ class Converter {
       };
       option = trim(option);
       const std::string_view key = trim(option.substr(0, option.find(':')));
-      if (option.empty() || key == "expandable_segments" || key == "max_split_size_mb" ||
-          key == "garbage_collection_threshold" || key == "roundup_power2_divisions")
-        return;
+      if (option.empty() || std::find(covered.begin(), covered.end(), key) != covered.end()) return;
       kept.emplace_back(option);
     };
     int depth = 0;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,8 +58,9 @@ struct PyTorchSnapshot {
   // The option string with the four settings PyTorch also records one by one (expandable
   // segments, max split size, GC threshold, power-of-two roundup) taken from those records: what
   // the allocator ran with where a later torch.cuda.memory._set_allocator_settings kept
-  // expandable_segments from an earlier string. "" when there is no option string to check.
-  std::string alloc_conf_from_fields;
+  // expandable_segments from an earlier string. None when there is no option string to check, or
+  // no such setting recorded (or one of another type than PyTorch writes: a note says so).
+  std::optional<std::string> alloc_conf_from_fields;
   bool has_alloc_conf = false;
   // Why the recorded settings could not be read (a setting of another type than PyTorch writes),
   // or empty. An error only where they are used: --alloc-conf, or another allocator, replays.

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,7 +25,7 @@ struct TraceMeta {
   std::string format;            // "native_csv", "rmm_log", "pytorch_snapshot"
   std::string alloc_conf;        // recorded allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax
   bool has_alloc_conf = false;
-  std::string alloc_conf_from_fields;  // PyTorchSnapshot::alloc_conf_from_fields
+  std::optional<std::string> alloc_conf_from_fields;  // PyTorchSnapshot::alloc_conf_from_fields
   std::string alloc_conf_error;  // the recorded settings could not be read: why (PyTorchSnapshot)
   Bytes device_capacity = 0;     // total memory of the recording device, 0 if unknown
   int recorded_device = -1;      // the recording's GPU number (a snapshot's device), -1 if unknown

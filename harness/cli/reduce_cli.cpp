@@ -29,6 +29,7 @@ struct Input {
   std::string source;   // for the summary
   std::string recorded_alloc_conf;
   std::string recorded_alloc_conf_error;  // TraceMeta::alloc_conf_error
+  std::string stale_alloc_conf_note;      // recorded_alloc_conf's note: said where the settings are used
   bool has_recorded_alloc_conf = false;
   Bytes capacity = 0;   // a config's capacity (0: none)
   std::vector<std::string> notes;
@@ -44,11 +45,9 @@ Input read_input(const ReduceCliArgs& a) {
     }
     in.source = a.trace;
     in.has_recorded_alloc_conf = source->meta().has_alloc_conf;
-    std::string stale_conf_note;
-    in.recorded_alloc_conf = recorded_alloc_conf(source->meta(), &stale_conf_note);
+    in.recorded_alloc_conf = recorded_alloc_conf(source->meta(), &in.stale_alloc_conf_note);
     in.recorded_alloc_conf_error = source->meta().alloc_conf_error;
     in.notes = describe(source->meta());
-    if (!stale_conf_note.empty()) in.notes.push_back(stale_conf_note);
     return in;
   }
   Config config = load_config(a.config);  // ConfigError: left to the caller (exit 2)
@@ -156,6 +155,7 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
       throw TraceError(in.source, 0, in.recorded_alloc_conf_error + "; --alloc-conf replaces the recorded allocator settings");
     } else if (in.has_recorded_alloc_conf && traits.accepts_alloc_conf && !in.recorded_alloc_conf.empty()) {
       options["alloc_conf"] = in.recorded_alloc_conf;
+      if (!in.stale_alloc_conf_note.empty()) in.notes.push_back(in.stale_alloc_conf_note);
       in.notes.push_back(fmt::format("allocator settings: the recorded \"{}\" (--alloc-conf replaces them)",
                                      in.recorded_alloc_conf));
     }

@@ -41,6 +41,9 @@ struct WorkloadSpec {
   bool has_recorded_alloc_conf = false;
   std::string recorded_alloc_conf{};
   std::vector<std::pair<Bytes, DevPtr>> recorded_placements{};
+  // The GPU the trace was recorded on (a snapshot's device): the number the caching allocator's
+  // OOM message names on sim, as `replay` does (DeviceSpec::ordinal).
+  int recorded_device = 0;
 };
 
 // A file a config names: a relative path is the file beside the config (in config_dir) where

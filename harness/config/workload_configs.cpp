@@ -1,5 +1,7 @@
 // YAML -> workload parameters, one parser per workload kind.
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/text_excerpt.h"
@@ -59,6 +61,7 @@ WorkloadSpec parse_trace(const YamlReader& y, const YAML::Node& n, const std::st
     spec.make = trace_workload_factory(path, {}, *source);
     for (const auto& line : describe(source->meta())) spec.notes.push_back(fmt::format("trace {}: {}", path, line));
     const PyTorchSnapshot* snapshot = pytorch_snapshot_of(*source);
+    spec.recorded_device = std::max(source->meta().recorded_device, 0);
     if (snapshot && snapshot->has_alloc_conf && !snapshot->alloc_conf_error.empty()) {
       spec.notes.push_back(fmt::format("trace {}: the recorded allocator settings cannot be read ({}): no caching "
                                        "entry replays the recorded run, each is a what-if",

@@ -124,6 +124,7 @@ struct Searcher {
     p.value = value;
     CaseSpec cs{a.name, case_options(a, w), w.make};
     DeviceSpec ds{device, capacity};
+    ds.ordinal = w.recorded_device;
     if (is_capacity(spec)) {
       ds.capacity_bytes = value;
       cs.need = need_of(w);

@@ -20,13 +20,16 @@ std::string oom_fix_text(const CaseResult& c, const OomRecord& oom) {
   // Nothing cached: the memory went elsewhere, and "0 B lost to fragmentation" would say it
   // went nowhere. Where: rounding inside the live blocks, and what the allocator left unreserved
   // (its growth step, or the device's own pieces, were larger than what was left).
-  const Bytes rounding = oom.allocated_bytes > oom.live_requested_bytes ? oom.allocated_bytes - oom.live_requested_bytes : 0;
   const Bytes unreserved = oom.capacity_bytes > oom.reserved_bytes ? oom.capacity_bytes - oom.reserved_bytes : 0;
+  if (!oom.live_requested_bytes)  // (a case file of an earlier version)
+    return text + fmt::format("nothing cached at the OOM: {} allocated, {} left unreserved for a request of {}",
+                              format_bytes(oom.allocated_bytes), format_bytes(unreserved), format_bytes(oom.requested_bytes));
+  const Bytes requested = *oom.live_requested_bytes;
+  const Bytes rounding = oom.allocated_bytes > requested ? oom.allocated_bytes - requested : 0;
   return text + fmt::format("nothing cached at the OOM: {} lost to rounding inside live blocks ({} allocated for {} "
                             "requested), {} left unreserved for a request of {}",
-                            format_bytes(rounding), format_bytes(oom.allocated_bytes),
-                            format_bytes(oom.live_requested_bytes), format_bytes(unreserved),
-                            format_bytes(oom.requested_bytes));
+                            format_bytes(rounding), format_bytes(oom.allocated_bytes), format_bytes(requested),
+                            format_bytes(unreserved), format_bytes(oom.requested_bytes));
 }
 
 SameCapacityCases same_capacity_cases(const RunReport& report, std::size_t index) {

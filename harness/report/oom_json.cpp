@@ -10,7 +10,7 @@ nlohmann::json oom_record_json(const OomRecord& o) {
                    {"allocated_bytes", o.allocated_bytes},
                    {"reserved_bytes", o.reserved_bytes},
                    {"cached_bytes", o.cached_bytes},
-                   {"live_requested_bytes", o.live_requested_bytes},
+                   {"live_requested_bytes", o.live_requested_bytes ? nlohmann::json(*o.live_requested_bytes) : nlohmann::json()},
                    {"largest_free_block_bytes", o.largest_free_block},
                    {"capacity_bytes", o.capacity_bytes},
                    {"retried_after_freeing_cache", o.retried_after_freeing_cache},

@@ -39,7 +39,7 @@ json oom_record_json(const OomRecord& o) {
           {"allocated_bytes", o.allocated_bytes},
           {"reserved_bytes", o.reserved_bytes},
           {"cached_bytes", o.cached_bytes},
-          {"live_requested_bytes", o.live_requested_bytes},
+          {"live_requested_bytes", o.live_requested_bytes ? json(*o.live_requested_bytes) : json()},
           {"largest_free_block", o.largest_free_block},
           {"capacity_bytes", o.capacity_bytes},
           {"retried_after_freeing_cache", o.retried_after_freeing_cache},
@@ -56,7 +56,9 @@ OomRecord oom_record_from(const json& j) {
   o.allocated_bytes = j.at("allocated_bytes").get<Bytes>();
   o.reserved_bytes = j.at("reserved_bytes").get<Bytes>();
   o.cached_bytes = j.at("cached_bytes").get<Bytes>();
-  o.live_requested_bytes = j.at("live_requested_bytes").get<Bytes>();
+  // (Not in case files of earlier versions: unknown there.)
+  if (j.contains("live_requested_bytes") && !j.at("live_requested_bytes").is_null())
+    o.live_requested_bytes = j.at("live_requested_bytes").get<Bytes>();
   o.largest_free_block = j.at("largest_free_block").get<Bytes>();
   o.capacity_bytes = j.at("capacity_bytes").get<Bytes>();
   o.retried_after_freeing_cache = j.at("retried_after_freeing_cache").get<bool>();

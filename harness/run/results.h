@@ -44,7 +44,9 @@ struct OomRecord {
   Bytes allocated_bytes = 0;
   Bytes reserved_bytes = 0;
   Bytes cached_bytes = 0;
-  Bytes live_requested_bytes = 0;  // what the live blocks' callers asked for (allocated - this: rounding)
+  // What the live blocks' callers asked for (allocated - this: rounding); unknown in a case file
+  // written before it was kept.
+  std::optional<Bytes> live_requested_bytes;
   Bytes largest_free_block = 0;
   Bytes capacity_bytes = 0;  // what the allocator may take: the device, or its own smaller limit
   bool retried_after_freeing_cache = false;

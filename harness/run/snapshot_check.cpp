@@ -190,12 +190,16 @@ std::string to_text(const SnapshotCheck& c) {
 }
 
 std::string recorded_alloc_conf(const TraceMeta& meta, std::string* note) {
-  const std::string& fields = meta.alloc_conf_from_fields;
-  if (fields.empty() || caching::same_decisions(meta.alloc_conf, fields)) return meta.alloc_conf;
+  if (!meta.alloc_conf_from_fields) return meta.alloc_conf;
+  const std::string& fields = *meta.alloc_conf_from_fields;
+  if (caching::same_decisions(meta.alloc_conf, fields)) return meta.alloc_conf;
+  // Either string not taken by the allocator's parser: the text stays, and its error, if any,
+  // says what is wrong where the settings are used.
   try {
+    caching::parse_alloc_conf(meta.alloc_conf);
     caching::parse_alloc_conf(fields);
   } catch (const std::exception&) {
-    return meta.alloc_conf;  // (the string PyTorch parsed is kept where its records make no string that parses)
+    return meta.alloc_conf;
   }
   if (note)
     *note = fmt::format("the recorded option string \"{}\" is not what the allocator ran with: the settings it "

@@ -90,6 +90,7 @@ CaseResult run_planned_case(const Config& config, const DeviceSpec& device, cons
   const WorkloadSpec& w = config.workloads[c.workload_index];
   DeviceSpec case_device = device;
   case_device.capacity_bytes = c.capacity_bytes;
+  case_device.ordinal = w.recorded_device;
   CaseSpec cs{a.name, case_options(a, w), w.make, std::move(need)};
   const std::string started_at = utc_now("%Y-%m-%dT%H:%M:%SZ");
   std::optional<CaseGpu> gpu = gpu_before_case(device);
