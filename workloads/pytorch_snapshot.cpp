@@ -810,7 +810,9 @@ class Converter {
   void end_trace() {
     if (delayed_frees_)
       s_.notes.push_back(fmt::format("{} blocks returned to the allocator later than their free was requested "
-                                     "(used on another stream: record_stream); replayed at free_completed",
+                                     "(used on another stream: record_stream); replayed at free_completed, so "
+                                     "the allocated bytes count each until then (PyTorch's allocated_bytes stops "
+                                     "at the request: a peak within such a wait reads higher here)",
                                      delayed_frees_));
     if (requested_pending_)
       s_.notes.push_back(fmt::format("{} blocks were freed but not yet returned when the snapshot was taken "
