@@ -119,14 +119,20 @@ TEST(Plan, AnInputFilesContentIsPartOfTheId) {
   fs::remove_all(dir);
 }
 
-TEST(CaseFile, RoundTripsEveryFigure) {
-  // A case with an OOM, a timeline and a block map: written and read back, it makes the same tables.
+// 100/200/300 MiB, the 200 freed, a 250 MiB probe: through `caching` on 620 MiB, an OOM.
+static gmb::CaseSpec hole_case() {
   gmb::HolePatternParams p;
   p.sizes = {100 * gmb::MiB, 200 * gmb::MiB, 300 * gmb::MiB};
   p.free_indices = {1};
   p.probes = {250 * gmb::MiB};
-  gmb::CaseSpec spec{"caching", {}, [p] { return gmb::make_hole_pattern(p); }};
-  gmb::DeviceSpec device{gmb::DeviceChoice::Sim, 620 * gmb::MiB};
+  return gmb::CaseSpec{"caching", {}, [p] { return gmb::make_hole_pattern(p); }};
+}
+const gmb::DeviceSpec kHoleDevice{gmb::DeviceChoice::Sim, 620 * gmb::MiB};
+
+TEST(CaseFile, RoundTripsEveryFigure) {
+  // A case with an OOM, a timeline and a block map: written and read back, it makes the same tables.
+  const gmb::CaseSpec spec = hole_case();
+  const gmb::DeviceSpec device = kHoleDevice;
   gmb::RunSettings settings;
   settings.timeline = true;
   settings.repeat = 2;
@@ -146,14 +152,7 @@ TEST(CaseFile, RoundTripsEveryFigure) {
 
 TEST(CaseFile, ACaseFileWithoutTheLiveRequestedBytesStillReads) {
   // Case files written before OOM records kept the live requested bytes: read, the figure unknown.
-  gmb::HolePatternParams p;
-  p.sizes = {100 * gmb::MiB, 200 * gmb::MiB, 300 * gmb::MiB};
-  p.free_indices = {1};
-  p.probes = {250 * gmb::MiB};
-  gmb::CaseSpec spec{"caching", {}, [p] { return gmb::make_hole_pattern(p); }};
-  gmb::DeviceSpec device{gmb::DeviceChoice::Sim, 620 * gmb::MiB};
-  gmb::RunSettings settings;
-  const gmb::CaseResult c = gmb::run_case(spec, device, settings);
+  const gmb::CaseResult c = gmb::run_case(hole_case(), kHoleDevice, gmb::RunSettings{});
   ASSERT_TRUE(c.runs[0].first_oom);
   EXPECT_EQ(c.runs[0].first_oom->live_requested_bytes, 400 * gmb::MiB);  // the 100 and 300 MiB blocks
   json j = gmb::case_result_json(c);
