@@ -294,10 +294,16 @@ class Converter {
     } catch (const TraceError& e) {
       // Kept for where the settings are used (dropped, a setting would replay other settings
       // than the recorded run's): the message without the file's name, which the user adds.
-      const std::string what = e.what(), named = printable_text(file_) + ": ";
-      s_.alloc_conf_error = what.rfind(named, 0) == 0 ? what.substr(named.size()) : what;
+      s_.alloc_conf_error = without_file_name(e);
     }
     if (s_.alloc_conf.find("cudaMallocAsync") != std::string::npos) s_.native_allocator = false;
+  }
+
+  // A TraceError's message without the file's name in front: for a note or an error the user's
+  // own message names the file in.
+  std::string without_file_name(const TraceError& e) const {
+    const std::string what = e.what(), named = printable_text(file_) + ": ";
+    return what.rfind(named, 0) == 0 ? what.substr(named.size()) : what;
   }
 
   // The option string `text` with the settings PyTorch records one by one put in from those
@@ -320,10 +326,8 @@ class Converter {
     try {
       rebuilt = rebuilt_alloc_conf(settings);
     } catch (const TraceError& e) {
-      const std::string what = e.what(), named = printable_text(file_) + ": ";
       s_.notes.push_back(fmt::format("{}: the option string \"{}\" is used as written, not checked against them",
-                                     what.rfind(named, 0) == 0 ? what.substr(named.size()) : what,
-                                     printable_text(text)));
+                                     without_file_name(e), printable_text(text)));
       return std::nullopt;
     }
     // Options at bracket depth 0 split at commas; those a record covers are left out.
