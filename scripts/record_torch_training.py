@@ -84,6 +84,14 @@ for conf_name, conf, fraction_gib in (
 RUNS.append(dict(name="snap_two_streams", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN,
                  steps=10, alloc_conf="", seed=7, two_streams=True, group="snapshot",
                  record_from_start=True))
+# Frees that wait on another stream at the run's peak: after each backward a side stream, kept
+# busy by a sleep kernel, reads every gradient (record_stream), and zero_grad frees them while it
+# still runs. PyTorch stops counting a gradient in allocated_bytes at the free (free_requested);
+# its block returns only when the side stream is done (free_completed), after the next step's
+# peak, so the allocated peak and the reserved peak part here.
+RUNS.append(dict(name="snap_stream_wait", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN,
+                 steps=8, alloc_conf="", seed=7, stream_wait=True, group="snapshot",
+                 record_from_start=True))
 # Frames (python stacks) on a short run, old pickle protocol: a reader test.
 RUNS.append(dict(name="snap_late_start", model=SNAP_MODEL, lengths=SNAP_LEN, steps=8,
                  alloc_conf="", seed=7, group="snapshot", record_from_start=False))
@@ -317,7 +325,7 @@ def child(run, out_dir):
     torch.cuda.synchronize()
     if not run.get("record_from_start"):
         start_recording()
-    side = torch.cuda.Stream() if run.get("two_streams") else None
+    side = torch.cuda.Stream() if run.get("two_streams") or run.get("stream_wait") else None
     keys = ["allocation.all.allocated", "allocated_bytes.all.peak", "reserved_bytes.all.peak",
             "allocated_bytes.all.current", "reserved_bytes.all.current", "num_device_alloc",
             "num_device_free", "num_ooms", "num_alloc_retries", "requested_bytes.all.peak"]
@@ -333,7 +341,16 @@ def child(run, out_dir):
             loss = F.cross_entropy(logits.float().view(-1, V), tgt.view(-1))
             del logits
             loss.backward()
-            if side is not None:
+            if run.get("stream_wait"):
+                grads = [p.grad for p in model.parameters() if p.grad is not None]
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    torch.cuda._sleep(1_000_000_000)  # about 0.5 s: past the next step's peak
+                    norms = torch.stack([g.norm() for g in grads])
+                for g in grads:
+                    g.record_stream(side)
+                del grads, norms
+            elif side is not None:
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
                     copies = [p.grad.clone() for p in model.parameters() if p.grad is not None][:8]
