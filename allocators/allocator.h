@@ -86,6 +86,10 @@ class Allocator {
   // nullopt: out of memory, recorded (an OOM is a result). Never throws for OOM.
   virtual std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) = 0;
   virtual void deallocate(DevPtr ptr) = 0;
+  // The caller freed ptr, but its memory must stay taken until deallocate(ptr), which follows
+  // (another stream still uses it: PyTorch's record_stream). The default counts the block as
+  // allocated until then; `caching` stops counting it here, as PyTorch's allocated_bytes does.
+  virtual void free_requested(DevPtr ptr) { (void)ptr; }
   // Gives cached memory that no live block uses back to the device.
   virtual void empty_cache() {}
 };

@@ -22,10 +22,11 @@ namespace gmb {
 struct CallView {
   const unsigned char* base = nullptr;  // the first call's record
   std::size_t stride = 0;               // bytes from one record to the next
-  // Offsets in a record: kind (std::uint8_t: kAllocate, kDeallocate, or above: not a call),
-  // bytes (Bytes), stream (StreamId), slot (std::uint32_t).
+  // Offsets in a record: kind (std::uint8_t: kAllocate, kDeallocate, kFreeRequested, or above:
+  // not a call), bytes (Bytes), stream (StreamId), slot (std::uint32_t).
   std::size_t kind_at = 0, bytes_at = 0, stream_at = 0, slot_at = 0;
-  static constexpr std::uint8_t kAllocate = 0, kDeallocate = 1;
+  // kFreeRequested: Allocator::free_requested(slot_ptr[slot]); the slot keeps its pointer.
+  static constexpr std::uint8_t kAllocate = 0, kDeallocate = 1, kFreeRequested = 2;
 
   template <class T>
   static T field(const unsigned char* record, std::size_t at) {
@@ -36,7 +37,7 @@ struct CallView {
 };
 
 struct CallResult {
-  DevPtr ptr = 0;     // allocate: the pointer; deallocate: the pointer freed (0: none)
+  DevPtr ptr = 0;     // allocate: the pointer; deallocate, free_requested: the pointer freed (0: none)
   MemoryInUse after;  // the allocator's bytes in use after the call
 };
 

@@ -369,6 +369,27 @@ def shared_frames():
             "external_annotations": []}
 
 
+def freed_at_peak():
+    """A block freed while another stream still uses it (record_stream), at the run's peak: PyTorch's
+    allocated_bytes drops at its free_requested (peak 8 MiB, then 6 MiB beside it), its memory
+    returns at free_completed (the 6 MiB block cannot take its place: one 20 MiB segment holds both).
+    A second such block is freed and not returned when the snapshot is taken."""
+    t = Trace()
+    t.add("segment_alloc", L, 20 * MiB)
+    t.add("alloc", L, 8 * MiB, fr=frames(40))
+    t.add("free_requested", L, 8 * MiB)  # used on another stream: returned three entries on
+    t.add("alloc", L + 8 * MiB, 6 * MiB, fr=frames(41))
+    t.add("alloc", L + 14 * MiB, 2 * MiB, fr=frames(42))
+    t.add("free_completed", L, 8 * MiB)
+    t.add("free_requested", L + 8 * MiB, 6 * MiB)
+    t.add("free_completed", L + 8 * MiB, 6 * MiB)
+    t.add("free_requested", L + 14 * MiB, 2 * MiB)  # still used elsewhere when the snapshot is taken
+    segs = [segment(L, 20 * MiB, [(14 * MiB, "inactive", 0), (2 * MiB, "active_pending_free", 2 * MiB),
+                                  (4 * MiB, "inactive", 0)])]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
@@ -377,7 +398,8 @@ def main():
              "cached_segment": cached_segment(), "pending_free_at_start": pending_free_at_start(),
              "freed_before": freed_before(), "partly_mapped_before": partly_mapped_before(),
              "zero_byte": zero_byte(), "stale_conf_text": stale_conf_text(),
-             "partial_conf_fields": partial_conf_fields(), "mistyped_conf_field": mistyped_conf_field()}
+             "partial_conf_fields": partial_conf_fields(), "mistyped_conf_field": mistyped_conf_field(),
+             "freed_at_peak": freed_at_peak()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

@@ -90,8 +90,8 @@ RUNS.append(dict(name="snap_two_streams", model=dict(GPT_1024, layers=4), length
 # its block returns only when the side stream is done (free_completed), after the next step's
 # peak, so the allocated peak and the reserved peak part here.
 RUNS.append(dict(name="snap_stream_wait", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN,
-                 steps=8, alloc_conf="", seed=7, stream_wait=True, group="snapshot",
-                 record_from_start=True))
+                 steps=8, alloc_conf="", seed=7, stream_wait=True, frames=True, group="snapshot",
+                 record_from_start=True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"}))
 # Frames (python stacks) on a short run, old pickle protocol: a reader test.
 RUNS.append(dict(name="snap_late_start", model=SNAP_MODEL, lengths=SNAP_LEN, steps=8,
                  alloc_conf="", seed=7, group="snapshot", record_from_start=False))
@@ -331,11 +331,24 @@ def child(run, out_dir):
             "num_device_free", "num_ooms", "num_alloc_retries", "requested_bytes.all.peak"]
     per_step, oom_steps = [], []
     gen = torch.Generator(device="cpu").manual_seed(run["seed"])
+    gpu_gen = torch.Generator(device=dev).manual_seed(run["seed"]) if run.get("stream_wait") else None
+    if run.get("stream_wait"):
+        # The loop on a stream of its own: on the legacy default stream its kernels would wait
+        # for the side stream's sleep (and the host, its launch queue full, with them).
+        main_stream = torch.cuda.Stream()
+        main_stream.wait_stream(torch.cuda.current_stream())
+        torch.cuda.set_stream(main_stream)
     t0 = time.time()
     for step, s in enumerate(lengths):
         try:
-            idx = torch.randint(0, V, (m["batch"], s), generator=gen).to(dev)
-            tgt = torch.randint(0, V, (m["batch"], s), generator=gen).to(dev)
+            if run.get("stream_wait"):
+                # Drawn on the GPU: a copy from the host waits for the GPU (from pageable
+                # memory), and pinning new host memory does too (cudaHostAlloc).
+                idx = torch.randint(0, V, (m["batch"], s), generator=gpu_gen, device=dev)
+                tgt = torch.randint(0, V, (m["batch"], s), generator=gpu_gen, device=dev)
+            else:
+                idx = torch.randint(0, V, (m["batch"], s), generator=gen).to(dev)
+                tgt = torch.randint(0, V, (m["batch"], s), generator=gen).to(dev)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
                 logits = model(idx)
             loss = F.cross_entropy(logits.float().view(-1, V), tgt.view(-1))
@@ -346,10 +359,11 @@ def child(run, out_dir):
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
                     torch.cuda._sleep(1_000_000_000)  # about 0.5 s: past the next step's peak
-                    norms = torch.stack([g.norm() for g in grads])
+                    for g in grads:  # a use on the side stream (g.norm() waited for the GPU)
+                        g.mul_(1.0)
                 for g in grads:
                     g.record_stream(side)
-                del grads, norms
+                del grads
             elif side is not None:
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
@@ -428,6 +442,7 @@ def main():
                 env.pop(v, None)
             if r["alloc_conf"]:
                 env["PYTORCH_CUDA_ALLOC_CONF"] = r["alloc_conf"]
+            env.update(r.get("env", {}))
             log = open(os.path.join(a.out, r["name"] + ".log"), "w")
             p = subprocess.Popen([sys.executable, __file__, "--out", a.out, "--child",
                                   json.dumps(r)], env=env, stdout=log, stderr=subprocess.STDOUT)

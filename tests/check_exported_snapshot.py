@@ -30,6 +30,7 @@ def main():
         if key not in data:
             fail(f"missing key {key}")
     total_reserved = total_allocated = 0
+    pending_blocks = set()  # active_pending_free block addresses
     for i, seg in enumerate(data["segments"]):
         for key in ("device", "address", "total_size", "allocated_size", "stream", "segment_type", "blocks"):
             if key not in seg:
@@ -45,10 +46,12 @@ def main():
                 fail(f"segments[{i}].blocks[{j}].state {b['state']!r}")
             if b["address"] != addr:
                 fail(f"segments[{i}].blocks[{j}].address is not the end of the block before")
-            if b["state"] == "active_allocated":
+            if b["state"] in ("active_allocated", "active_pending_free"):
                 if b["requested_size"] > b["size"]:
                     fail(f"segments[{i}].blocks[{j}]: requested_size above size")
                 total_allocated += b["requested_size"]
+                if b["state"] == "active_pending_free":
+                    pending_blocks.add(addr)
             addr += b["size"]
             size_sum += b["size"]
         if size_sum != seg["total_size"]:
@@ -58,6 +61,7 @@ def main():
     if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
         fail("device_traces is not a list of lists")
     live = {}
+    requested = set()  # freed (free_requested), not returned (free_completed)
     allocs = ooms = 0
     for d, trace in enumerate(traces):
         for i, e in enumerate(trace):
@@ -72,12 +76,22 @@ def main():
                     fail(f"device_traces[{d}][{i}]: alloc at a live address")
                 live[e["addr"]] = e["size"]
                 allocs += 1
+            elif a == "free_requested":
+                if e["addr"] not in live or e["addr"] in requested:
+                    fail(f"device_traces[{d}][{i}]: free_requested of an address not live")
+                requested.add(e["addr"])
             elif a == "free_completed":
                 if live.pop(e["addr"], None) != e["size"]:
                     fail(f"device_traces[{d}][{i}]: free_completed of an address not allocated with that size")
+                if e["addr"] not in requested:
+                    fail(f"device_traces[{d}][{i}]: free_completed without its free_requested")
+                requested.discard(e["addr"])
             elif a == "oom":
                 ooms += 1
-    # What is live at the end of the trace is what the segments hold.
+    # What is live at the end of the trace is what the segments hold; the blocks freed and not
+    # returned are the segments' active_pending_free ones.
+    if requested != pending_blocks:
+        fail(f"{len(requested)} blocks freed and not returned in the trace, {len(pending_blocks)} active_pending_free")
     if sum(live.values()) != total_allocated:
         fail(f"the trace leaves {sum(live.values())} bytes live, the segments hold {total_allocated}")
     if "--allocs" in want and allocs != int(want["--allocs"]):

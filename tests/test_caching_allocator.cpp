@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "allocators/caching/caching_allocator.h"
@@ -380,6 +381,41 @@ TEST(CachingAllocator, MemoryStatsKeysAndSummary) {
             std::string::npos)
       << s;
   EXPECT_NE(s.find("| GPU reserved segments |       1    |"), std::string::npos) << s;
+}
+
+// A block freed while another stream still uses it (record_stream): PyTorch's free() takes it out
+// of allocation/allocated_bytes at once and returns the block to its pool only when the stream is
+// done (its deallocate here). Until then it is neither reused nor merged, and it is no free space.
+TEST(CachingAllocator, AFreeRequestDropsTheStatisticsAndKeepsTheBlockUntilItsFree) {
+  Fixture f;
+  const DevPtr a = f.a(8 * MiB);  // a 20 MiB segment: 8 MiB, and 12 MiB cached
+  f.alloc->free_requested(a);
+  EXPECT_EQ(f.allocated(), 0u);
+  EXPECT_EQ(f.alloc->stats().requested_bytes, 0u);
+  EXPECT_EQ(f.alloc->stats().frees, 1u);
+  EXPECT_EQ(f.stat("allocation.all.current"), 0);
+  EXPECT_EQ(f.stat("requested_bytes.all.current"), 8 * MiB) << "PyTorch's counts it until the block returns";
+  f.alloc->free_requested(a);  // a second request changes nothing
+  EXPECT_EQ(f.stat("allocation.all.freed"), 1);
+  const DevPtr b = f.a(8 * MiB);
+  EXPECT_EQ(b, a + 8 * MiB) << "the freed block is not handed out before its free";
+  EXPECT_EQ(f.allocated(), 8 * MiB);
+  EXPECT_EQ(f.stat("allocated_bytes.all.peak"), 8 * MiB);
+  const std::optional<FreeSpace> fs = f.alloc->free_space();
+  ASSERT_TRUE(fs.has_value());
+  EXPECT_EQ(fs->free_bytes, 4 * MiB) << "20 MiB reserved: 8 allocated, 8 freed and not returned, 4 free";
+  EXPECT_EQ(fs->largest_free_bytes, 4 * MiB);
+  f.alloc->deallocate(a);  // the other stream is done: the block returns
+  EXPECT_EQ(f.allocated(), 8 * MiB);
+  EXPECT_EQ(f.stat("allocation.all.freed"), 1) << "counted once, at the request";
+  EXPECT_EQ(f.stat("requested_bytes.all.current"), 8 * MiB);
+  EXPECT_EQ(f.alloc->free_space()->free_bytes, 12 * MiB);
+  EXPECT_EQ(f.a(8 * MiB), a) << "returned, it is the best fit again";
+  EXPECT_EQ(f.reserved(), 20 * MiB);
+  EXPECT_EQ(f.alloc->stats().device_allocs, 1u);
+  // After a free request, active* would differ from allocation*: they are not reported.
+  for (const auto& [k, v] : f.alloc->memory_stats()) EXPECT_NE(k.rfind("active", 0), 0u) << k;
+  EXPECT_EQ(f.alloc->memory_summary().find("Active memory"), std::string::npos);
 }
 
 }  // namespace

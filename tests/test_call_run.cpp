@@ -21,7 +21,7 @@ namespace gmb {
 namespace {
 
 struct Call {
-  std::uint8_t kind;  // CallView::kAllocate / kDeallocate
+  std::uint8_t kind;  // CallView::kAllocate / kDeallocate / kFreeRequested
   Bytes bytes;
   StreamId stream;
   std::uint32_t slot;
@@ -51,15 +51,23 @@ struct Side {
 std::vector<Call> random_calls(std::uint64_t seed, std::size_t n) {
   std::mt19937_64 rng(seed);
   std::vector<Call> calls;
-  std::vector<bool> live(64, false);
+  std::vector<bool> live(64, false), requested(64, false);
   for (std::size_t i = 0; i < n; ++i) {
     const auto slot = static_cast<std::uint32_t>(1 + rng() % 63);
     const bool again = rng() % 50 == 0;
     if (live[slot] && !again) {
+      // One live buffer in eight is freed while another stream uses it: its free request
+      // first, its deallocate when the slot comes up again.
+      if (!requested[slot] && rng() % 8 == 0) {
+        calls.push_back({CallView::kFreeRequested, 0, 0, slot});
+        requested[slot] = true;
+        continue;
+      }
       calls.push_back({CallView::kDeallocate, 0, 0, slot});
-      live[slot] = false;
+      live[slot] = requested[slot] = false;
       continue;
     }
+    requested[slot] = false;  // allocated again: the requested buffer stays live, by address
     const std::uint64_t r = rng();
     Bytes bytes = r % 20 == 0 ? (Bytes{2} << 20) << (r >> 8) % 6 : (Bytes{512} << (r >> 8) % 12) + (r >> 20) % 512;
     if (r % 97 == 0) bytes = 0;
@@ -104,6 +112,11 @@ void run_both(const std::string& conf, Bytes capacity, std::size_t run, std::siz
       if (c.kind == CallView::kAllocate) {
         std::optional<DevPtr> p = s.alloc->allocate(c.bytes, c.stream);
         if (p) s.slot_ptr[c.slot] = *p;
+        return p;
+      }
+      if (c.kind == CallView::kFreeRequested) {
+        const DevPtr p = s.slot_ptr[c.slot];
+        if (p) s.alloc->free_requested(p);
         return p;
       }
       const DevPtr p = s.slot_ptr[c.slot];
@@ -239,7 +252,7 @@ TEST(CallRun, RunCallsHighsStopsAfterTheCallThatPassesTheMark) {
 
 // An alloc, a record of another kind (the harness's compute op), an alloc.
 std::vector<Call> calls_around_another_record() {
-  constexpr std::uint8_t kOther = CallView::kDeallocate + 1;
+  constexpr std::uint8_t kOther = CallView::kFreeRequested + 1;
   return {{CallView::kAllocate, 4096, 0, 1}, {kOther, 0, 0, 0}, {CallView::kAllocate, 4096, 0, 2}};
 }
 

@@ -208,6 +208,36 @@ TEST(CliSnapshot, SegmentsFromBeforeTheTraceAreNamedAndNotSelfChecked) {
   EXPECT_TRUE(has(r.out, "reproduces the recorded run: not checked")) << r.out;
 }
 
+// record_stream: a block freed while another stream still uses it. PyTorch's allocated bytes drop
+// at its free_requested, its memory returns at free_completed. freed_at_peak (make_test_snapshots.py):
+// 8 MiB freed, then 6 and 2 MiB allocated beside it before it returns: PyTorch's peak allocated is
+// 8 MiB, one 20 MiB segment. cuda_malloc counts the block until its memory returns (16 MiB).
+TEST(CliSnapshot, ABlockFreedWhileAnotherStreamUsesItStopsCountingAtItsFree) {
+  auto dir = temp_dir("freed_at_peak");
+  auto r = run_gpumembench("replay --device sim --allocator caching --trace " + synthetic("freed_at_peak.pickle") +
+                           " --output " + (dir / "out").string() + " --export-snapshot " + (dir / "e.pickle").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "\n| caching | 20.0 MiB | 8.0 MiB |")) << r.out;
+  EXPECT_TRUE(has(r.out, "1 blocks returned to the allocator later than their free was requested")) << r.out;
+  EXPECT_TRUE(has(r.out, "1 blocks were freed but not yet returned when the snapshot was taken")) << r.out;
+  EXPECT_TRUE(has(r.out, "reproduces the recorded run: yes (1 segment events and 0 OOMs")) << r.out;
+  auto results = nlohmann::json::parse(testing::read_text(dir / "out" / "results.json"));
+  EXPECT_EQ(results["cases"][0]["peak_allocated_bytes"].get<std::uint64_t>(), 8u << 20);
+  EXPECT_EQ(results["cases"][0]["peak_reserved_bytes"].get<std::uint64_t>(), 20u << 20);
+  // The export keeps each free request where it was: read back, the same figures and the same
+  // block freed and not returned at the end.
+  auto back = run_gpumembench("replay --device sim --allocator caching --trace " + (dir / "e.pickle").string());
+  ASSERT_EQ(back.status, 0) << back.out;
+  EXPECT_TRUE(has(back.out, "\n| caching | 20.0 MiB | 8.0 MiB |")) << back.out;
+  EXPECT_TRUE(has(back.out, "1 blocks returned to the allocator later than their free was requested")) << back.out;
+  EXPECT_TRUE(has(back.out, "1 blocks were freed but not yet returned when the snapshot was taken")) << back.out;
+  EXPECT_TRUE(has(back.out, "reproduces the recorded run: yes (1 segment events")) << back.out;
+  auto m = run_gpumembench("replay --device sim --allocator cuda_malloc --trace " + synthetic("freed_at_peak.pickle"));
+  ASSERT_EQ(m.status, 0) << m.out;
+  EXPECT_TRUE(has(m.out, "\n| cuda_malloc | 16.0 MiB (modeled) | 16.0 MiB |")) << m.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliSnapshot, PicksTheTraceDevice) {
   auto r = run_gpumembench("replay --device sim --allocator caching --trace-device 0 --trace " + synthetic("two_devices.pickle"));
   ASSERT_EQ(r.status, 0) << r.out;

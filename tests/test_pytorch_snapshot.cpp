@@ -29,8 +29,9 @@ PyTorchSnapshot convert(const std::string& name, int device = -1) {
 std::string ops_text(const PyTorchSnapshot& s) {
   std::string out;
   for (const Op& op : s.ops)
-    out += op.kind == Op::Kind::Alloc ? fmt::format("a{}:{}@{} ", op.id, op.bytes, op.stream)
-                                      : fmt::format("f{}@{} ", op.id, op.stream);
+    out += op.kind == Op::Kind::Alloc           ? fmt::format("a{}:{}@{} ", op.id, op.bytes, op.stream)
+           : op.kind == Op::Kind::FreeRequested ? fmt::format("r{}@{} ", op.id, op.stream)
+                                                : fmt::format("f{}@{} ", op.id, op.stream);
   return out;
 }
 
@@ -68,8 +69,9 @@ TEST(PyTorchSnapshot, EveryPickleProtocolGivesTheSameOps) {
 
 TEST(PyTorchSnapshot, FreesWhenTheBlockReturnsNotWhenItIsRequested) {
   PyTorchSnapshot s = convert("two_streams.pickle");
-  // The side stream is 1; its first block returns (free_completed) after stream 0 allocated.
-  EXPECT_EQ(ops_text(s), "a0:4194304@1 a1:6291456@0 f0@1 a0:8388608@1 f1@0 ");
+  // The side stream is 1; its first block is freed (r: free_requested) before stream 0
+  // allocates and returns (free_completed) after; the other frees complete at once (f alone).
+  EXPECT_EQ(ops_text(s), "a0:4194304@1 r0@1 a1:6291456@0 f0@1 a0:8388608@1 f1@0 ");
   EXPECT_TRUE(has_note(s, "1 blocks returned to the allocator later than their free was requested")) << s.notes[0];
   EXPECT_TRUE(has_note(s, "streams besides the default one: 1, numbered from 1"));
 }
@@ -91,7 +93,7 @@ TEST(PyTorchSnapshot, PicksTheDeviceWithTheMostEventsOrTheOneAskedFor) {
   EXPECT_TRUE(has_note(s, "replaying device 1, the one with the most events (the snapshot has: device 0 (3 events), "
                           "device 1 (10 events); pick with --trace-device N)"));
   PyTorchSnapshot s0 = convert("two_devices.pickle", 0);
-  EXPECT_EQ(ops_text(s0), "a0:512@0 ");
+  EXPECT_EQ(ops_text(s0), "a0:512@0 r0@0 ");  // freed, not returned when the snapshot was taken
   EXPECT_TRUE(has_note(s0, "1 blocks were freed but not yet returned"));
   try {
     convert("two_devices.pickle", 3);

@@ -89,7 +89,7 @@ TEST(TorchSnapshots, ReplaysGiveWhatPyTorchRecorded) {
 // real recordings, with blocks alive before the trace (ring overflow) and with OOMs, every alloc
 // gets a slot no live buffer holds, every free its buffer's, all below slots_end().
 TEST(TorchSnapshots, TheReaderGivesEachLiveBufferASlotOfItsOwn) {
-  for (const char* name : {"snap_ring_overflow", "snap_oom_cap16g", "snap_two_streams"}) {
+  for (const char* name : {"snap_ring_overflow", "snap_oom_cap16g", "snap_two_streams", "snap_stream_wait"}) {
     SCOPED_TRACE(name);
     auto source = open_trace(data_dir() + "/" + name + ".pickle.gz");
     ASSERT_TRUE(source->gives_slots());
@@ -109,6 +109,9 @@ TEST(TorchSnapshots, TheReaderGivesEachLiveBufferASlotOfItsOwn) {
         taken[op.slot] = true;
         live[op.id] = op.slot;
         ++allocs;
+      } else if (op.kind == Op::Kind::FreeRequested) {  // the buffer keeps its slot until its free
+        ASSERT_EQ(live.count(op.id), 1u) << "a free request of a buffer not live";
+        EXPECT_EQ(live[op.id], op.slot);
       } else {
         ASSERT_EQ(live.count(op.id), 1u) << "a free of a buffer not live";
         EXPECT_EQ(live[op.id], op.slot);

@@ -33,6 +33,8 @@ inline std::unordered_map<BufferId, DevPtr> replay_snapshot_ops(const PyTorchSna
   for (const Op& op : s.ops) {
     if (op.kind == Op::Kind::Alloc) {
       if (auto p = allocator.allocate(op.bytes, op.stream)) live[op.id] = *p;
+    } else if (op.kind == Op::Kind::FreeRequested) {  // freed while another stream uses it
+      if (auto it = live.find(op.id); it != live.end()) allocator.free_requested(it->second);
     } else if (auto it = live.find(op.id); it != live.end()) {
       allocator.deallocate(it->second);
       live.erase(it);

@@ -38,6 +38,16 @@ class LiveIdSet {
     return erase_other(id);
   }
 
+  // The slot of a live id, 0 when id is not live.
+  std::uint32_t find(std::uint64_t id) const {
+    if (id < dense_.size()) return dense_[id];
+    if (id < kDenseMax) return 0;
+    if (id == kEmpty) return empty_key_slot_;
+    for (std::size_t i = home(id); entries_[i].id != kEmpty; i = (i + 1) & mask_)
+      if (entries_[i].id == id) return entries_[i].slot;
+    return 0;
+  }
+
   // Every slot given so far is below this.
   std::uint32_t slots_end() const { return next_slot_; }
 

@@ -1,5 +1,6 @@
 // The native trace format: CSV with a header naming the columns action,id,bytes[,stream] in any
-// order; `#` comments and blank lines are skipped; `bytes` is empty on a free. Ids are the
+// order; `#` comments and blank lines are skipped; `bytes` is empty on a free and on a
+// free_requested (Op::Kind::FreeRequested, read by the general path only). Ids are the
 // file's own (any 64-bit value, reusable once freed).
 #include <cassert>
 #include <cstring>
@@ -236,8 +237,15 @@ class NativeCsvSource final : public TraceSource {
       op.slot = live_.erase(id);
       if (!op.slot) fail(fmt::format("free of unknown id {} (never allocated, or already freed)", id));
       op.kind = Op::Kind::Free;
+    } else if (action == "free_requested") {
+      if (!f[col_[2]].empty())
+        fail(fmt::format("a free_requested carries no bytes (found '{}'): leave the bytes field empty",
+                         escaped_excerpt(f[col_[2]], 60)));
+      op.slot = live_.find(id);
+      if (!op.slot) fail(fmt::format("free_requested of unknown id {} (never allocated, or already freed)", id));
+      op.kind = Op::Kind::FreeRequested;
     } else {
-      fail(fmt::format("unknown action '{}' (valid: alloc, free)", escaped_excerpt(action, 60)));
+      fail(fmt::format("unknown action '{}' (valid: alloc, free, free_requested)", escaped_excerpt(action, 60)));
     }
     return op;
   }

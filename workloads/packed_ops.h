@@ -90,8 +90,10 @@ class PackedOps {
   static constexpr unsigned kBytesBits = 48, kStreamBits = 14, kKindShift = kBytesBits + kStreamBits;
   static constexpr std::uint64_t kBytesMask = (std::uint64_t(1) << kBytesBits) - 1;
   static constexpr std::uint64_t kStreamMask = (std::uint64_t(1) << kStreamBits) - 1;
-  static constexpr std::uint64_t kWide = 3;  // the kind bits of an op held whole in wide_
-  static_assert(static_cast<int>(Op::Kind::Compute) < static_cast<int>(kWide), "Op::Kind has a value the kind bits cannot hold");
+  // The kind bits of an op held whole in wide_, and every compute op is (a snapshot has none).
+  static constexpr std::uint64_t kWide = 3;
+  static_assert(static_cast<int>(Op::Kind::FreeRequested) < static_cast<int>(kWide),
+                "Op::Kind has an allocator op the kind bits cannot hold");
 
   struct Packed {
     std::uint64_t word;  // bytes | stream << 48 | kind << 62
@@ -102,7 +104,7 @@ class PackedOps {
 
   static bool fits(const Op& op) {
     return op.bytes <= kBytesMask && op.stream >= 0 && std::uint64_t(op.stream) <= kStreamMask &&
-           op.id <= UINT32_MAX && op.source_line <= UINT32_MAX && op.slot == 0;
+           op.id <= UINT32_MAX && op.source_line <= UINT32_MAX && op.slot == 0 && op.kind != Op::Kind::Compute;
   }
 
   std::vector<Packed, HugePageAllocator<Packed>> packed_;

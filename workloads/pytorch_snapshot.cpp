@@ -105,6 +105,7 @@ class Converter {
   // One device's trace, entry by entry: begin_trace, convert_entry for entries 0, 1, 2...,
   // end_trace (its notes). A TraceSink calls them while the pickle is parsed.
   void begin_trace(int device, std::size_t expected_entries) {
+    prev_free_requested_ = false;
     s_.device = device;
     key_class_.assign(d_.node_count(), kUnclassified);
     last_pairs_ = kNoneRemembered;
@@ -146,6 +147,9 @@ class Converter {
     delayed_frees_ = from.delayed_frees_;
     ignored_ = from.ignored_;
     requested_pending_ = from.requested_pending_;
+    prev_free_requested_ = from.prev_free_requested_;
+    prev_requested_addr_ = from.prev_requested_addr_;
+    prev_requested_entry_ = from.prev_requested_entry_;
   }
 
  private:
@@ -724,11 +728,20 @@ class Converter {
     const bool after_free_requested = prev_free_requested_;
     const DevPtr requested_addr = prev_requested_addr_;
     prev_free_requested_ = false;
+    // A free_requested that this entry does not complete at once waits on another stream: its
+    // op comes now, before this entry's (Op::Kind::FreeRequested).
+    if (__builtin_expect(after_free_requested, 0)) {
+      const Ref p = f[kAddr];
+      const bool completes = action == kFreeCompleted && p != Document::kAbsent && d_.is_int(p) &&
+                             static_cast<DevPtr>(d_.as_int(p)) == requested_addr;
+      if (!completes) push_free_requested(requested_addr, prev_requested_entry_);
+    }
     if (action == kFreeRequested) {
       Ref p = f[kAddr];
       if (p != Document::kAbsent && d_.is_int(p)) {
         prev_free_requested_ = true;
         prev_requested_addr_ = static_cast<DevPtr>(d_.as_int(p));
+        prev_requested_entry_ = i;
       }
     }
     if (action == kIgnoredAction) {
@@ -811,16 +824,24 @@ class Converter {
     }
   }
 
+  // The free request of the block at addr (live: its free_requested entry made it so).
+  void push_free_requested(DevPtr addr, std::uint64_t entry) {
+    if (const Live* l = live_.find(addr)) push_op(Op::Kind::FreeRequested, l->id, 0, l->stream, entry, 0);
+  }
+
   void end_trace() {
+    if (prev_free_requested_) push_free_requested(prev_requested_addr_, prev_requested_entry_);
+    prev_free_requested_ = false;
     if (delayed_frees_)
       s_.notes.push_back(fmt::format("{} blocks returned to the allocator later than their free was requested "
-                                     "(used on another stream: record_stream); replayed at free_completed, so "
-                                     "the allocated bytes count each until then (PyTorch's allocated_bytes stops "
-                                     "at the request: a peak within such a wait reads higher here)",
+                                     "(used on another stream: record_stream): each is freed at its free_requested "
+                                     "and returns at its free_completed; `caching` stops counting it as allocated "
+                                     "at the request, as PyTorch does, the other allocators at its return",
                                      delayed_frees_));
     if (requested_pending_)
       s_.notes.push_back(fmt::format("{} blocks were freed but not yet returned when the snapshot was taken "
-                                     "(free_requested without free_completed): still live at the end",
+                                     "(free_requested without free_completed): their memory is still taken at "
+                                     "the end",
                                      requested_pending_));
     if (ignored_) s_.notes.push_back(fmt::format("{} snapshot/user_defined entries ignored", ignored_));
     if (!s_.ooms.empty())
@@ -1012,6 +1033,7 @@ class Converter {
   std::uint64_t delayed_frees_ = 0, ignored_ = 0, requested_pending_ = 0;
   bool prev_free_requested_ = false;  // the entry before: a free_requested of prev_requested_addr_
   DevPtr prev_requested_addr_ = 0;
+  std::uint64_t prev_requested_entry_ = 0;  // that entry's index
   std::unordered_map<std::int64_t, StreamId> streams_;
   LiveMap<Live> live_;
   std::vector<DevPtr> freed_log_;     // freed since the last absorb_freed_log, in order

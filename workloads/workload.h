@@ -15,12 +15,17 @@ namespace gmb {
 using BufferId = std::uint64_t;
 
 struct Op {
-  enum class Kind : std::uint8_t { Alloc, Free, Compute };
+  // FreeRequested: the program freed the buffer, but its memory stays taken until the buffer's
+  // Free, which comes later (another stream still used it: PyTorch's record_stream, a
+  // snapshot's free_requested long before its free_completed). What it changes is the count of
+  // allocated bytes: `caching` stops counting the block here, as PyTorch's allocated_bytes does;
+  // the other allocators count it until the Free. At most one per buffer, before its Free.
+  enum class Kind : std::uint8_t { Alloc, Free, FreeRequested, Compute };
   Kind kind = Kind::Alloc;
-  BufferId id = 0;      // Alloc/Free: the buffer; Compute: an index the workload understands
+  BufferId id = 0;      // Alloc/Free/FreeRequested: the buffer; Compute: an index the workload understands
   Bytes bytes = 0;      // Alloc: the request
   StreamId stream = 0;
-  // Alloc/Free: the buffer's slot, a small number each live buffer has so that the harness keeps
+  // Alloc/Free/FreeRequested: the buffer's slot, a small number each live buffer has so that the harness keeps
   // per-buffer state in arrays (harness/run/buffer_slots.h); 0 is no buffer. Set by the harness
   // unless the workload gives slots itself (Workload::gives_slots).
   std::uint32_t slot = 0;

@@ -1,5 +1,8 @@
 // The caching allocator: PyTorch 2.11's DeviceCachingAllocator (native backend) decision for
-// decision, without the parts that need CUDA events or graphs (record_stream, graph pools).
+// decision, without CUDA graphs' pools. A block used on another stream (record_stream) comes as
+// a free request and, later, its deallocate: the statistics drop at the request, the block
+// returns at the deallocate; an OOM's retry does not bring such blocks back early, as PyTorch's
+// does by waiting on their events.
 // Hot paths avoid allocation and locking: blocks live in an arena, the free sets are bitmaps of
 // size bins holding small intrusive B+trees (free_block_set.h, block_set.h), live blocks are
 // found through an open-addressing table keyed by address. Where the outcome of a test varies
@@ -16,6 +19,7 @@
 #include <utility>
 #include <limits>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -52,6 +56,9 @@ struct alignas(64) Block {
   bool allocated = false;
   bool mapped = true;
   bool expandable = false;  // es != nullptr; es is not read (nor reset by make()) otherwise
+  // Freed by its caller, still taken until its deallocate (free_requested): allocated stays true
+  // (neither merged nor reused), the statistics no longer count it.
+  bool free_requested = false;
   ExpandableSegment* es = nullptr;
   std::int64_t gc_count_base = 0;  // kept only under garbage collection
 
@@ -147,8 +154,9 @@ struct StatArray {
   }
 };
 
-// PyTorch's active/active_bytes are not kept: without record_stream a block is active exactly
-// while it is allocated, so they equal allocation/allocated_bytes (memory_stats reports them).
+// PyTorch's active/active_bytes are not kept: a block is active while it is allocated or its
+// free is requested and not done, so without free requests they equal allocation/allocated_bytes
+// (memory_stats reports them then, and leaves them out after any free request).
 struct DeviceStats {
   StatArray allocation, segment, inactive_split;
   StatArray allocated_bytes, reserved_bytes, inactive_split_bytes, requested_bytes;
@@ -177,6 +185,7 @@ class BlockArena {
     b->allocated = false;
     b->mapped = true;
     b->expandable = false;
+    b->free_requested = false;
     return b;
   }
   void recycle(Block* b) {
@@ -332,6 +341,14 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     free(take_live(ptr));
   }
 
+  void free_requested(DevPtr ptr) override {
+    if (ptr == 0) return;
+    Block* b = live_.find(ptr);
+    if (!b && by_slot_live_to_map()) b = live_.find(ptr);
+    if (!b) throw_bad_pointer(ptr);
+    request_free(b);
+  }
+
   void empty_cache() override { release_cached_blocks(); }
 
   // allocate/deallocate call by call, with the live blocks of the calls' slots kept by slot
@@ -367,7 +384,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     std::size_t by_slot_size = by_slot_.size();
     for (std::size_t i = 0; i < n; ++i, rec += calls.stride) {
       const auto kind = CallView::field<std::uint8_t>(rec, calls.kind_at);
-      if (kind > CallView::kDeallocate) return done(i);  // another kind of record ends the calls
+      if (kind > CallView::kFreeRequested) return done(i);  // another kind of record ends the calls
       const auto slot = CallView::field<std::uint32_t>(rec, calls.slot_at);
       CallResult local;
       CallResult& r = kEach ? results[i] : local;
@@ -393,6 +410,14 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           ptr = b->ptr;
         }
         r.ptr = slot_ptr[slot] = ptr;
+      } else if (__builtin_expect(kind == CallView::kFreeRequested, 0)) {
+        r.ptr = slot_ptr[slot];  // the slot keeps it until the deallocate
+        if (r.ptr) {
+          Block* b = slot < by_slot_size ? by_slot[slot] : nullptr;
+          if (!b || b->ptr != r.ptr) b = live_.find(r.ptr);
+          if (!b) throw_bad_pointer(r.ptr);
+          request_free(b);
+        }
       } else {
         r.ptr = slot_ptr[slot];
         slot_ptr[slot] = 0;
@@ -425,7 +450,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     AllocatorStats s;
     s.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.all_current);
     s.reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.all_current);
-    s.requested_bytes = static_cast<Bytes>(stats_.requested_bytes.all_current);
+    // PyTorch's requested_bytes counts a block until it returns; here, as allocated_bytes does,
+    // until its free request (requested <= allocated).
+    s.requested_bytes = static_cast<Bytes>(stats_.requested_bytes.all_current) - requested_pending_;
     s.peak_allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.all_peak);
     s.peak_reserved_bytes = static_cast<Bytes>(stats_.reserved_bytes.all_peak);
     s.segments = static_cast<std::uint64_t>(stats_.segment.all_current);
@@ -450,8 +477,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   std::optional<FreeSpace> free_space() const override {
     FreeSpace f;
     f.allocated_bytes = static_cast<Bytes>(stats_.allocated_bytes.all_current);
-    f.requested_bytes = static_cast<Bytes>(stats_.requested_bytes.all_current);
-    f.free_bytes = static_cast<Bytes>(stats_.reserved_bytes.all_current) - f.allocated_bytes;
+    f.requested_bytes = static_cast<Bytes>(stats_.requested_bytes.all_current) - requested_pending_;
+    // Blocks freed but not returned (free_requested) are neither allocated nor free.
+    f.free_bytes = static_cast<Bytes>(stats_.reserved_bytes.all_current) - f.allocated_bytes - bytes_pending_;
     for (const Pool* pool : {&large_, &small_})
       for (const Block* b = pool->blocks.first(); b; b = pool->blocks.next(b))
         f.largest_free_bytes = std::max(f.largest_free_bytes, b->size);
@@ -527,8 +555,31 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     return alloc_found_block(p, orig_size, should_split(p.block, p.size));
   }
 
+  // PyTorch's free() of a block with stream uses: the statistics now, the block at its deallocate.
+  // A second request for the same block changes nothing.
+  [[gnu::noinline]] void request_free(Block* block) {
+    if (block->free_requested) return;
+    block->free_requested = true;
+    any_free_requested_ = true;
+    const std::size_t st = pool_of(block).stat_index;
+    stats_.allocation.decrease(st, 1);
+    stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
+    bytes_pending_ += block->size;
+    requested_pending_ += block->requested;
+  }
+  // The deallocate of a block whose free was requested: it returns to its pool.
+  [[gnu::noinline]] void free_after_request(Block* block) {
+    block->free_requested = false;
+    bytes_pending_ -= block->size;
+    requested_pending_ -= block->requested;
+    block->allocated = false;
+    free_block(block);
+  }
+
   template <bool kPlain = false>
   [[gnu::always_inline]] void free(Block* block) {
+    if (__builtin_expect(block->free_requested, 0)) return free_after_request(block);
     block->allocated = false;
     const std::size_t st = pool_of(block).stat_index;
     stats_.allocation.decrease(st, 1);
@@ -1057,6 +1108,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments_;
   OomDetails last_oom_;
   std::uint64_t cache_hits_ = 0;
+  // The blocks freed but not returned yet (free_requested): their sizes and requested bytes.
+  Bytes bytes_pending_ = 0, requested_pending_ = 0;
+  bool any_free_requested_ = false;
 };
 
 std::vector<SegmentInfo> CachingAllocator::segments() const {
@@ -1120,11 +1174,11 @@ std::vector<std::pair<std::string, std::int64_t>> CachingAllocator::memory_stats
   };
   add_array("allocation", stats_.allocation);
   add_array("segment", stats_.segment);
-  add_array("active", stats_.allocation);  // see DeviceStats
+  if (!any_free_requested_) add_array("active", stats_.allocation);  // see DeviceStats
   add_array("inactive_split", stats_.inactive_split);
   add_array("allocated_bytes", stats_.allocated_bytes);
   add_array("reserved_bytes", stats_.reserved_bytes);
-  add_array("active_bytes", stats_.allocated_bytes);
+  if (!any_free_requested_) add_array("active_bytes", stats_.allocated_bytes);
   add_array("inactive_split_bytes", stats_.inactive_split_bytes);
   add_array("requested_bytes", stats_.requested_bytes);
   add_stat("oversize_allocations", stats_.oversize_allocations);
@@ -1190,6 +1244,8 @@ std::string CachingAllocator::memory_summary() const {
       {&stats_.inactive_split, "Non-releasable allocs", false},
   };
   for (const Metric& m : metrics) {
+    const bool active = std::string_view(m.name).substr(0, 6) == "Active";
+    if (active && any_free_requested_) continue;  // not kept (DeviceStats)
     lines.push_back(dash);
     const Stat all = m.a->at(kAll);
     const std::pair<int, const char*> subs[] = {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -171,6 +172,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
       DevPtr ptr;
       Bytes bytes;
       StreamId stream;
+      bool free_requested = false;  // its free_requested written (Op::Kind::FreeRequested)
     };
     std::unordered_map<BufferId, Live> live;
     std::size_t calls_done = 0;
@@ -219,7 +221,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
           auto p = allocator->allocate(op.bytes, op.stream);
           device_calls();
           if (p) {
-            live[op.id] = {*p, op.bytes, op.stream};
+            live[op.id] = {*p, op.bytes, op.stream, false};
             write_entry(w, "alloc", *p, op.bytes, op.stream, time, origin ? origin(op) : std::string());
           } else {
             Bytes used = sim.used_bytes();
@@ -228,16 +230,27 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
             ++summary.ooms;
           }
           ++summary.entries;
+        } else if (op.kind == Op::Kind::FreeRequested) {
+          auto it = live.find(op.id);
+          if (it == live.end() || it->second.free_requested) continue;  // its allocation failed
+          // Its block returns at the buffer's free (free_completed), a few entries on.
+          write_entry(w, "free_requested", it->second.ptr, it->second.bytes, it->second.stream, time);
+          allocator->free_requested(it->second.ptr);
+          it->second.free_requested = true;
+          ++summary.entries;
         } else if (op.kind == Op::Kind::Free) {
           auto it = live.find(op.id);
           if (it == live.end()) continue;  // its allocation failed
           // The block returns to the allocator, then what it gives back to the driver (a
           // segment_free between the two would read back as a free that waited on another stream).
-          write_entry(w, "free_requested", it->second.ptr, it->second.bytes, it->second.stream, time);
+          if (!it->second.free_requested) {
+            write_entry(w, "free_requested", it->second.ptr, it->second.bytes, it->second.stream, time);
+            ++summary.entries;
+          }
           allocator->deallocate(it->second.ptr);
           write_entry(w, "free_completed", it->second.ptr, it->second.bytes, it->second.stream, time);
           device_calls();
-          summary.entries += 2;
+          ++summary.entries;
           live.erase(it);
         }
         file.flush_if_large();
@@ -248,7 +261,11 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
 
     // The state at the end, as torch.cuda.memory._snapshot() lists it.
     std::unordered_map<DevPtr, Bytes> requested;
-    for (const auto& [id, l] : live) requested[l.ptr] = l.bytes;
+    std::unordered_set<DevPtr> pending;  // freed, not returned: PyTorch's active_pending_free
+    for (const auto& [id, l] : live) {
+      requested[l.ptr] = l.bytes;
+      if (l.free_requested) pending.insert(l.ptr);
+    }
     bool expandable = false;
     if (takes_alloc_conf(allocator_name)) {
       auto it = options.find("alloc_conf");
@@ -257,10 +274,11 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
     w.key("segments");
     w.begin_list();
     for (const SegmentInfo& seg : allocator->segments()) {
-      Bytes allocated = 0, req = 0;
+      Bytes allocated = 0, active = 0, req = 0;
       for (const BlockInfo& b : seg.blocks)
         if (b.allocated) {
-          allocated += b.size;
+          active += b.size;
+          if (!pending.count(seg.address + b.offset)) allocated += b.size;
           auto r = requested.find(seg.address + b.offset);
           req += r == requested.end() ? b.size : r->second;
         }
@@ -274,7 +292,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
       w.key("allocated_size");
       w.uinteger(allocated);
       w.key("active_size");
-      w.uinteger(allocated);
+      w.uinteger(active);
       w.key("requested_size");
       w.uinteger(req);
       w.key("stream");
@@ -302,7 +320,9 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
         w.key("requested_size");
         w.uinteger(b.allocated ? (r == requested.end() ? b.size : r->second) : 0);
         w.key("state");
-        w.str(b.allocated ? "active_allocated" : "inactive");
+        w.str(!b.allocated                               ? "inactive"
+              : pending.count(seg.address + b.offset) ? "active_pending_free"
+                                                      : "active_allocated");
         w.key("frames");
         write_frames(w, {});
         w.end_dict();

@@ -243,13 +243,14 @@ ReduceResult reduce_oom(const std::vector<Op>& input, const ReduceSettings& sett
   {
     LifetimeTrace whole;
     std::uint64_t n = 0;
-    for (const Op& op : input) n += op.kind != Op::Kind::Compute;
+    auto event_of = [](const Op& op) { return op.kind == Op::Kind::Alloc || op.kind == Op::Kind::Free; };
+    for (const Op& op : input) n += event_of(op);
     r.input_events = n;
     // A trace that ends with a free has no request at its end: the whole-trace replay only needs
     // a final allocation to stand on, so look for the OOM on the prefix up to the last allocation.
     std::uint64_t last_alloc = 0, event = 0;
     for (const Op& op : input) {
-      if (op.kind == Op::Kind::Compute) continue;
+      if (!event_of(op)) continue;
       if (op.kind == Op::Kind::Alloc) last_alloc = event + 1;
       ++event;
     }

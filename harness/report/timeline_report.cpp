@@ -23,7 +23,7 @@ void write_timeline_csv(const std::string& path, const std::vector<TimelineRow>&
   fmt::memory_buffer out;
   fmt::format_to(std::back_inserter(out), "event,action,id,bytes,allocated_bytes,reserved_bytes,segments,oom\n");
   for (const auto& r : rows) {
-    fmt::format_to(std::back_inserter(out), "{},{},{},", r.event, r.action == 'a' ? "alloc" : "free", r.id);
+    fmt::format_to(std::back_inserter(out), "{},{},{},", r.event, r.action == 'a' ? "alloc" : r.action == 'r' ? "free_requested" : "free", r.id);
     if (r.action == 'a') fmt::format_to(std::back_inserter(out), "{}", r.bytes);
     fmt::format_to(std::back_inserter(out), ",{},{},{},{}\n", r.allocated_bytes, r.reserved_bytes, r.segments,
                    r.oom ? 1 : 0);

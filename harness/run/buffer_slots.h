@@ -22,7 +22,7 @@ class BufferSlots {
  public:
   static constexpr std::uint32_t kNone = 0;
 
-  // Sets the slot of every alloc and free of ops, in order (compute ops are left alone).
+  // Sets the slot of every alloc, free and free request of ops, in order (compute ops are left alone).
   void assign(std::vector<Op>& ops) {
     for (Op& op : ops) {
       if (op.kind == Op::Kind::Alloc) {
@@ -40,6 +40,8 @@ class BufferSlots {
       } else if (op.kind == Op::Kind::Free) {
         op.slot = static_cast<std::uint32_t>(ids_.take(op.id).value_or(kNone));
         if (op.slot != kNone) free_.push_back(op.slot);
+      } else if (op.kind == Op::Kind::FreeRequested) {
+        op.slot = static_cast<std::uint32_t>(ids_.find(op.id).value_or(kNone));  // kept until the free
       }
     }
   }

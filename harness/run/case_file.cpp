@@ -207,7 +207,7 @@ std::vector<SegmentInfo> segments_from(const json& j) {
   return out;
 }
 
-// Rows of numbers as arrays (a timeline may have millions): [event, "a"|"f", id, bytes,
+// Rows of numbers as arrays (a timeline may have millions): [event, "a"|"f"|"r", id, bytes,
 // allocated, reserved, segments, oom].
 json timeline_json(const std::vector<TimelineRow>& rows) {
   json out = json::array();
@@ -221,7 +221,7 @@ std::vector<TimelineRow> timeline_from(const json& j) {
   out.reserve(j.size());
   for (const auto& r : j) {
     const std::string action = r.at(1).get<std::string>();
-    if (action != "a" && action != "f") throw CaseFileError("a timeline row of unknown action '" + action + "'");
+    if (action != "a" && action != "f" && action != "r") throw CaseFileError("a timeline row of unknown action '" + action + "'");
     out.push_back({r.at(0).get<std::uint64_t>(), action[0], r.at(2).get<std::uint64_t>(), r.at(3).get<Bytes>(),
                    r.at(4).get<Bytes>(), r.at(5).get<Bytes>(), r.at(6).get<std::uint64_t>(), r.at(7).get<bool>()});
   }

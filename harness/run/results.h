@@ -72,7 +72,7 @@ OomKind classify_oom(const WorkloadNeed& need, std::uint64_t step, Bytes capacit
 
 struct TimelineRow {
   std::uint64_t event;
-  char action;  // 'a' alloc, 'f' free
+  char action;  // 'a' alloc, 'f' free, 'r' free requested (Op::Kind::FreeRequested)
   std::uint64_t id;
   Bytes bytes;
   Bytes allocated_bytes;

@@ -264,7 +264,8 @@ struct CaseRun {
   CallView op_view{};
   static_assert(sizeof(Op::Kind) == 1 && std::uint8_t(Op::Kind::Alloc) == CallView::kAllocate &&
                 std::uint8_t(Op::Kind::Free) == CallView::kDeallocate &&
-                std::uint8_t(Op::Kind::Compute) > CallView::kDeallocate);
+                std::uint8_t(Op::Kind::FreeRequested) == CallView::kFreeRequested &&
+                std::uint8_t(Op::Kind::Compute) > CallView::kFreeRequested);
 
   bool sampling_usage() const { return usage_ring && !m.first_oom; }
 
@@ -298,9 +299,10 @@ struct CaseRun {
             continue;
           }
           std::size_t stretch = end;
-          if (skipping) {  // the frees up to the next alloc
+          if (skipping) {  // the frees (and free requests) up to the next alloc
             stretch = k + 1;
-            while (stretch < end && ops[stretch].kind == Op::Kind::Free) ++stretch;
+            while (stretch < end && (ops[stretch].kind == Op::Kind::Free || ops[stretch].kind == Op::Kind::FreeRequested))
+              ++stretch;
           }
           if (!peak_seen) stretch = k + 1;
           const CallView calls{reinterpret_cast<const unsigned char*>(ops + k), op_view.stride, op_view.kind_at,
@@ -333,6 +335,9 @@ struct CaseRun {
               break;
             }
             p.ptr = ptrs[o.slot] = *ptr;
+          } else if (o.kind == Op::Kind::FreeRequested) {
+            p.ptr = ptrs[o.slot];  // taken until the buffer's free
+            if (p.ptr) allocator.free_requested(p.ptr);
           } else {
             p.ptr = ptrs[o.slot];
             ptrs[o.slot] = 0;
@@ -415,16 +420,16 @@ struct CaseRun {
           const CallResult& p = results[q - i];
           const Op& op = ops[q];
           const std::uint64_t event = events++;
-          const bool alloc = op.kind == Op::Kind::Alloc;
+          const bool alloc = op.kind == Op::Kind::Alloc, request = op.kind == Op::Kind::FreeRequested;
           step_peaks(p);
           if (ids) {
             if (alloc)
               live_by_id.put(op.id, p.ptr);
-            else
+            else if (!request)
               live_by_id.take(op.id);
           }
           if (!alloc && !p.ptr) continue;  // its allocation failed: nothing freed
-          if (timeline) record_timeline(event, alloc ? 'a' : 'f', op, false);
+          if (timeline) record_timeline(event, alloc ? 'a' : request ? 'r' : 'f', op, false);
           if (sample) record_usage(event, step, p.after);
         }
         m.events = events;

@@ -136,7 +136,7 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
         }
         if (op.id >= live.size()) live.resize(std::max<std::size_t>(2 * live.size(), op.id + 1), kNotLive);
         live[op.id] = *p;
-      } else if (op.kind == Op::Kind::Free) {
+      } else if (op.kind == Op::Kind::Free) {  // (a free request asks the device for nothing)
         if (op.id < live.size() && live[op.id] != kNotLive) {
           allocator->deallocate(live[op.id]);
           live[op.id] = kNotLive;
@@ -157,11 +157,12 @@ SnapshotCheck check_snapshot_run(const PyTorchSnapshot& s, const std::vector<Dev
   // Each op is at most one allocator call: where every op was one, call k is op k.
   if (calls_made != s.ops.size()) {
     // The op of each call, as the run made them: an alloc of some bytes is a call (counted as
-    // an alloc or, failing, an OOM); a free is one where its buffer's alloc was. A zero-byte
-    // alloc is no call (PyTorch hands out nullptr), nor is its free.
+    // an alloc or, failing, an OOM); a free is one where its buffer's alloc was, counted at its
+    // free request where one came first (`caching` counts the free there). A zero-byte alloc
+    // is no call (PyTorch hands out nullptr), nor is its free.
     std::vector<std::uint64_t> op_of_call;
     op_of_call.reserve(calls_made);
-    std::vector<bool> live;  // by id (dense: the converter numbers buffers so)
+    std::vector<bool> live;  // by id (dense: the converter numbers buffers so), until counted freed
     std::size_t next_oom = 0;
     for (std::size_t i = 0; i < s.ops.size(); ++i) {
       const Op op = s.ops[i];
@@ -171,7 +172,7 @@ SnapshotCheck check_snapshot_run(const PyTorchSnapshot& s, const std::vector<Dev
         if (failed) ++next_oom;
         if (op.bytes) op_of_call.push_back(i);
         live[op.id] = op.bytes && !failed;
-      } else if (op.kind == Op::Kind::Free && live[op.id]) {
+      } else if ((op.kind == Op::Kind::Free || op.kind == Op::Kind::FreeRequested) && live[op.id]) {
         op_of_call.push_back(i);
         live[op.id] = false;
       }
