@@ -22,6 +22,11 @@ run $B replay --device cuda --trace $S/snap_oom_cap16g_expandable.pickle.gz --al
 run $B replay --device sim --trace "$WORK/e.pickle" --allocator caching --capacity 16GiB
 run $B replay --device cuda --trace "$WORK/e.csv" --allocator caching --alloc-conf expandable_segments:True --capacity 16GiB
 run $B replay --device cuda --trace $S/snap_default.pickle.gz --allocator caching
+# Frees that wait on another stream (record_stream): the free requests replayed on the card, the
+# export read back on sim with the same peaks.
+run $B replay --device cuda --trace $S/snap_stream_wait.pickle.gz --allocator caching --export-snapshot "$WORK/w.pickle"
+run $B replay --device sim --trace "$WORK/w.pickle" --allocator caching
+rm -f "$WORK/w.pickle"
 python3 -c "print('action,id,bytes,stream'); [print(f'alloc,{i},512,{i}') for i in range(1025)]" > "$WORK/s.csv"
 run $B replay --device cuda -q --trace "$WORK/s.csv" --allocator caching --export-rmm-log "$WORK/o.csv" --timeline "$WORK/t.csv"
 log "left behind: $(ls "$WORK"/o.csv* "$WORK"/t.csv 2>/dev/null | wc -l) files"
