@@ -12,6 +12,10 @@ import sys
 
 KEYS = ("reserved_bytes.all.peak", "allocated_bytes.all.peak", "num_device_alloc", "num_device_free", "num_ooms",
         "num_alloc_retries")
+# Frees that waited on another stream set these apart from the allocated figures.
+STREAM_WAIT_KEYS = ("active_bytes.all.peak", "active_bytes.all.current", "active.all.peak", "active.all.current",
+                    "allocation.all.current", "allocated_bytes.all.current", "requested_bytes.all.peak",
+                    "requested_bytes.all.current")
 # Recordings whose trace does not start with the allocator: their memory_stats count events the
 # trace does not hold, so only the conversion is checked (blocks alive at the start).
 PARTIAL = {"snap_ring_overflow"}
@@ -25,7 +29,7 @@ def main():
         ms = d["memory_stats"]
         out.append(dict(name=name, alloc_conf=d["run"]["alloc_conf"], total_memory=d["total_memory"],
                         memory_limit=d["memory_limit"], exact=name not in PARTIAL,
-                        memory_stats={k: ms[k] for k in KEYS}))
+                        memory_stats={k: ms[k] for k in KEYS + (STREAM_WAIT_KEYS if d["run"].get("stream_wait") else ())}))
     json.dump(out, sys.stdout, indent=1)
     print()
 

@@ -154,9 +154,10 @@ struct StatArray {
   }
 };
 
-// PyTorch's active/active_bytes are not kept: a block is active while it is allocated or its
-// free is requested and not done, so without free requests they equal allocation/allocated_bytes
-// (memory_stats reports them then, and leaves them out after any free request).
+// PyTorch's active/active_bytes are not kept apart: a block is active while it is allocated or
+// its free is requested and not done, so without free requests they equal allocation/
+// allocated_bytes. With them, memory_stats gives the .all figures from the blocks pending
+// (CachingAllocator::bytes_pending_, its active peaks) and leaves out the per-pool ones.
 struct DeviceStats {
   StatArray allocation, segment, inactive_split;
   StatArray allocated_bytes, reserved_bytes, inactive_split_bytes, requested_bytes;
@@ -567,12 +568,22 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
     bytes_pending_ += block->size;
     requested_pending_ += block->requested;
+    ++blocks_pending_;
+  }
+  // Active = allocated + pending, and it rises only at an allocation: its peak, where it can pass
+  // the allocated peak (blocks pending).
+  [[gnu::noinline]] void note_active_peak() {
+    const Stat& a = stats_.allocated_bytes.at(kAll);
+    const Stat& n = stats_.allocation.at(kAll);
+    active_bytes_peak_ = std::max(active_bytes_peak_, a.current + static_cast<std::int64_t>(bytes_pending_));
+    active_peak_ = std::max(active_peak_, n.current + static_cast<std::int64_t>(blocks_pending_));
   }
   // The deallocate of a block whose free was requested: it returns to its pool.
   [[gnu::noinline]] void free_after_request(Block* block) {
     block->free_requested = false;
     bytes_pending_ -= block->size;
     requested_pending_ -= block->requested;
+    --blocks_pending_;
     block->allocated = false;
     free_block(block);
   }
@@ -707,6 +718,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     stats_.allocation.increase(st, 1);
     stats_.allocated_bytes.increase(st, size);
     stats_.requested_bytes.increase(st, static_cast<std::int64_t>(orig_size));
+    if (__builtin_expect(blocks_pending_ != 0, 0)) note_active_peak();
     if (!kPlain && block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
     return block;
   }
@@ -1110,6 +1122,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   std::uint64_t cache_hits_ = 0;
   // The blocks freed but not returned yet (free_requested): their sizes and requested bytes.
   Bytes bytes_pending_ = 0, requested_pending_ = 0;
+  std::uint64_t blocks_pending_ = 0;
+  std::int64_t active_bytes_peak_ = 0, active_peak_ = 0;  // (note_active_peak)
   bool any_free_requested_ = false;
 };
 
@@ -1174,11 +1188,21 @@ std::vector<std::pair<std::string, std::int64_t>> CachingAllocator::memory_stats
   };
   add_array("allocation", stats_.allocation);
   add_array("segment", stats_.segment);
-  if (!any_free_requested_) add_array("active", stats_.allocation);  // see DeviceStats
+  // active = allocation + the blocks pending (see DeviceStats): the .all figures only.
+  auto add_active = [&](const char* name, const StatArray& same, std::int64_t pending, std::int64_t peak) {
+    if (!any_free_requested_) return add_array(name, same);
+    Stat a = same.at(kAll);
+    a.current += pending;
+    a.peak = std::max(peak, a.peak);
+    a.freed = a.allocated - a.current;
+    add_stat(fmt::format("{}.all", name), a);
+  };
+  add_active("active", stats_.allocation, static_cast<std::int64_t>(blocks_pending_), active_peak_);
   add_array("inactive_split", stats_.inactive_split);
   add_array("allocated_bytes", stats_.allocated_bytes);
   add_array("reserved_bytes", stats_.reserved_bytes);
-  if (!any_free_requested_) add_array("active_bytes", stats_.allocated_bytes);
+  add_active("active_bytes", stats_.allocated_bytes, static_cast<std::int64_t>(bytes_pending_),
+             active_bytes_peak_);
   add_array("inactive_split_bytes", stats_.inactive_split_bytes);
   add_array("requested_bytes", stats_.requested_bytes);
   add_stat("oversize_allocations", stats_.oversize_allocations);
