@@ -424,5 +424,26 @@ TEST(CachingAllocator, AFreeRequestDropsTheStatisticsAndKeepsTheBlockUntilItsFre
   EXPECT_EQ(f.alloc->memory_summary().find("Active memory"), std::string::npos);
 }
 
+// An OOM while blocks wait on another stream: PyTorch would wait for that stream and take the
+// block back before failing; the model cannot, and the OOM's message says so.
+TEST(CachingAllocator, AnOomWithBlocksWaitingOnAnotherStreamSaysPyTorchWouldWaitForThem) {
+  Fixture f("", 24 * MiB);
+  const DevPtr a = f.a(16 * MiB);
+  f.alloc->free_requested(a);
+  EXPECT_FALSE(f.alloc->allocate(16 * MiB, 0).has_value());
+  const std::string m = f.alloc->last_oom().message;
+  EXPECT_NE(m.find("CUDA out of memory. Tried to allocate 16.00 MiB."), std::string::npos) << m;
+  EXPECT_NE(m.find("[gpumembench: 16.00 MiB of the reserved memory is in 1 blocks freed while another stream still "
+                   "used them; PyTorch waits for those streams before it gives up"),
+            std::string::npos)
+      << m;
+  f.alloc->deallocate(a);  // returned: the same request fits in its block, and says nothing more
+  const DevPtr b = f.a(16 * MiB);
+  EXPECT_EQ(b, a);
+  f.alloc->deallocate(b);
+  EXPECT_FALSE(f.alloc->allocate(32 * MiB, 0).has_value());
+  EXPECT_EQ(f.alloc->last_oom().message.find("[gpumembench:"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gmb

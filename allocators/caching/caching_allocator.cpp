@@ -1085,6 +1085,14 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
         torch_format_size(std::max(p.alloc_size, orig_size)), info.ordinal, torch_format_size(total), torch_format_size(device_free),
         torch_format_size(allowed_memory_maximum_), torch_format_size(o.allocated_bytes),
         torch_format_size(o.cached_bytes));
+    // PyTorch would have waited for those streams (synchronize_and_free_events, before it frees
+    // its cache) and tried again with the blocks back; the model has no events to wait on.
+    if (blocks_pending_)
+      o.message += fmt::format(
+          " [gpumembench: {} of the reserved memory is in {} blocks freed while another stream still "
+          "used them; PyTorch waits for those streams before it gives up, this replay keeps the blocks "
+          "until their recorded return (free_completed), so this OOM may not happen in PyTorch]",
+          torch_format_size(bytes_pending_), blocks_pending_);
   }
 
   std::vector<Block*> all_blocks() const {
