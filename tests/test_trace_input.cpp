@@ -18,6 +18,7 @@
 
 #include "gzip_text.h"
 #include "test_helpers.h"
+#include "workloads/trace.h"
 #include "workloads/trace_source.h"
 
 namespace gmb {
@@ -184,6 +185,40 @@ TEST(TraceInput, NativeCsvNumbersOfEveryLengthReadExactly) {
   write_text(dir / "x.csv", "action,id,bytes,stream\n" + pad + "alloc,5,12x,0" + after);
   EXPECT_NE(error_of((dir / "x.csv").string()).find("x.csv:7: bytes '12x' is not a non-negative"), std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST(TraceInput, AFreeRequestKeepsItsBufferLiveUntilItsFreeAndWritesBackAsItWasRead) {
+  auto dir = testing::temp_dir("free_requested_csv");
+  testing::write_text(dir / "r.csv", "action,id,bytes,stream\nalloc,3,8388608,0\nfree_requested,3,,0\nalloc,4,6291456,0\n"
+                                     "free,3,,0\nfree,4,,0\n");
+  const std::vector<Op> ops = read_all((dir / "r.csv").string());
+  ASSERT_EQ(ops.size(), 5u);
+  EXPECT_EQ(ops[1].kind, Op::Kind::FreeRequested);
+  EXPECT_EQ(ops[1].slot, ops[0].slot) << "the buffer keeps its slot";
+  EXPECT_NE(ops[2].slot, ops[0].slot) << "a slot of its own for the buffer allocated beside it";
+  EXPECT_EQ(ops[3].kind, Op::Kind::Free);
+  EXPECT_EQ(ops[3].slot, ops[0].slot);
+  write_trace((dir / "w.csv").string(), ops);
+  EXPECT_EQ(testing::read_text(dir / "w.csv"), "action,id,bytes,stream\nalloc,3,8388608,0\nfree_requested,3,,0\n"
+                                                "alloc,4,6291456,0\nfree,3,,0\nfree,4,,0\n");
+  // caching counts the buffer until the request (8 MiB), cuda_malloc until the free (14 MiB).
+  auto r = testing::run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "r.csv").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| caching | 20.0 MiB | 8.0 MiB |"), std::string::npos) << r.out;
+  r = testing::run_gpumembench("replay --device sim -q --allocator cuda_malloc --trace " + (dir / "r.csv").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| cuda_malloc | 14.0 MiB (modeled) | 14.0 MiB |"), std::string::npos) << r.out;
+  // A request of a buffer not live, or one that carries bytes: exit 2 naming the line.
+  testing::write_text(dir / "u.csv", "action,id,bytes\nalloc,1,512\nfree_requested,2,\n");
+  EXPECT_NE(error_of((dir / "u.csv").string()).find("u.csv:3: free_requested of unknown id 2 (never allocated, or already freed)"),
+            std::string::npos);
+  testing::write_text(dir / "b.csv", "action,id,bytes\nalloc,1,512\nfree_requested,1,512\n");
+  EXPECT_NE(error_of((dir / "b.csv").string()).find("b.csv:3: a free_requested carries no bytes (found '512')"),
+            std::string::npos);
+  testing::write_text(dir / "z.csv", "action,id,bytes\nalloc,1,512\nfree_request,1,\n");
+  EXPECT_NE(error_of((dir / "z.csv").string()).find("unknown action 'free_request' (valid: alloc, free, free_requested)"),
+            std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TraceInput, ConcatenatedGzipMembersReadAsOneContent) {

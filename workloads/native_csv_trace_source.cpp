@@ -230,20 +230,14 @@ class NativeCsvSource final : public TraceSource {
       if (!op.slot) fail(fmt::format("alloc of id {} which is already allocated", id));
       op.kind = Op::Kind::Alloc;
       op.bytes = bytes;
-    } else if (action == "free") {
+    } else if (action == "free" || action == "free_requested") {
+      const bool request = action != "free";  // the buffer stays live (its slot kept) until its free
       if (!f[col_[2]].empty())
-        fail(fmt::format("a free carries no bytes (found '{}'): leave the bytes field empty",
+        fail(fmt::format("a {} carries no bytes (found '{}'): leave the bytes field empty", action,
                          escaped_excerpt(f[col_[2]], 60)));
-      op.slot = live_.erase(id);
-      if (!op.slot) fail(fmt::format("free of unknown id {} (never allocated, or already freed)", id));
-      op.kind = Op::Kind::Free;
-    } else if (action == "free_requested") {
-      if (!f[col_[2]].empty())
-        fail(fmt::format("a free_requested carries no bytes (found '{}'): leave the bytes field empty",
-                         escaped_excerpt(f[col_[2]], 60)));
-      op.slot = live_.find(id);
-      if (!op.slot) fail(fmt::format("free_requested of unknown id {} (never allocated, or already freed)", id));
-      op.kind = Op::Kind::FreeRequested;
+      op.slot = request ? live_.find(id) : live_.erase(id);
+      if (!op.slot) fail(fmt::format("{} of unknown id {} (never allocated, or already freed)", action, id));
+      op.kind = request ? Op::Kind::FreeRequested : Op::Kind::Free;
     } else {
       fail(fmt::format("unknown action '{}' (valid: alloc, free, free_requested)", escaped_excerpt(action, 60)));
     }
