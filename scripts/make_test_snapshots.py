@@ -390,6 +390,17 @@ def freed_at_peak():
             "external_annotations": []}
 
 
+def pending_before_trace():
+    """A block listed active_pending_free that the trace never mentions: freed before the trace's
+    first entry while another stream used it, its memory still taken at the end."""
+    t = Trace()
+    t.add("alloc", L + 4 * MiB, 4 * MiB, fr=frames(50))
+    segs = [segment(L, 20 * MiB, [(4 * MiB, "active_pending_free", 4 * MiB), (4 * MiB, "active_allocated", 4 * MiB),
+                                  (12 * MiB, "inactive", 0)])]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
@@ -399,7 +410,7 @@ def main():
              "freed_before": freed_before(), "partly_mapped_before": partly_mapped_before(),
              "zero_byte": zero_byte(), "stale_conf_text": stale_conf_text(),
              "partial_conf_fields": partial_conf_fields(), "mistyped_conf_field": mistyped_conf_field(),
-             "freed_at_peak": freed_at_peak()}
+             "freed_at_peak": freed_at_peak(), "pending_before_trace": pending_before_trace()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

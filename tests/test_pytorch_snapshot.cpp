@@ -86,6 +86,14 @@ TEST(PyTorchSnapshot, AllocatesBlocksAliveBeforeTheTraceFirst) {
   EXPECT_EQ(s.ops[0].source_line, 0u);
 }
 
+TEST(PyTorchSnapshot, ABlockFreedBeforeTheTraceAndStillWaitingIsAllocatedThenFreed) {
+  // Listed active_pending_free, never in the trace: its free request follows the blocks alive at
+  // the start, so it holds its memory without counting as allocated (as PyTorch counted it).
+  PyTorchSnapshot s = convert("pending_before_trace.pickle");
+  EXPECT_EQ(ops_text(s), "a0:4194304@0 r0@0 a1:4194304@0 ");
+  EXPECT_EQ(s.blocks_alive_at_start, 1u);
+}
+
 TEST(PyTorchSnapshot, PicksTheDeviceWithTheMostEventsOrTheOneAskedFor) {
   PyTorchSnapshot s = convert("two_devices.pickle");
   EXPECT_EQ(s.device, 1);

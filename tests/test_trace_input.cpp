@@ -208,6 +208,25 @@ TEST(TraceInput, AFreeRequestKeepsItsBufferLiveUntilItsFreeAndWritesBackAsItWasR
   r = testing::run_gpumembench("replay --device sim -q --allocator cuda_malloc --trace " + (dir / "r.csv").string());
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("| cuda_malloc | 14.0 MiB (modeled) | 14.0 MiB |"), std::string::npos) << r.out;
+  // The memory of a buffer whose free is requested is needed until its free: two 1 GiB buffers
+  // do not fit in 1.56 GiB whatever the allocator (a capacity OOM), and reduce keeps that OOM,
+  // numbering events as the replay does.
+  testing::write_text(dir / "t.csv", "action,id,bytes,stream\nalloc,1,1073741824,0\nfree_requested,1,,1\n"
+                                     "alloc,2,1073741824,0\nfree,1,,1\nfree,2,,0\n");
+  for (const char* a : {"caching", "ideal"}) {
+    r = testing::run_gpumembench(std::string("replay --device sim --allocator ") + a + " --capacity 1600MiB --trace " +
+                                 (dir / "t.csv").string());
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find(std::string("| ") + a + " | capacity | needs at least 2.00 GiB (short by 448.0 MiB) |"),
+              std::string::npos)
+        << r.out;
+  }
+  r = testing::run_gpumembench("reduce --allocator caching --capacity 1600MiB --trace " + (dir / "t.csv").string() +
+                               " --output " + (dir / "red").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("capacity OOM at event 2 (1.00 GiB request) reduced from 5 events (3 up to the OOM) to 2"),
+            std::string::npos)
+      << r.out;
   // A request of a buffer not live, or one that carries bytes: exit 2 naming the line.
   testing::write_text(dir / "u.csv", "action,id,bytes\nalloc,1,512\nfree_requested,2,\n");
   EXPECT_NE(error_of((dir / "u.csv").string()).find("u.csv:3: free_requested of unknown id 2 (never allocated, or already freed)"),

@@ -53,6 +53,9 @@ struct InitialBlock {
   StreamId stream;
   BufferId tagged_id;  // the id its Free uses during conversion
   std::uint32_t origin;
+  // Listed active_pending_free and not in the trace: freed before the trace's first entry, its
+  // memory still taken at the end (a FreeRequested follows its Alloc).
+  bool free_pending = false;
 };
 
 constexpr BufferId kInitialTag = BufferId(1) << 63;
@@ -784,7 +787,7 @@ class Converter {
         // Allocated before the trace's first entry (the ring buffer dropped its alloc).
         StreamId stream = stream_id(int_value(present(f[kStream], "stream", where), [&] { return where() + ".stream"; }));
         BufferId tagged = kInitialTag | initial_.size();
-        initial_.push_back({addr, size, stream, tagged, 0});
+        initial_.push_back({addr, size, stream, tagged, 0, false});
         live_.put(addr, Live{tagged, size, stream, false});
         it = live_.find(addr);
       }
@@ -952,7 +955,7 @@ class Converter {
           origin = origin_of(h0, [&] { return bw() + ".history[0]"; });
         }
         BufferId tagged = kInitialTag | initial_.size();
-        initial_.push_back({baddr, requested, stream, tagged, origin});
+        initial_.push_back({baddr, requested, stream, tagged, origin, state == "active_pending_free"});
         live_.put(baddr, Live{tagged, requested, stream, false});
       }
       if (s_.has_trace) {
@@ -993,6 +996,18 @@ class Converter {
         ops.push_back(op);
         origins.push_back(b.origin);
       }
+      for (std::size_t j = 0; j < k; ++j) {  // then the free requests of those freed before the trace
+        const InitialBlock& b = initial_[order[j]];
+        if (!b.free_pending) continue;
+        Op op;
+        op.kind = Op::Kind::FreeRequested;
+        op.id = j;
+        op.stream = b.stream;
+        op.source_line = 0;
+        ops.push_back(op);
+        origins.push_back(0);
+      }
+      const std::size_t prepended = ops.size();
       for (std::size_t i = 0; i < s_.ops.size(); ++i) {
         Op op = s_.ops[i];
         op.id = op.id & kInitialTag ? initial_id[op.id & ~kInitialTag] : op.id + k;
@@ -1001,8 +1016,8 @@ class Converter {
       }
       s_.ops = std::move(ops);
       s_.op_origin = std::move(origins);
-      for (auto& ev : s_.segment_events) ev.before_op += k;
-      for (auto& oom : s_.ooms) oom.op += k;
+      for (auto& ev : s_.segment_events) ev.before_op += prepended;
+      for (auto& oom : s_.ooms) oom.op += prepended;
     }
     if (k) {
       s_.notes.push_back(

@@ -590,7 +590,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
 
   template <bool kPlain = false>
   [[gnu::always_inline]] void free(Block* block) {
-    if (__builtin_expect(block->free_requested, 0)) return free_after_request(block);
+    // The flag is on the block's second cache line: read only while some block waits.
+    if (__builtin_expect(blocks_pending_ != 0, 0) && block->free_requested) return free_after_request(block);
     block->allocated = false;
     const std::size_t st = pool_of(block).stat_index;
     stats_.allocation.decrease(st, 1);

@@ -220,12 +220,25 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     out.memory_limit_bytes = limit;
     out.input_case = replay_case(in.source, in.ops, a.allocator, options, settings.target.capacity_bytes, false);
     const OomRecord* before = first_oom(out.input_case);
-    if (!before || before->event != result.oom_event) {
+    // The runner numbers every op an event, free requests too; the reducer its allocs and frees.
+    std::uint64_t oom_op = result.oom_event;
+    for (std::uint64_t i = 0, event = 0; i < in.ops.size(); ++i) {
+      if (in.ops[i].kind == Op::Kind::FreeRequested) continue;
+      if (event++ == result.oom_event) {
+        oom_op = i;
+        break;
+      }
+    }
+    if (!before || before->event != oom_op) {
       std::cerr << fmt::format("gpumembench reduce: internal error: the runner finds the first OOM at event {}, the "
                                "reducer at event {}\n",
-                               before ? std::to_string(before->event) : "none", result.oom_event);
+                               before ? std::to_string(before->event) : "none", oom_op);
       return 1;
     }
+    // What the files and messages say, in the runner's numbering (the reduced trace has no free
+    // requests: they change no allocator's decisions).
+    result.oom_event = oom_op;
+    result.input_events = in.ops.size();
     if (before->kind != result.kind && !a.quiet)
       std::cerr << fmt::format("gpumembench: note: the run calls the input's OOM a {} OOM (events after it need more "
                                "than the capacity); at the request itself, where the reduced trace ends, it is a {} "

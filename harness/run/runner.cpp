@@ -521,14 +521,13 @@ struct CaseRun {
     at[1] = u.reserved_bytes;
 #endif
   }
-  // A call without a sample: a free whose allocation failed (it frees nothing). One comparison,
-  // not a branch on the kind (allocs and frees come in turn: a branch on the kind would be
-  // mispredicted at every other event): kind ^ kFree is 0 for a free only (a run of calls
-  // holds allocs and frees only).
+  // A call without a sample: a free (or free request) whose allocation failed (it frees
+  // nothing). One comparison, not a branch on the kind (allocs and frees come in turn: a branch
+  // on the kind would be mispredicted at every other event): a run of calls holds allocs, frees
+  // and free requests only.
   static bool no_sample(const Op& op, const CallResult& p) {
-    static_assert(std::uint8_t(Op::Kind::Free) == 1);
     assert(op.kind != Op::Kind::Compute);
-    return ((std::uint64_t(op.kind) ^ 1) | p.ptr) == 0;
+    return (std::uint64_t(op.kind == Op::Kind::Alloc) | p.ptr) == 0;
   }
   // The usage ring's loop for a run of kRunApart calls or more: calls [q, end) of the run (ops
   // and results indexed alike), their bytes in use into the ring at sample number `count` on,

@@ -54,6 +54,10 @@ void NeedTracker::add_piece(const std::vector<Op>& ops, std::uint32_t slots_end,
   }
   for (; op != end; ++op) {
     if (op->kind == Op::Kind::Compute) continue;
+    if (op->kind == Op::Kind::FreeRequested) {  // its memory is needed until its free
+      ++event;
+      continue;
+    }
     assert(op->slot < live_.size());
     Live& l = live_[op->slot];
     if (op->kind == Op::Kind::Alloc) {
@@ -102,6 +106,10 @@ const Op* NeedTracker::add_ops_64(const Op* op, const Op* const end, const std::
   Live* const live = live_.data();
   for (; op != end; ++op) {
     if (op->kind == Op::Kind::Compute) continue;
+    if (__builtin_expect(op->kind == Op::Kind::FreeRequested, 0)) {  // its memory is needed until its free
+      ++event;
+      continue;
+    }
     assert(op->slot < live_.size());  // add_step grew live_ for the step
     Live& l = live[op->slot];
     // An alloc and a free without a branch between them (allocs and frees come in turn, so a
