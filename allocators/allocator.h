@@ -90,6 +90,12 @@ class Allocator {
   // (another stream still uses it: PyTorch's record_stream). The default counts the block as
   // allocated until then; `caching` stops counting it here, as PyTorch's allocated_bytes does.
   virtual void free_requested(DevPtr ptr) { (void)ptr; }
+  // The pointers of buffers whose free was requested that the allocator took back before their
+  // deallocate: `caching`, as PyTorch does before it gives up on a request and in empty_cache
+  // (it waits for the streams they wait on). Their deallocate must not come. Callers that request
+  // frees take these after each allocate and empty_cache; run_calls (call_run.h) clears the slots
+  // of its own blocks itself, and gives here only blocks allocated by the pointer API.
+  virtual std::vector<DevPtr> take_returned_early() { return {}; }
   // Gives cached memory that no live block uses back to the device.
   virtual void empty_cache() {}
 };

@@ -401,6 +401,24 @@ def pending_before_trace():
             "external_annotations": []}
 
 
+def taken_back():
+    """A 1 GiB block freed while another stream uses it, then a second 1 GiB block: recorded on a
+    large card (two segments). Replayed under 1600 MiB, the second request fails until the first
+    block is taken back (PyTorch waits for its stream before it gives up)."""
+    t = Trace()
+    t.add("segment_alloc", L, 1024 * MiB)
+    t.add("alloc", L, 1024 * MiB, fr=frames(60))
+    t.add("free_requested", L, 1024 * MiB)
+    t.add("segment_alloc", B, 1024 * MiB)
+    t.add("alloc", B, 1024 * MiB, fr=frames(61))
+    t.add("free_completed", L, 1024 * MiB)
+    t.add("free_requested", B, 1024 * MiB)
+    t.add("free_completed", B, 1024 * MiB)
+    segs = [segment(L, 1024 * MiB, [(1024 * MiB, "inactive", 0)]), segment(B, 1024 * MiB, [(1024 * MiB, "inactive", 0)])]
+    return {"segments": segs, "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
@@ -410,7 +428,8 @@ def main():
              "freed_before": freed_before(), "partly_mapped_before": partly_mapped_before(),
              "zero_byte": zero_byte(), "stale_conf_text": stale_conf_text(),
              "partial_conf_fields": partial_conf_fields(), "mistyped_conf_field": mistyped_conf_field(),
-             "freed_at_peak": freed_at_peak(), "pending_before_trace": pending_before_trace()}
+             "freed_at_peak": freed_at_peak(), "pending_before_trace": pending_before_trace(),
+             "taken_back": taken_back()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

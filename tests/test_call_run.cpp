@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,24 @@ struct Side {
   std::unique_ptr<Device> device;
   std::unique_ptr<InspectableAllocator> alloc;
   std::vector<DevPtr> slot_ptr = std::vector<DevPtr>(64, 0);
+  // The slots whose buffer's free was requested (and not made), whichever way the calls went.
+  std::set<std::uint32_t> requested;
+  void note(const Call& c) {
+    if (c.kind == CallView::kFreeRequested)
+      requested.insert(c.slot);
+    else
+      requested.erase(c.slot);
+  }
+  // Blocks waiting on another stream that a retry took back outside run_calls' slots (those of
+  // the pointer API): their slots, among those requested, forget them.
+  void forget_returned_early() {
+    for (DevPtr early : alloc->take_returned_early())
+      for (std::uint32_t k : requested)
+        if (slot_ptr[k] == early) {
+          slot_ptr[k] = 0;
+          break;
+        }
+  }
 };
 
 // A random mix over 63 slots: mostly frees of live slots and allocs into free ones, now and
@@ -111,9 +130,12 @@ void run_both(const std::string& conf, Bytes capacity, std::size_t run, std::siz
     auto one_call = [&](Side& s, const Call& c) -> std::optional<DevPtr> {
       if (c.kind == CallView::kAllocate) {
         std::optional<DevPtr> p = s.alloc->allocate(c.bytes, c.stream);
+        s.forget_returned_early();
+        s.note(c);
         if (p) s.slot_ptr[c.slot] = *p;
         return p;
       }
+      s.note(c);
       if (c.kind == CallView::kFreeRequested) {
         const DevPtr p = s.slot_ptr[c.slot];
         if (p) s.alloc->free_requested(p);
@@ -134,11 +156,15 @@ void run_both(const std::string& conf, Bytes capacity, std::size_t run, std::siz
     bool failed = false, highs_failed = false;
     const std::size_t done = runner->run_calls(view_of(calls, i), n, many.slot_ptr.data(), results,
                                                MemoryInUse{~Bytes{0}, ~Bytes{0}}, failed);
+    for (std::size_t k = i; k < i + done; ++k) many.note(calls[k]);
+    many.forget_returned_early();
     const CallHighs h_before = h;
     ASSERT_EQ(highs_runner->run_calls_highs(view_of(calls, i), n, highs.slot_ptr.data(),
                                             MemoryInUse{~Bytes{0}, ~Bytes{0}}, h, highs_failed),
               done);
     EXPECT_EQ(highs_failed, failed);
+    for (std::size_t k = i; k < i + done; ++k) highs.note(calls[k]);
+    highs.forget_returned_early();
     MemoryInUse want_high = h_before.high, want_last = h_before.last;
     for (std::size_t k = 0; k < done; ++k) {
       want_high.allocated_bytes = std::max(want_high.allocated_bytes, results[k].after.allocated_bytes);

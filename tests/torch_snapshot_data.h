@@ -32,7 +32,14 @@ inline std::unordered_map<BufferId, DevPtr> replay_snapshot_ops(const PyTorchSna
   std::unordered_map<BufferId, DevPtr> live;
   for (const Op& op : s.ops) {
     if (op.kind == Op::Kind::Alloc) {
-      if (auto p = allocator.allocate(op.bytes, op.stream)) live[op.id] = *p;
+      auto p = allocator.allocate(op.bytes, op.stream);
+      for (DevPtr early : allocator.take_returned_early())  // taken back while it waited
+        for (auto it = live.begin(); it != live.end(); ++it)
+          if (it->second == early) {
+            live.erase(it);
+            break;
+          }
+      if (p) live[op.id] = *p;
     } else if (op.kind == Op::Kind::FreeRequested) {  // freed while another stream uses it
       if (auto it = live.find(op.id); it != live.end()) allocator.free_requested(it->second);
     } else if (auto it = live.find(op.id); it != live.end()) {

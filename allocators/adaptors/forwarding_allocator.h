@@ -19,6 +19,7 @@ class ForwardingAllocator : public InspectableAllocator, public StepAware {
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override { return inner_->allocate(bytes, stream); }
   void deallocate(DevPtr ptr) override { inner_->deallocate(ptr); }
   void free_requested(DevPtr ptr) override { inner_->free_requested(ptr); }
+  std::vector<DevPtr> take_returned_early() override { return inner_->take_returned_early(); }
   void empty_cache() override { inner_->empty_cache(); }
   void end_of_step(std::uint64_t step) override {
     if (StepAware* hook = step_aware(*inner_)) hook->end_of_step(step);

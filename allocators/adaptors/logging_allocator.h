@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "allocators/adaptors/allocator_event.h"
 #include "allocators/adaptors/logging_device.h"
@@ -21,6 +23,7 @@ class LoggingAllocator final : public ForwardingAllocator {
 
   std::optional<DevPtr> allocate(Bytes bytes, StreamId stream) override {
     const std::optional<DevPtr> ptr = ForwardingAllocator::allocate(bytes, stream);
+    log_returned_early();  // inside the call, before its own row
     if (ptr) {
       live_[*ptr] = {bytes, stream};
       sink_.on_event({AllocatorEvent::Kind::Alloc, *ptr, bytes, stream});
@@ -40,14 +43,33 @@ class LoggingAllocator final : public ForwardingAllocator {
     sink_.on_event(e);
     ForwardingAllocator::deallocate(ptr);
   }
+  void empty_cache() override {
+    ForwardingAllocator::empty_cache();
+    log_returned_early();
+  }
+  // Those the inner allocator took back: logged as frees when it did, kept for the caller.
+  std::vector<DevPtr> take_returned_early() override { return std::exchange(returned_early_, {}); }
 
  private:
   struct Live {
     Bytes bytes;
     StreamId stream;
   };
+  void log_returned_early() {
+    for (DevPtr p : ForwardingAllocator::take_returned_early()) {
+      AllocatorEvent e{AllocatorEvent::Kind::Free, p, 0, 0};
+      if (auto it = live_.find(p); it != live_.end()) {
+        e.bytes = it->second.bytes;
+        e.stream = it->second.stream;
+        live_.erase(it);
+      }
+      sink_.on_event(e);
+      returned_early_.push_back(p);
+    }
+  }
   AllocatorEventSink& sink_;
   std::unordered_map<DevPtr, Live> live_;
+  std::vector<DevPtr> returned_early_;
 };
 
 }  // namespace gmb

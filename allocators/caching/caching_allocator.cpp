@@ -1,8 +1,8 @@
 // The caching allocator: PyTorch 2.11's DeviceCachingAllocator (native backend) decision for
 // decision, without CUDA graphs' pools. A block used on another stream (record_stream) comes as
 // a free request and, later, its deallocate: the statistics drop at the request, the block
-// returns at the deallocate; an OOM's retry does not bring such blocks back early, as PyTorch's
-// does by waiting on their events.
+// returns at the deallocate, or earlier where PyTorch would wait for its stream (an OOM's retry,
+// empty_cache: release_cached_blocks).
 // Hot paths avoid allocation and locking: blocks live in an arena, the free sets are bitmaps of
 // size bins holding small intrusive B+trees (free_block_set.h, block_set.h), live blocks are
 // found through an open-addressing table keyed by address. Where the outcome of a test varies
@@ -352,6 +352,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
 
   void empty_cache() override { release_cached_blocks(); }
 
+  std::vector<DevPtr> take_returned_early() override { return std::exchange(returned_early_, {}); }
+
   // allocate/deallocate call by call, with the live blocks of the calls' slots kept by slot
   // (by_slot_) instead of in the pointer map: a free finds its block without hashing.
   std::size_t run_calls(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
@@ -371,6 +373,11 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   std::size_t run_calls_as(const CallView& calls, std::size_t n, DevPtr* slot_ptr, CallResult* results,
                            CallHighs& highs, MemoryInUse mark, bool& failed) {
     failed = false;
+    // A retry that takes back blocks waiting on another stream clears their slots here.
+    struct RunSlots {
+      DevPtr*& at;
+      ~RunSlots() { at = nullptr; }
+    } run_slots{run_slot_ptr_ = slot_ptr};
     // The maxima in locals (the stores into blocks could alias highs), stored back at each return.
     Bytes high_a = highs.high.allocated_bytes, high_r = highs.high.reserved_bytes;
     MemoryInUse last = highs.last;
@@ -426,10 +433,12 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           Block* b = slot < by_slot_size ? by_slot[slot] : nullptr;
           if (b && b->ptr == r.ptr) {
             by_slot[slot] = nullptr;
+            free<kPlain>(b);
+          } else if (__builtin_expect(!returned_early_.empty(), 0) && forget_returned_early(r.ptr)) {
+            r.ptr = 0;  // a block of the pointer API taken back in this run, its caller not told yet
           } else {
-            b = take_live(r.ptr);
+            free<kPlain>(take_live(r.ptr));
           }
-          free<kPlain>(b);
         }
       }
       const MemoryInUse after = in_use();
@@ -569,6 +578,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     bytes_pending_ += block->size;
     requested_pending_ += block->requested;
     ++blocks_pending_;
+    pending_.push_back(block);
   }
   // Active = allocated + pending, and it rises only at an allocation: its peak, where it can pass
   // the allocated peak (blocks pending).
@@ -578,8 +588,51 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
     active_bytes_peak_ = std::max(active_bytes_peak_, a.current + static_cast<std::int64_t>(bytes_pending_));
     active_peak_ = std::max(active_peak_, n.current + static_cast<std::int64_t>(blocks_pending_));
   }
+  // PyTorch's synchronize_and_free_events: it waits for the streams every block freed while in
+  // use waits on, and returns those blocks. Each is no longer live: inside run_calls its slot is
+  // cleared in the caller's slot_ptr, else the caller learns its pointer (take_returned_early);
+  // no deallocate may follow.
+  [[gnu::noinline]] void return_pending_blocks() {
+    const std::vector<Block*> blocks = std::exchange(pending_, {});
+    for (Block* b : blocks) {
+      const auto at = std::find(by_slot_.begin(), by_slot_.end(), b);
+      if (at != by_slot_.end()) {
+        *at = nullptr;
+        if (run_slot_ptr_)
+          run_slot_ptr_[at - by_slot_.begin()] = 0;
+        else
+          returned_early_.push_back(b->ptr);
+      } else {
+        live_.take(b->ptr);
+        // Inside run_calls a block moved out of by_slot_ (by_slot_live_to_map) is still its
+        // slot's; others are the pointer API's.
+        DevPtr* const slot = run_slot_ptr_ ? std::find(run_slot_ptr_, run_slot_ptr_ + by_slot_.size(), b->ptr)
+                                           : nullptr;
+        if (slot && slot != run_slot_ptr_ + by_slot_.size())
+          *slot = 0;
+        else
+          returned_early_.push_back(b->ptr);
+      }
+      free_after_request(b);
+    }
+  }
+  // Whether ptr is a block taken back early that no live block has replaced; if so its caller
+  // learns nothing more of it.
+  [[gnu::noinline]] bool forget_returned_early(DevPtr ptr) {
+    const auto at = std::find(returned_early_.begin(), returned_early_.end(), ptr);
+    if (at == returned_early_.end() || live_.find(ptr)) return false;
+    returned_early_.erase(at);
+    return true;
+  }
   // The deallocate of a block whose free was requested: it returns to its pool.
   [[gnu::noinline]] void free_after_request(Block* block) {
+    if (!pending_.empty()) {  // (empty while return_pending_blocks returns them all)
+      const auto at = std::find(pending_.begin(), pending_.end(), block);
+      if (at != pending_.end()) {
+        *at = pending_.back();
+        pending_.pop_back();
+      }
+    }
     block->free_requested = false;
     bytes_pending_ -= block->size;
     requested_pending_ -= block->requested;
@@ -860,6 +913,7 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   // segments unmapped.
   bool release_cached_blocks() {
     ++stats_.num_sync_all_streams;
+    if (blocks_pending_) return_pending_blocks();
     release_blocks(large_);
     release_blocks(small_);
     return true;
@@ -1086,14 +1140,6 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
         torch_format_size(std::max(p.alloc_size, orig_size)), info.ordinal, torch_format_size(total), torch_format_size(device_free),
         torch_format_size(allowed_memory_maximum_), torch_format_size(o.allocated_bytes),
         torch_format_size(o.cached_bytes));
-    // PyTorch would have waited for those streams (synchronize_and_free_events, before it frees
-    // its cache) and tried again with the blocks back; the model has no events to wait on.
-    if (blocks_pending_)
-      o.message += fmt::format(
-          " [gpumembench: {} of the reserved memory is in {} blocks freed while another stream still "
-          "used them; PyTorch waits for those streams before it gives up, this replay keeps the blocks "
-          "until their recorded return (free_completed), so this OOM may not happen in PyTorch]",
-          torch_format_size(bytes_pending_), blocks_pending_);
   }
 
   std::vector<Block*> all_blocks() const {
@@ -1132,6 +1178,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
   // The blocks freed but not returned yet (free_requested): their sizes and requested bytes.
   Bytes bytes_pending_ = 0, requested_pending_ = 0;
   std::uint64_t blocks_pending_ = 0;
+  std::vector<Block*> pending_;                            // those blocks
+  std::vector<DevPtr> returned_early_;                     // (take_returned_early)
+  DevPtr* run_slot_ptr_ = nullptr;                         // run_calls' slot_ptr while it runs
   std::int64_t active_bytes_peak_ = 0, active_peak_ = 0;  // (note_active_peak)
   bool any_free_requested_ = false;
 };

@@ -219,6 +219,16 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
           // address (a snapshot read back refuses an alloc where a block is live).
           if (op.bytes == 0) continue;
           auto p = allocator->allocate(op.bytes, op.stream);
+          // Blocks the allocator took back inside the call (it waited for their streams, as
+          // PyTorch does before it gives up): their free_completed, then what the call reserved.
+          for (DevPtr early : allocator->take_returned_early())
+            for (auto it = live.begin(); it != live.end(); ++it)
+              if (it->second.free_requested && it->second.ptr == early) {
+                write_entry(w, "free_completed", early, it->second.bytes, it->second.stream, time);
+                ++summary.entries;
+                live.erase(it);
+                break;
+              }
           device_calls();
           if (p) {
             live[op.id] = {*p, op.bytes, op.stream, false};

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <fstream>
 #include <optional>
+#include <unordered_map>
 #include <stdexcept>
 #include <utility>
 
@@ -112,6 +113,10 @@ struct CaseRun {
   // kept outside the timed calls.
   bool ids_needed = false;
   BufferTable live_by_id{};
+  // Call by call (no CallRunner): the slot of each buffer whose free was requested, by pointer (a
+  // block waiting holds its memory, so one buffer a pointer), to forget those the allocator takes
+  // back early (Allocator::take_returned_early). Empty until a free is requested.
+  std::unordered_map<DevPtr, std::uint32_t> requested_slot{};
   RunMetrics m{};
   // Host time inside allocator calls and compute calls, in ticks (converted at the end).
   TickClock::Ticks alloc_ticks = 0, compute_ticks = 0, generation_ticks = 0;
@@ -226,6 +231,16 @@ struct CaseRun {
     }
   }
 
+  // The buffers the allocator took back before their free (it waited for their streams, as
+  // PyTorch does before it gives up on a request): their slots forget them, so no free follows.
+  void forget_returned_early(DevPtr* ptrs) {
+    for (DevPtr p : allocator.take_returned_early())
+      if (auto it = requested_slot.find(p); it != requested_slot.end()) {
+        ptrs[it->second] = 0;
+        requested_slot.erase(it);
+      }
+  }
+
   static constexpr const char* kSetupOomOrigin = "in the workload's setup (cuBLAS), before the first step";
 
   // The workload's own setup (cuBLAS) found no device memory before the first step: the case's
@@ -330,6 +345,7 @@ struct CaseRun {
               continue;
             }
             const std::optional<DevPtr> ptr = allocator.allocate(o.bytes, o.stream);
+            if (__builtin_expect(!requested_slot.empty(), 0)) forget_returned_early(ptrs);
             if (!ptr) {
               failed = true;  // the slot keeps what it held: nothing, or a buffer this id had already
               break;
@@ -337,11 +353,17 @@ struct CaseRun {
             p.ptr = ptrs[o.slot] = *ptr;
           } else if (o.kind == Op::Kind::FreeRequested) {
             p.ptr = ptrs[o.slot];  // taken until the buffer's free
-            if (p.ptr) allocator.free_requested(p.ptr);
+            if (p.ptr) {
+              allocator.free_requested(p.ptr);
+              requested_slot[p.ptr] = o.slot;
+            }
           } else {
             p.ptr = ptrs[o.slot];
             ptrs[o.slot] = 0;
-            if (p.ptr) allocator.deallocate(p.ptr);
+            if (p.ptr) {
+              if (__builtin_expect(!requested_slot.empty(), 0)) requested_slot.erase(p.ptr);
+              allocator.deallocate(p.ptr);
+            }
           }
           p.after = allocator.in_use();
           track(p.after);

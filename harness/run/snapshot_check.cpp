@@ -1,6 +1,7 @@
 #include "harness/run/snapshot_check.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -125,19 +126,31 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
     // that starts with the allocator has no ids from before its first entry), so a vector.
     constexpr DevPtr kNotLive = ~DevPtr(0);
     std::vector<DevPtr> live;
+    std::unordered_map<DevPtr, BufferId> requested;  // buffers whose free was requested, by pointer
     for (std::size_t i = 0; i < s.ops.size(); ++i) {
       const Op op = s.ops[i];
       rec.set_mark(i);
       if (op.kind == Op::Kind::Alloc) {
         auto p = allocator->allocate(op.bytes, op.stream);
+        for (DevPtr early : allocator->take_returned_early())  // taken back: no free follows
+          if (auto it = requested.find(early); it != requested.end()) {
+            live[it->second] = kNotLive;
+            requested.erase(it);
+          }
         if (!p) {
           replayed_ooms.push_back(i);
           continue;
         }
         if (op.id >= live.size()) live.resize(std::max<std::size_t>(2 * live.size(), op.id + 1), kNotLive);
         live[op.id] = *p;
-      } else if (op.kind == Op::Kind::Free) {  // (a free request asks the device for nothing)
+      } else if (op.kind == Op::Kind::FreeRequested) {  // (asks the device for nothing)
         if (op.id < live.size() && live[op.id] != kNotLive) {
+          allocator->free_requested(live[op.id]);
+          requested[live[op.id]] = op.id;
+        }
+      } else if (op.kind == Op::Kind::Free) {
+        if (op.id < live.size() && live[op.id] != kNotLive) {
+          requested.erase(live[op.id]);
           allocator->deallocate(live[op.id]);
           live[op.id] = kNotLive;
         }
