@@ -27,6 +27,8 @@ run $B replay --device cuda --trace $S/snap_default.pickle.gz --allocator cachin
 run $B replay --device cuda --trace $S/snap_stream_wait.pickle.gz --allocator caching --export-snapshot "$WORK/w.pickle"
 run $B replay --device sim --trace "$WORK/w.pickle" --allocator caching
 rm -f "$WORK/w.pickle"
+# A request that fails until a block waiting on another stream is taken back (PyTorch waits for it).
+run $B replay --device cuda --trace $S/synthetic/taken_back.pickle --allocator caching --capacity 1600MiB
 python3 -c "print('action,id,bytes,stream'); [print(f'alloc,{i},512,{i}') for i in range(1025)]" > "$WORK/s.csv"
 run $B replay --device cuda -q --trace "$WORK/s.csv" --allocator caching --export-rmm-log "$WORK/o.csv" --timeline "$WORK/t.csv"
 log "left behind: $(ls "$WORK"/o.csv* "$WORK"/t.csv 2>/dev/null | wc -l) files"
