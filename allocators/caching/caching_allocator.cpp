@@ -434,10 +434,8 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           if (b && b->ptr == r.ptr) {
             by_slot[slot] = nullptr;
             free<kPlain>(b);
-          } else if (__builtin_expect(!returned_early_.empty(), 0) && forget_returned_early(r.ptr)) {
+          } else if (!free_by_pointer(r.ptr)) {
             r.ptr = 0;  // a block of the pointer API taken back in this run, its caller not told yet
-          } else {
-            free<kPlain>(take_live(r.ptr));
           }
         }
       }
@@ -616,12 +614,18 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
       free_after_request(b);
     }
   }
-  // Whether ptr is a block taken back early that no live block has replaced; if so its caller
-  // learns nothing more of it.
-  [[gnu::noinline]] bool forget_returned_early(DevPtr ptr) {
-    const auto at = std::find(returned_early_.begin(), returned_early_.end(), ptr);
-    if (at == returned_early_.end() || live_.find(ptr)) return false;
-    returned_early_.erase(at);
+  // run_calls' free of a block it does not keep by slot: the live block at ptr, or nothing where
+  // ptr is a block taken back early that no live block has replaced (its caller then learns
+  // nothing more of it). Whether a block was freed.
+  [[gnu::noinline]] bool free_by_pointer(DevPtr ptr) {
+    if (!returned_early_.empty() && !live_.find(ptr)) {
+      const auto at = std::find(returned_early_.begin(), returned_early_.end(), ptr);
+      if (at != returned_early_.end()) {
+        returned_early_.erase(at);
+        return false;
+      }
+    }
+    free(take_live(ptr));
     return true;
   }
   // The deallocate of a block whose free was requested: it returns to its pool.
