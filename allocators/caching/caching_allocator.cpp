@@ -600,16 +600,9 @@ class CachingAllocator final : public InspectableAllocator, public CallRunner {
           run_slot_ptr_[at - by_slot_.begin()] = 0;
         else
           returned_early_.push_back(b->ptr);
-      } else {
+      } else {  // the pointer API's (or moved there): its caller learns it
         live_.take(b->ptr);
-        // Inside run_calls a block moved out of by_slot_ (by_slot_live_to_map) is still its
-        // slot's; others are the pointer API's.
-        DevPtr* const slot = run_slot_ptr_ ? std::find(run_slot_ptr_, run_slot_ptr_ + by_slot_.size(), b->ptr)
-                                           : nullptr;
-        if (slot && slot != run_slot_ptr_ + by_slot_.size())
-          *slot = 0;
-        else
-          returned_early_.push_back(b->ptr);
+        returned_early_.push_back(b->ptr);
       }
       free_after_request(b);
     }

@@ -1,5 +1,6 @@
 #include "harness/cli/reduce_cli.h"
 
+#include <algorithm>
 #include <unistd.h>
 
 #include <chrono>
@@ -48,6 +49,20 @@ Input read_input(const ReduceCliArgs& a) {
     in.recorded_alloc_conf = recorded_alloc_conf(source->meta(), &in.stale_alloc_conf_note);
     in.recorded_alloc_conf_error = source->meta().alloc_conf_error;
     in.notes = describe(source->meta());
+    // The reducer keeps a buffer until its free: free requests left out of its input and of the
+    // input case alike (an allocator that waits for streams, as caching does at a retry, may
+    // then run out of memory where the replay of the trace would not).
+    const auto requests = std::count_if(in.ops.begin(), in.ops.end(),
+                                        [](const Op& op) { return op.kind == Op::Kind::FreeRequested; });
+    if (requests) {
+      in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(),
+                                  [](const Op& op) { return op.kind == Op::Kind::FreeRequested; }),
+                   in.ops.end());
+      in.notes.push_back(fmt::format("{} free requests (frees that waited on another stream) left out: reduce keeps "
+                                     "each buffer until its free, so an OOM that waiting for the stream avoids in "
+                                     "`replay` can be reduced here",
+                                     requests));
+    }
     return in;
   }
   Config config = load_config(a.config);  // ConfigError: left to the caller (exit 2)
@@ -220,25 +235,12 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     out.memory_limit_bytes = limit;
     out.input_case = replay_case(in.source, in.ops, a.allocator, options, settings.target.capacity_bytes, false);
     const OomRecord* before = first_oom(out.input_case);
-    // The runner numbers every op an event, free requests too; the reducer its allocs and frees.
-    std::uint64_t oom_op = result.oom_event;
-    for (std::uint64_t i = 0, event = 0; i < in.ops.size(); ++i) {
-      if (in.ops[i].kind == Op::Kind::FreeRequested) continue;
-      if (event++ == result.oom_event) {
-        oom_op = i;
-        break;
-      }
-    }
-    if (!before || before->event != oom_op) {
+    if (!before || before->event != result.oom_event) {
       std::cerr << fmt::format("gpumembench reduce: internal error: the runner finds the first OOM at event {}, the "
                                "reducer at event {}\n",
-                               before ? std::to_string(before->event) : "none", oom_op);
+                               before ? std::to_string(before->event) : "none", result.oom_event);
       return 1;
     }
-    // What the files and messages say, in the runner's numbering (the reduced trace has no free
-    // requests: they change no allocator's decisions).
-    result.oom_event = oom_op;
-    result.input_events = in.ops.size();
     if (before->kind != result.kind && !a.quiet)
       std::cerr << fmt::format("gpumembench: note: the run calls the input's OOM a {} OOM (events after it need more "
                                "than the capacity); at the request itself, where the reduced trace ends, it is a {} "
