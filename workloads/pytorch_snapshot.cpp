@@ -151,6 +151,7 @@ class Converter {
     ignored_ = from.ignored_;
     requested_pending_ = from.requested_pending_;
     prev_free_requested_ = from.prev_free_requested_;
+    taken_back_ = std::move(from.taken_back_);
     prev_requested_addr_ = from.prev_requested_addr_;
     prev_requested_entry_ = from.prev_requested_entry_;
   }
@@ -624,9 +625,11 @@ class Converter {
   // The keys of a trace entry that the conversion reads, the value of each found in one pass
   // over the entry (the last where a key repeats, as Document::get): a trace has ~7 keys per
   // entry, and key strings are memoized in the pickle, so each key node is classified once.
-  enum EntryKey : std::uint8_t { kUnclassified, kOtherKey, kAction, kAddr, kSize, kStream, kDeviceFree, kFrames, kKeys };
+  enum EntryKey : std::uint8_t {
+    kUnclassified, kOtherKey, kAction, kAddr, kSize, kStream, kDeviceFree, kFrames, kTakenBack, kKeys
+  };
   struct EntryFields {
-    Ref value[kKeys] = {Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent,
+    Ref value[kKeys] = {Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent,
                         Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent};
     Ref operator[](EntryKey k) const { return value[k]; }
   };
@@ -638,7 +641,8 @@ class Converter {
     if (c != kUnclassified) return static_cast<EntryKey>(c);
     static constexpr std::pair<const char*, EntryKey> kNames[] = {{"action", kAction}, {"addr", kAddr},
                                                                   {"size", kSize},     {"stream", kStream},
-                                                                  {"device_free", kDeviceFree}, {"frames", kFrames}};
+                                                                  {"device_free", kDeviceFree}, {"frames", kFrames},
+                                                                  {"gpumembench_taken_back", kTakenBack}};
     c = kOtherKey;
     if (d_.type(k) == Type::Str)
       for (const auto& [name, key] : kNames)
@@ -735,8 +739,9 @@ class Converter {
     // op comes now, before this entry's (Op::Kind::FreeRequested).
     if (__builtin_expect(after_free_requested, 0)) {
       const Ref p = f[kAddr];
+      // (A block our export marks as taken back inside a request waited, whatever came between.)
       const bool completes = action == kFreeCompleted && p != Document::kAbsent && d_.is_int(p) &&
-                             static_cast<DevPtr>(d_.as_int(p)) == requested_addr;
+                             static_cast<DevPtr>(d_.as_int(p)) == requested_addr && f[kTakenBack] == Document::kAbsent;
       if (!completes) push_free_requested(requested_addr, prev_requested_entry_);
     }
     if (action == kFreeRequested) {
@@ -762,6 +767,7 @@ class Converter {
       push_op(Op::Kind::Alloc, id, size, stream, i, origin);
       push_op(Op::Kind::Free, id, 0, stream, i, 0);
       free_ids_.push_back(id);
+      push_taken_back();
       return;
     }
     DevPtr addr = uint_of(f[kAddr], "addr", where);
@@ -776,6 +782,7 @@ class Converter {
       const Live l{new_id(), size, stream, false};
       live_.put(addr, l);
       push_op(Op::Kind::Alloc, l.id, size, stream, i, origin_of_frames(f[kFrames], where));
+      push_taken_back();
     } else if (action == kFreeRequested || action == kFreeCompleted) {
       Live* it = live_.find(addr);
       if (!it && freed_before(addr))
@@ -801,8 +808,15 @@ class Converter {
         // A free_completed that is not right after its free_requested waited on another stream.
         if (!after_free_requested || requested_addr != addr) ++delayed_frees_;
       }
-      push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
-      if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
+      const Ref tb = f[kTakenBack];
+      if (__builtin_expect(tb != Document::kAbsent, 0) && d_.type(tb) == Type::Bool && d_.as_int(tb) != 0) {
+        // Our export's mark: taken back inside the next request (after its failed attempts), so
+        // its free follows that request (the replay takes the block back there too).
+        taken_back_.push_back({it->id, it->stream, i});
+      } else {
+        push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
+        if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
+      }
       Live gone;
       live_.take(addr, gone);
       log_freed(addr);
@@ -832,7 +846,18 @@ class Converter {
     if (const Live* l = live_.find(addr)) push_op(Op::Kind::FreeRequested, l->id, 0, l->stream, entry, 0);
   }
 
+  // The frees of blocks taken back inside the request just converted (kTakenBack), after it.
+  void push_taken_back() {
+    if (__builtin_expect(taken_back_.empty(), 1)) return;
+    for (const TakenBack& t : taken_back_) {
+      push_op(Op::Kind::Free, t.id, 0, t.stream, t.entry, 0);
+      if (!(t.id & kInitialTag)) free_ids_.push_back(t.id);
+    }
+    taken_back_.clear();
+  }
+
   void end_trace() {
+    push_taken_back();
     if (prev_free_requested_) push_free_requested(prev_requested_addr_, prev_requested_entry_);
     prev_free_requested_ = false;
     if (delayed_frees_)
@@ -1049,6 +1074,12 @@ class Converter {
   bool prev_free_requested_ = false;  // the entry before: a free_requested of prev_requested_addr_
   DevPtr prev_requested_addr_ = 0;
   std::uint64_t prev_requested_entry_ = 0;  // that entry's index
+  struct TakenBack {
+    BufferId id;
+    StreamId stream;
+    std::uint64_t entry;
+  };
+  std::vector<TakenBack> taken_back_;  // frees waiting for the request they were made in
   std::unordered_map<std::int64_t, StreamId> streams_;
   LiveMap<Live> live_;
   std::vector<DevPtr> freed_log_;     // freed since the last absorb_freed_log, in order

@@ -95,8 +95,11 @@ void write_frames(pickle::Writer& w, const std::string& origin) {
   w.end_list();
 }
 
+// taken_back: a free_completed the allocator made inside a request (it waited for the block's
+// stream before giving up): marked for our reader, which replays it after that request (PyTorch's
+// viewer ignores the key).
 void write_entry(pickle::Writer& w, const char* action, DevPtr addr, Bytes size, StreamId stream, std::uint64_t time,
-                 const std::string& origin = {}) {
+                 const std::string& origin = {}, bool taken_back = false) {
   w.begin_dict();
   w.key("action");
   w.str(action);
@@ -110,6 +113,10 @@ void write_entry(pickle::Writer& w, const char* action, DevPtr addr, Bytes size,
   w.uinteger(time);
   w.key("frames");
   write_frames(w, origin);
+  if (taken_back) {
+    w.key("gpumembench_taken_back");
+    w.boolean(true);
+  }
   w.end_dict();
 }
 
@@ -224,7 +231,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
           for (DevPtr early : allocator->take_returned_early())
             for (auto it = live.begin(); it != live.end(); ++it)
               if (it->second.free_requested && it->second.ptr == early) {
-                write_entry(w, "free_completed", early, it->second.bytes, it->second.stream, time);
+                write_entry(w, "free_completed", early, it->second.bytes, it->second.stream, time, {}, true);
                 ++summary.entries;
                 live.erase(it);
                 break;
