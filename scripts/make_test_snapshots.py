@@ -419,6 +419,23 @@ def taken_back():
             "external_annotations": []}
 
 
+def marks():
+    """gpumembench_taken_back marks the reader must not follow: on the free of a block whose free
+    was never requested (a plain free), and with a value other than True (no mark)."""
+    t = Trace()
+    t.add("segment_alloc", L, 20 * MiB)
+    t.add("alloc", L, 4 * MiB)
+    t.add("free_requested", L, 4 * MiB)
+    t.entries.append({"action": "free_completed", "addr": L, "size": 4 * MiB, "stream": 0, "time_us": 1,
+                      "frames": [], "gpumembench_taken_back": 1})  # an int: no mark, completes at once
+    t.add("alloc", L + 4 * MiB, 2 * MiB)
+    t.entries.append({"action": "free_completed", "addr": L + 4 * MiB, "size": 2 * MiB, "stream": 0, "time_us": 2,
+                      "frames": [], "gpumembench_taken_back": True})  # no request before it: a plain free
+    t.add("alloc", L, 1 * MiB)
+    return {"segments": [], "device_traces": [t.entries], "allocator_settings": settings(),
+            "external_annotations": []}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     cases = {"basic": basic(), "two_streams": two_streams(), "overflow": overflow(), "two_devices": two_devices(),
@@ -429,7 +446,7 @@ def main():
              "zero_byte": zero_byte(), "stale_conf_text": stale_conf_text(),
              "partial_conf_fields": partial_conf_fields(), "mistyped_conf_field": mistyped_conf_field(),
              "freed_at_peak": freed_at_peak(), "pending_before_trace": pending_before_trace(),
-             "taken_back": taken_back()}
+             "taken_back": taken_back(), "marks": marks()}
     for name, data in cases.items():
         with open(os.path.join(OUT, f"{name}.pickle"), "wb") as f:
             pickle.dump(data, f, protocol=4)

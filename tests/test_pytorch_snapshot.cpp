@@ -94,6 +94,13 @@ TEST(PyTorchSnapshot, ABlockFreedBeforeTheTraceAndStillWaitingIsAllocatedThenFre
   EXPECT_EQ(s.blocks_alive_at_start, 1u);
 }
 
+TEST(PyTorchSnapshot, OurTakenBackMarkIsFollowedOnlyWhereItHolds) {
+  // A mark that is not True is no mark (the request completes at once: one free); a True one on
+  // a block whose free was never requested is a plain free, in place.
+  PyTorchSnapshot s = convert("marks.pickle");
+  EXPECT_EQ(ops_text(s), "a0:4194304@0 f0@0 a0:2097152@0 f0@0 a0:1048576@0 ");
+}
+
 TEST(PyTorchSnapshot, PicksTheDeviceWithTheMostEventsOrTheOneAskedFor) {
   PyTorchSnapshot s = convert("two_devices.pickle");
   EXPECT_EQ(s.device, 1);

@@ -228,6 +228,15 @@ TEST(TraceInput, AFreeRequestKeepsItsBufferLiveUntilItsFreeAndWritesBackAsItWasR
   EXPECT_NE(r.out.find("capacity OOM at event 1 (1.00 GiB request) reduced from 4 events (2 up to the OOM) to 2"),
             std::string::npos)
       << r.out;
+  // The same through a config's trace workload.
+  testing::write_text(dir / "c.yaml", "name: c\nallocators: [cuda_malloc]\nworkloads:\n  - trace: {path: " +
+                                          (dir / "t.csv").string() + "}\n");
+  r = testing::run_gpumembench("reduce --allocator cuda_malloc --capacity 1600MiB --config " + (dir / "c.yaml").string() +
+                               " --output " + (dir / "red2").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("capacity OOM at event 1 (1.00 GiB request) reduced from 4 events (2 up to the OOM) to 2"),
+            std::string::npos)
+      << r.out;
   // A request of a buffer not live, or one that carries bytes: exit 2 naming the line.
   testing::write_text(dir / "u.csv", "action,id,bytes\nalloc,1,512\nfree_requested,2,\n");
   EXPECT_NE(error_of((dir / "u.csv").string()).find("u.csv:3: free_requested of unknown id 2 (never allocated, or already freed)"),

@@ -741,7 +741,7 @@ class Converter {
       const Ref p = f[kAddr];
       // (A block our export marks as taken back inside a request waited, whatever came between.)
       const bool completes = action == kFreeCompleted && p != Document::kAbsent && d_.is_int(p) &&
-                             static_cast<DevPtr>(d_.as_int(p)) == requested_addr && f[kTakenBack] == Document::kAbsent;
+                             static_cast<DevPtr>(d_.as_int(p)) == requested_addr && !is_taken_back(f);
       if (!completes) push_free_requested(requested_addr, prev_requested_entry_);
     }
     if (action == kFreeRequested) {
@@ -803,15 +803,16 @@ class Converter {
         it->free_requested = true;
         return;
       }
+      // Our export's mark on a block whose free was requested: taken back inside the next request
+      // (after its failed attempts), so its free follows that request (the replay takes the block
+      // back there too). Without a request before it, a plain free.
+      const bool taken_back = it->free_requested && is_taken_back(f);
       if (it->free_requested) {
         --requested_pending_;
         // A free_completed that is not right after its free_requested waited on another stream.
-        if (!after_free_requested || requested_addr != addr) ++delayed_frees_;
+        if (!after_free_requested || requested_addr != addr || taken_back) ++delayed_frees_;
       }
-      const Ref tb = f[kTakenBack];
-      if (__builtin_expect(tb != Document::kAbsent, 0) && d_.type(tb) == Type::Bool && d_.as_int(tb) != 0) {
-        // Our export's mark: taken back inside the next request (after its failed attempts), so
-        // its free follows that request (the replay takes the block back there too).
+      if (__builtin_expect(taken_back, 0)) {
         taken_back_.push_back({it->id, it->stream, i});
       } else {
         push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
@@ -846,6 +847,11 @@ class Converter {
     if (const Live* l = live_.find(addr)) push_op(Op::Kind::FreeRequested, l->id, 0, l->stream, entry, 0);
   }
 
+  // An entry with our export's mark gpumembench_taken_back: True (any other value: no mark).
+  bool is_taken_back(const EntryFields& f) const {
+    const Ref tb = f[kTakenBack];
+    return __builtin_expect(tb != Document::kAbsent, 0) && d_.type(tb) == Type::Bool && d_.as_int(tb) != 0;
+  }
   // The frees of blocks taken back inside the request just converted (kTakenBack), after it.
   void push_taken_back() {
     if (__builtin_expect(taken_back_.empty(), 1)) return;

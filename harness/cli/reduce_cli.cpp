@@ -36,6 +36,20 @@ struct Input {
   std::vector<std::string> notes;
 };
 
+// The reducer keeps a buffer until its free: free requests left out of its input and of the input
+// case alike (an allocator that waits for streams, as caching does at a retry, may then run out of
+// memory where the replay of the trace would not), with a note.
+void leave_out_free_requests(Input& in) {
+  const auto is_request = [](const Op& op) { return op.kind == Op::Kind::FreeRequested; };
+  const auto requests = std::count_if(in.ops.begin(), in.ops.end(), is_request);
+  if (!requests) return;
+  in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(), is_request), in.ops.end());
+  in.notes.push_back(fmt::format("{} free requests (frees that waited on another stream) left out: reduce keeps each "
+                                 "buffer until its free, so an OOM that waiting for the stream avoids in `replay` can "
+                                 "be reduced here, and its events are numbered without them",
+                                 requests));
+}
+
 Input read_input(const ReduceCliArgs& a) {
   Input in;
   if (!a.trace.empty()) {
@@ -49,20 +63,7 @@ Input read_input(const ReduceCliArgs& a) {
     in.recorded_alloc_conf = recorded_alloc_conf(source->meta(), &in.stale_alloc_conf_note);
     in.recorded_alloc_conf_error = source->meta().alloc_conf_error;
     in.notes = describe(source->meta());
-    // The reducer keeps a buffer until its free: free requests left out of its input and of the
-    // input case alike (an allocator that waits for streams, as caching does at a retry, may
-    // then run out of memory where the replay of the trace would not).
-    const auto requests = std::count_if(in.ops.begin(), in.ops.end(),
-                                        [](const Op& op) { return op.kind == Op::Kind::FreeRequested; });
-    if (requests) {
-      in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(),
-                                  [](const Op& op) { return op.kind == Op::Kind::FreeRequested; }),
-                   in.ops.end());
-      in.notes.push_back(fmt::format("{} free requests (frees that waited on another stream) left out: reduce keeps "
-                                     "each buffer until its free, so an OOM that waiting for the stream avoids in "
-                                     "`replay` can be reduced here",
-                                     requests));
-    }
+    leave_out_free_requests(in);
     return in;
   }
   Config config = load_config(a.config);  // ConfigError: left to the caller (exit 2)
@@ -84,6 +85,7 @@ Input read_input(const ReduceCliArgs& a) {
   in.source = fmt::format("{} (workload {}: {}{})", a.config, a.workload, workload->label(),
                           a.steps ? fmt::format(", {} steps", steps) : "");
   in.capacity = config.device.capacity_bytes;
+  leave_out_free_requests(in);
   return in;
 }
 
