@@ -92,6 +92,14 @@ RUNS.append(dict(name="snap_two_streams", model=dict(GPT_1024, layers=4), length
 RUNS.append(dict(name="snap_stream_wait", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN,
                  steps=8, alloc_conf="", seed=7, stream_wait=True, frames=True, group="snapshot",
                  record_from_start=True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"}))
+# The same loop under a memory fraction: the next step's allocations find the limit while the
+# gradients still wait on the side stream, so PyTorch's retry (release_cached_blocks) waits for
+# their events and takes their blocks back inside the allocation that needed them. The trace
+# records those free_completed entries with no mark of the retry; the 8.25 GiB run also OOMs.
+for cap in (9, 8.25):
+    RUNS.append(dict(name=f"snap_stream_retry{str(cap).replace('.', '_')}g", model=dict(GPT_1024, layers=4),
+                     lengths=SNAP_LEN, steps=8, alloc_conf="", seed=7, stream_wait=True, cap_gib=cap,
+                     group="snapshot", record_from_start=True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"}))
 # Frames (python stacks) on a short run, old pickle protocol: a reader test.
 RUNS.append(dict(name="snap_late_start", model=SNAP_MODEL, lengths=SNAP_LEN, steps=8,
                  alloc_conf="", seed=7, group="snapshot", record_from_start=False))
