@@ -100,6 +100,14 @@ for cap in (9, 8.25):
     RUNS.append(dict(name=f"snap_stream_retry{str(cap).replace('.', '_')}g", model=dict(GPT_1024, layers=4),
                      lengths=SNAP_LEN, steps=8, alloc_conf="", seed=7, stream_wait=True, cap_gib=cap,
                      group="snapshot", record_from_start=True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"}))
+# The what-if of snap_stream_retry8_25g checked in PyTorch: the same run under the same fraction
+# with the settings a replay of that recording says would (or would not) have avoided its OOM
+# (results/h200/whatif_stream_retry/).
+for conf_name, conf in (("expandable", "expandable_segments:True"), ("max_split128", "max_split_size_mb:128"),
+                        ("gc06", "garbage_collection_threshold:0.6"), ("roundup4", "roundup_power2_divisions:4")):
+    RUNS.append(dict(name=f"snap_stream_retry8_25g_{conf_name}", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN,
+                     steps=8, alloc_conf=conf, seed=7, stream_wait=True, cap_gib=8.25, group="whatif",
+                     record_from_start=True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"}))
 # Frames (python stacks) on a short run, old pickle protocol: a reader test.
 RUNS.append(dict(name="snap_late_start", model=SNAP_MODEL, lengths=SNAP_LEN, steps=8,
                  alloc_conf="", seed=7, group="snapshot", record_from_start=False))

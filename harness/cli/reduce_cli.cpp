@@ -32,7 +32,8 @@ struct Input {
   std::string recorded_alloc_conf_error;  // TraceMeta::alloc_conf_error
   std::string stale_alloc_conf_note;      // recorded_alloc_conf's note: said where the settings are used
   bool has_recorded_alloc_conf = false;
-  Bytes capacity = 0;   // a config's capacity (0: none)
+  Bytes capacity = 0;   // a config's capacity, or a trace's default one (0: none)
+  std::string capacity_note;  // where a trace's default capacity comes from (said unless --capacity is given)
   std::vector<std::string> notes;
 };
 
@@ -63,6 +64,15 @@ Input read_input(const ReduceCliArgs& a) {
     in.recorded_alloc_conf = recorded_alloc_conf(source->meta(), &in.stale_alloc_conf_note);
     in.recorded_alloc_conf_error = source->meta().alloc_conf_error;
     in.notes = describe(source->meta());
+    // As `replay` on sim: the recording device's memory where the trace says it, else the
+    // simulated device's default.
+    in.capacity = source->meta().device_capacity ? source->meta().device_capacity : kH200CardBytes;
+    in.capacity_note = source->meta().device_capacity
+                           ? fmt::format("capacity: {}, the recording device's (--capacity replaces it)",
+                                         format_bytes(in.capacity))
+                           : fmt::format("capacity: {}, the simulated device's default (an H200's whole memory; "
+                                         "--capacity replaces it)",
+                                         format_bytes(in.capacity));
     leave_out_free_requests(in);
     return in;
   }
@@ -135,7 +145,9 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
       "--contrast-alloc-conf", a.contrast_alloc_conf,
       "caching: settings under which the reduced trace must run WITHOUT an OOM (the 'OOMs under A but not "
       "under B' reproducer), e.g. expandable_segments:True");
-  r->add_option("--capacity", a.capacity, "the device's memory, e.g. 24GiB (default: the config's)");
+  r->add_option("--capacity", a.capacity,
+                "the device's memory, e.g. 24GiB (default: the config's; for a trace the recording device's, else an "
+                "H200's whole memory, as replay on sim)");
   r->add_option("--memory-limit", a.memory_limit,
                 "caching: the allocator's limit below the capacity, as set_per_process_memory_fraction sets it");
   r->add_option("--output", a.output, "output folder (default reduce-<UTC time>/)");
@@ -183,7 +195,12 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     }
     settings.target.capacity_bytes = !a.capacity.empty() ? parse_size_flag("--capacity", a.capacity) : in.capacity;
     if (!settings.target.capacity_bytes)
-      throw std::invalid_argument("--capacity is required with --trace (the device's memory, e.g. 24GiB)");
+      throw std::invalid_argument("--capacity is required: the config gives none (the device's memory, e.g. 24GiB)");
+    if (a.capacity.empty() && !in.capacity_note.empty()) in.notes.push_back(in.capacity_note);
+    if (limit > settings.target.capacity_bytes)
+      throw std::invalid_argument(fmt::format("--memory-limit: {} is more than the device's {} (valid: up to the "
+                                              "device's memory; a memory fraction is at most 1)",
+                                              format_bytes(limit), format_bytes(settings.target.capacity_bytes)));
     if (a.contrast_given) {
       AllocatorOptions c = options;
       c.erase("alloc_conf");
