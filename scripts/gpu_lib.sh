@@ -10,6 +10,9 @@
 #                                     GMB_PGO=1 profile-guided, as scripts/install.sh builds);
 #                                     exits 1 with the build log's tail when it fails
 # The device tool brings back at most 8 files: one tar per script keeps every step's output.
+# It also takes at most 64 MiB of working tree, and the committed results are more: leave the
+# probe results (no GPU script reads them) out of the checkout for the call, then put them back:
+#   git sparse-checkout set --no-cone '/*' '!/results/h200/probe/'   ...   git sparse-checkout disable
 gpu_job() {
   GPU_JOB_NAME=$1
   OUT="${OUT:-$PWD/gpu_out}"
