@@ -208,3 +208,32 @@ TEST(Reduce, ABudgetStopsEarlyAndNoOomIsAnError) {
   EXPECT_FALSE(fs::exists(dir / "a_file" / "out.tmp-reduce"));
   fs::remove_all(dir);
 }
+
+// A trace needs no --capacity, as in `replay` on sim: the recording device's memory where the
+// trace says it, else an H200's whole memory, said in a note. The real fragmentation OOM PyTorch
+// hit under an 8.25 GiB fraction (snap_stream_retry8_25g) reduces at that default to 12 events
+// whose last OOMs; a limit above the capacity is refused before anything is written.
+TEST(Reduce, ATraceReducesAtTheCapacityReplayWouldUse) {
+  auto dir = temp_dir("reduce_default_capacity");
+  const std::string trace = source_path("tests/data/torch_snapshots/snap_stream_retry8_25g.pickle.gz");
+  auto r = run_gpumembench("reduce --trace " + trace + " --allocator caching --memory-limit 8858370048 --output " +
+                           (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("capacity: 139.80 GiB, the simulated device's default (an H200's whole memory; --capacity "
+                       "replaces it)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fragmentation OOM at event 5,726 (945.3 MiB request) reduced from 6,676 events"),
+            std::string::npos)
+      << r.out;
+  const gmb::Trace reduced = gmb::read_trace((dir / "out" / "reduced_trace.csv").string());
+  expect_well_formed(reduced.ops);
+  EXPECT_EQ(cli_first_oom(dir / "out" / "reduced_trace.csv", "--memory-limit 8858370048", dir / "replay")["event"],
+            reduced.ops.size() - 1);
+  r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 8GiB --memory-limit 9GiB --output " +
+                      (dir / "too_big").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--memory-limit: 9.00 GiB is more than the device's 8.00 GiB"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "too_big"));
+  fs::remove_all(dir);
+}
