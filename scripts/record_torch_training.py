@@ -108,6 +108,14 @@ for conf_name, conf in (("expandable", "expandable_segments:True"), ("max_split1
     RUNS.append(dict(name=f"snap_stream_retry8_25g_{conf_name}", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN,
                      steps=8, alloc_conf=conf, seed=7, stream_wait=True, cap_gib=8.25, group="whatif",
                      record_from_start=True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"}))
+# The OOM frontier of snap_default checked in PyTorch (results/h200/frontier_snapshot/): `gpumembench
+# frontier` on configs/whatif_snapshot.yaml says the default settings need 18152 MiB and OOM at
+# 18150, and, not monotone, OOM again at 18602-18666 MiB; expandable_segments:True needs 17290 MiB.
+for conf_name, conf, mib in (("default", "", 18150), ("default", "", 18152), ("default", "", 18632),
+                             ("default", "", 18700), ("expandable", "expandable_segments:True", 17288),
+                             ("expandable", "expandable_segments:True", 17290)):
+    RUNS.append(dict(name=f"frontier_{conf_name}_{mib}m", model=SNAP_MODEL, lengths=SNAP_LEN, steps=25,
+                     alloc_conf=conf, seed=7, cap_mib=mib, group="frontier", record_from_start=True))
 # Frames (python stacks) on a short run, old pickle protocol: a reader test.
 RUNS.append(dict(name="snap_late_start", model=SNAP_MODEL, lengths=SNAP_LEN, steps=8,
                  alloc_conf="", seed=7, group="snapshot", record_from_start=False))
@@ -334,8 +342,11 @@ def child(run, out_dir):
 
     total = torch.cuda.get_device_properties(0).total_memory
     limit = None
-    if run.get("cap_gib"):
-        fraction = run["cap_gib"] * 2**30 / total
+    if run.get("cap_gib") or run.get("cap_mib"):
+        cap = int(run["cap_gib"] * 2**30) if run.get("cap_gib") else run["cap_mib"] * 2**20
+        fraction = cap / total
+        # PyTorch's limit is size_t(fraction * total): the cap to the byte (a frontier is exact to 2 MiB).
+        assert int(fraction * total) == cap, (cap, fraction)
         torch.cuda.set_per_process_memory_fraction(fraction)
         limit = int(fraction * total)
     torch.cuda.synchronize()
