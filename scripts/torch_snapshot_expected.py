@@ -23,7 +23,9 @@ PARTIAL = {"snap_ring_overflow"}
 
 def main():
     out = []
-    for path in sorted(glob.glob(os.path.join(sys.argv[1], "snap_*.json"))):
+    for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+        if os.path.basename(path) == "manifest.json":
+            continue
         d = json.load(open(path))
         name = os.path.basename(path)[:-5]
         ms = d["memory_stats"]

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <unordered_map>
@@ -162,6 +163,65 @@ TEST(TorchSnapshots, TheWhatIfOfARecordedOomSaysWhatPyTorchDidUnderThoseSettings
       EXPECT_NE(reserved, want) << "exact now: make the tolerance 0";
     }
   }
+}
+
+// The OOM frontier of a recorded run, checked in PyTorch (results/h200/frontier_snapshot/):
+// `gpumembench frontier` on configs/whatif_snapshot.yaml (snap_default's recording) finds the
+// smallest capacity for the default settings and for expandable_segments:True, and a band above
+// the first where the default settings fail again. snap_default's program was run in PyTorch under
+// a memory fraction of each frontier, 2 MiB below it, inside that band and above it
+// (frontier_pytorch.json: memory_stats, and the event of the first OOM in each run's own
+// snapshot). The frontier must be where PyTorch's runs part, and a replay at each capacity must
+// fail where PyTorch failed, at the same event, with PyTorch's peak reserved and cudaMalloc and
+// cudaFree counts, to the byte.
+TEST(TorchSnapshots, TheOomFrontierOfARecordedRunIsWherePyTorchRunsOutOfMemory) {
+  namespace fs = std::filesystem;
+  const fs::path dir = testing::temp_dir("snapshot_frontier");
+  auto r = testing::run_gpumembench("frontier --config " + testing::source_path("configs/whatif_snapshot.yaml") +
+                                    " --device sim -q --allocator caching --output " + (dir / "frontier").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json frontier = nlohmann::json::parse(testing::read_text(dir / "frontier" / "frontier.json"));
+  std::unordered_map<std::string, Bytes> smallest, failing;
+  for (const auto& row : frontier.at("rows")) {
+    smallest[row.at("allocator")] = row.at("frontier").get<Bytes>();
+    failing[row.at("allocator")] = row.at("nearest_failure").get<Bytes>();
+  }
+  EXPECT_EQ(smallest["caching"], 18152 * MiB);
+  EXPECT_EQ(failing["caching"], 18150 * MiB);
+  EXPECT_EQ(smallest["caching[expandable_segments:True]"], 17290 * MiB);
+  EXPECT_EQ(failing["caching[expandable_segments:True]"], 17288 * MiB);
+
+  std::ifstream f(data_dir() + "/frontier_pytorch.json");
+  const nlohmann::json pytorch = nlohmann::json::parse(f);
+  ASSERT_EQ(pytorch.size(), 6u);
+  int failed = 0;
+  for (const auto& run : pytorch) {
+    const std::string name = run.at("name");
+    SCOPED_TRACE(name);
+    const Bytes cap = run.at("memory_limit").get<Bytes>();
+    const std::string conf = run.at("alloc_conf");
+    const fs::path out = dir / name;
+    r = testing::run_gpumembench("replay --device sim -q --trace " +
+                                 testing::source_path("configs/traces/snapshots/gpt_dynamic_lengths.pickle.gz") +
+                                 " --allocator caching --capacity " + std::to_string(cap) +
+                                 (conf.empty() ? "" : " --alloc-conf " + conf) + " --output " + out.string());
+    ASSERT_EQ(r.status, 0) << r.out;
+    const nlohmann::json c = nlohmann::json::parse(testing::read_text(out / "results.json")).at("cases").at(0);
+    const auto& ms = run.at("memory_stats");
+    ASSERT_EQ(c.at("ooms").get<int>() > 0, ms.at("num_ooms").get<int>() > 0);
+    if (ms.at("num_ooms").get<int>() > 0) {
+      ++failed;
+      EXPECT_EQ(c.at("oom").at("event"), run.at("first_oom_event"));
+    }
+    // Where PyTorch's run passed the frontier, its figures are the whole run's; where it failed,
+    // the replay goes on with the recorded steps after the OOM and PyTorch's program skipped the
+    // rest of that step, but both had reached their peaks by then.
+    EXPECT_EQ(c.at("peak_reserved_bytes"), ms.at("reserved_bytes.all.peak"));
+    EXPECT_EQ(c.at("device_mallocs"), ms.at("num_device_alloc"));
+    EXPECT_EQ(c.at("device_frees"), ms.at("num_device_free"));
+  }
+  EXPECT_EQ(failed, 3);  // 2 MiB below each frontier, and inside the band above the default's
+  fs::remove_all(dir);
 }
 
 // A snapshot's reader gives each buffer its slot (its id + 1), so the harness hashes no id: on
