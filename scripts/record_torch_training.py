@@ -116,6 +116,17 @@ for conf_name, conf, mib in (("default", "", 18150), ("default", "", 18152), ("d
                              ("expandable", "expandable_segments:True", 17290)):
     RUNS.append(dict(name=f"frontier_{conf_name}_{mib}m", model=SNAP_MODEL, lengths=SNAP_LEN, steps=25,
                      alloc_conf=conf, seed=7, cap_mib=mib, group="frontier", record_from_start=True))
+# torch.cuda.empty_cache() between steps, as evaluation loops and some trainers call it: the
+# trace records its segment_free entries and nothing else of the call. Once with gradients that
+# wait on a side stream (empty_cache then waits for them and takes them back first).
+RUNS.append(dict(name="snap_empty_cache", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN, steps=10,
+                 alloc_conf="", seed=7, empty_cache_every=3, group="snapshot", record_from_start=True))
+RUNS.append(dict(name="snap_empty_cache_expandable", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN, steps=10,
+                 alloc_conf="expandable_segments:True", seed=7, empty_cache_every=3, group="snapshot",
+                 record_from_start=True))
+RUNS.append(dict(name="snap_empty_cache_stream_wait", model=dict(GPT_1024, layers=4), lengths=SNAP_LEN, steps=8,
+                 alloc_conf="", seed=7, stream_wait=True, empty_cache_every=2, group="snapshot",
+                 record_from_start=True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"}))
 # Frames (python stacks) on a short run, old pickle protocol: a reader test.
 RUNS.append(dict(name="snap_late_start", model=SNAP_MODEL, lengths=SNAP_LEN, steps=8,
                  alloc_conf="", seed=7, group="snapshot", record_from_start=False))
@@ -403,6 +414,8 @@ def child(run, out_dir):
             opt.step()
             opt.zero_grad(set_to_none=True)
             del loss, idx, tgt
+            if run.get("empty_cache_every") and step % run["empty_cache_every"] == run["empty_cache_every"] - 1:
+                torch.cuda.empty_cache()  # as evaluation loops and some trainers do between steps
         except torch.OutOfMemoryError:
             oom_steps.append(step)
             opt.zero_grad(set_to_none=True)
