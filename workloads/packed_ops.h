@@ -90,7 +90,8 @@ class PackedOps {
   static constexpr unsigned kBytesBits = 48, kStreamBits = 14, kKindShift = kBytesBits + kStreamBits;
   static constexpr std::uint64_t kBytesMask = (std::uint64_t(1) << kBytesBits) - 1;
   static constexpr std::uint64_t kStreamMask = (std::uint64_t(1) << kStreamBits) - 1;
-  // The kind bits of an op held whole in wide_, and every compute op is (a snapshot has none).
+  // The kind bits of an op held whole in wide_, as every op that is no buffer call is (compute:
+  // a snapshot has none; empty_cache: a few).
   static constexpr std::uint64_t kWide = 3;
   static_assert(static_cast<int>(Op::Kind::FreeRequested) < static_cast<int>(kWide),
                 "Op::Kind has an allocator op the kind bits cannot hold");
@@ -104,7 +105,7 @@ class PackedOps {
 
   static bool fits(const Op& op) {
     return op.bytes <= kBytesMask && op.stream >= 0 && std::uint64_t(op.stream) <= kStreamMask &&
-           op.id <= UINT32_MAX && op.source_line <= UINT32_MAX && op.slot == 0 && op.kind != Op::Kind::Compute;
+           op.id <= UINT32_MAX && op.source_line <= UINT32_MAX && op.slot == 0 && is_buffer_call(op.kind);
   }
 
   std::vector<Packed, HugePageAllocator<Packed>> packed_;

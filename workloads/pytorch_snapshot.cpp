@@ -152,6 +152,9 @@ class Converter {
     requested_pending_ = from.requested_pending_;
     prev_free_requested_ = from.prev_free_requested_;
     taken_back_ = std::move(from.taken_back_);
+    releases_open_ = from.releases_open_;
+    frees_in_releases_ = std::move(from.frees_in_releases_);
+    s_.empty_caches = from.s_.empty_caches;
     prev_requested_addr_ = from.prev_requested_addr_;
     prev_requested_entry_ = from.prev_requested_entry_;
   }
@@ -756,6 +759,9 @@ class Converter {
       ++ignored_;
       return;
     }
+    if (__builtin_expect(releases_open_, 0) && action != kSegmentFree && action != kSegmentUnmap &&
+        action != kFreeCompleted)
+      close_releases(action != kSegmentAlloc && action != kSegmentMap && action != kOomAction);
     if (action == kOomAction) {
       Bytes size = uint_of(f[kSize], "size", where);
       Ref df = f[kDeviceFree];
@@ -814,6 +820,8 @@ class Converter {
       }
       if (__builtin_expect(taken_back, 0)) {
         taken_back_.push_back({it->id, it->stream, i});
+      } else if (__builtin_expect(releases_open_, 0)) {
+        frees_in_releases_.push_back({it->id, it->stream, i});
       } else {
         push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
         if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
@@ -833,6 +841,7 @@ class Converter {
       ev.before_op = s_.ops.size();
       ev.entry = i;
       s_.segment_events.push_back(ev);
+      if (action == kSegmentFree || action == kSegmentUnmap) releases_open_ = true;
     } else {
       throw TraceError::in_content(file_, where() + ".action",
                                    fmt::format("expected one of alloc, free_requested, free_completed, segment_alloc, "
@@ -840,6 +849,21 @@ class Converter {
                                                "found '{}'",
                                                pickle::escape_excerpt(str_of(f[kAction], "action", where), 40)));
     }
+  }
+
+  // The segment releases since the last such answer were the program's empty_cache() (true) or a
+  // request's own; then the frees completed among them.
+  void close_releases(bool empty_cache) {
+    releases_open_ = false;
+    if (empty_cache) {
+      push_op(Op::Kind::EmptyCache, 0, 0, 0, s_.segment_events.back().entry, 0);
+      ++s_.empty_caches;
+    }
+    for (const TakenBack& t : frees_in_releases_) {
+      push_op(Op::Kind::Free, t.id, 0, t.stream, t.entry, 0);
+      if (!(t.id & kInitialTag)) free_ids_.push_back(t.id);
+    }
+    frees_in_releases_.clear();
   }
 
   // The free request of the block at addr (live: its free_requested entry made it so).
@@ -863,6 +887,7 @@ class Converter {
   }
 
   void end_trace() {
+    if (releases_open_) close_releases(true);
     push_taken_back();
     if (prev_free_requested_) push_free_requested(prev_requested_addr_, prev_requested_entry_);
     prev_free_requested_ = false;
@@ -877,6 +902,11 @@ class Converter {
                                      "(free_requested without free_completed): their memory is still taken at "
                                      "the end",
                                      requested_pending_));
+    if (s_.empty_caches)
+      s_.notes.push_back(fmt::format("{} times the program returned the cache to the device itself "
+                                     "(torch.cuda.empty_cache(): segments released where no allocation asked for "
+                                     "memory): replayed as the allocator's empty_cache there",
+                                     s_.empty_caches));
     if (ignored_) s_.notes.push_back(fmt::format("{} snapshot/user_defined entries ignored", ignored_));
     if (!s_.ooms.empty())
       s_.notes.push_back(fmt::format("{} recorded OOMs: each is replayed as an allocation of its size, freed right "
@@ -1086,6 +1116,15 @@ class Converter {
     std::uint64_t entry;
   };
   std::vector<TakenBack> taken_back_;  // frees waiting for the request they were made in
+  // Segment releases (segment_free, segment_unmap) since the last entry that tells whose they
+  // were: a request's own (its retry, or the garbage collection before it) end in the new memory
+  // it then takes (segment_alloc, segment_map) or in its OOM; any other entry after them (an
+  // alloc served without new memory, a free request, the trace's end) means the program released
+  // the cache itself (torch.cuda.empty_cache()), before that entry. The frees completed among
+  // them wait here for the answer (an empty_cache comes before them: PyTorch records the blocks
+  // it waits for before its releases, and a later free after them).
+  bool releases_open_ = false;
+  std::vector<TakenBack> frees_in_releases_;
   std::unordered_map<std::int64_t, StreamId> streams_;
   LiveMap<Live> live_;
   std::vector<DevPtr> freed_log_;     // freed since the last absorb_freed_log, in order

@@ -83,6 +83,7 @@ struct PyTorchSnapshot {
   bool has_trace = false;                // false: only the segments (state at the time of the snapshot)
   std::vector<RecordedSegmentEvent> segment_events;
   std::vector<RecordedOom> ooms;
+  std::uint64_t empty_caches = 0;  // the Op::Kind::EmptyCache ops: the program's torch.cuda.empty_cache()
   // Where each Alloc came from: op_origin[i] indexes origins (0 = unknown).
   std::vector<std::uint32_t, HugePageAllocator<std::uint32_t>> op_origin;
   std::vector<std::string> origins{""};

@@ -20,7 +20,9 @@ struct Op {
   // snapshot's free_requested long before its free_completed). What it changes is the count of
   // allocated bytes: `caching` stops counting the block here, as PyTorch's allocated_bytes does;
   // the other allocators count it until the Free. At most one per buffer, before its Free.
-  enum class Kind : std::uint8_t { Alloc, Free, FreeRequested, Compute };
+  // EmptyCache: the program returned the allocator's cached memory to the device
+  // (torch.cuda.empty_cache(): a snapshot's segment releases that no allocation made). No buffer.
+  enum class Kind : std::uint8_t { Alloc, Free, FreeRequested, Compute, EmptyCache };
   Kind kind = Kind::Alloc;
   BufferId id = 0;      // Alloc/Free/FreeRequested: the buffer; Compute: an index the workload understands
   Bytes bytes = 0;      // Alloc: the request
@@ -31,6 +33,10 @@ struct Op {
   std::uint32_t slot = 0;
   std::uint64_t source_line = 0;  // trace replay: the line (or event index) in the trace, for messages
 };
+
+// Alloc, Free and FreeRequested are the allocator's calls for one buffer; Compute and EmptyCache
+// are not (the runner makes them one at a time, between runs of calls).
+inline bool is_buffer_call(Op::Kind kind) { return kind <= Op::Kind::FreeRequested; }
 
 struct StepInfo {
   double real_tokens = 0;    // tokens that carry data

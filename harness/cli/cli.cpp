@@ -481,7 +481,8 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
       for (const OomRecord& o : run.oom_events) oom_ops.push_back(o.event);
     const SnapshotCheck c =
         from_run      ? check_snapshot_run(*snapshot, run_calls, oom_ops,
-                                       run.runs[0].allocs + run.runs[0].frees + run.runs[0].ooms,
+                                       run.runs[0].allocs + run.runs[0].frees + run.runs[0].ooms +
+                                           snapshot->empty_caches,
                                        report.device.capacity_bytes)
         : check.valid() ? check.get()
                         : check_snapshot_replay(*snapshot, run_options, report.device.capacity_bytes,

@@ -97,6 +97,7 @@ struct CaseRun {
   bool first_run;
   AllocatorEventGate* event_gate;  // events exported (first run): closed before the clean-up
   RecordingDevice* recorder = nullptr;  // device calls kept (first run): taken before the clean-up
+  std::uint64_t* empty_caches = nullptr;  // EmptyCache ops made, which the recorder's marks count
   bool need_complete = false;  // after run(): need_tracker saw every step of the workload
   // The usage after each event up to the first OOM (first run, oom_block_map). On a real GPU it
   // is sampled into a ring as the run goes (usage_ring). On sim it is not sampled (the ring's
@@ -241,6 +242,19 @@ struct CaseRun {
       }
   }
 
+  // The program's own empty_cache (a snapshot's Op::Kind::EmptyCache): allocator time, and an
+  // event of its own (a trace's events are its ops, the recorded OOMs numbered so). It can take
+  // back blocks freed while another stream used them (caching, as PyTorch waits for those).
+  void empty_cache() {
+    const TickClock::Ticks t = TickClock::now();
+    allocator.empty_cache();  // its device calls marked with the calls before it (the mark source)
+    ++*empty_caches;
+    if (__builtin_expect(!requested_slot.empty(), 0)) forget_returned_early(slot_ptr.data());
+    alloc_ticks += TickClock::now() - t;
+    ++m.events;
+    track(allocator.in_use());
+  }
+
   static constexpr const char* kSetupOomOrigin = "in the workload's setup (cuBLAS), before the first step";
 
   // The workload's own setup (cuBLAS) found no device memory before the first step: the case's
@@ -307,7 +321,7 @@ struct CaseRun {
         // Many calls in one, up to a compute op (the allocator may keep its blocks by slot: then
         // every call goes through it). A call stops it where track() must read the allocator
         // (the peak moved); the first call of the run is made alone (no peak yet).
-        while (k < end && ops[k].kind != Op::Kind::Compute) {
+        while (k < end && is_buffer_call(ops[k].kind)) {
           if (skipping && ops[k].kind == Op::Kind::Alloc) {
             skipped[k - i] = true;
             ++k;
@@ -335,7 +349,7 @@ struct CaseRun {
           if (failed) break;  // else it stopped at the mark, a compute op (the loop's test) or the end
         }
       } else {
-        for (; k < end && ops[k].kind != Op::Kind::Compute; ++k) {
+        for (; k < end && is_buffer_call(ops[k].kind); ++k) {
           const Op& o = ops[k];
           CallResult& p = results[k - i];
           skipped[k - i] = false;
@@ -467,7 +481,7 @@ struct CaseRun {
         stop = true;  // the frees not made leave their buffers live (released when the run ends)
         return k;
       }
-      if (k == end || ops[k].kind == Op::Kind::Compute) return k;
+      if (k == end || !is_buffer_call(ops[k].kind)) return k;
     }
   }
 
@@ -548,7 +562,7 @@ struct CaseRun {
   // on the kind would be mispredicted at every other event): a run of calls holds allocs, frees
   // and free requests only.
   static bool no_sample(const Op& op, const CallResult& p) {
-    assert(op.kind != Op::Kind::Compute);
+    assert(is_buffer_call(op.kind));
     return (std::uint64_t(op.kind == Op::Kind::Alloc) | p.ptr) == 0;
   }
   // The usage ring's loop for a run of kRunApart calls or more: calls [q, end) of the run (ops
@@ -667,8 +681,13 @@ struct CaseRun {
         const Op* ops = made.ops.data();
         const std::size_t n_ops = made.ops.size();
         for (std::size_t i = 0; i < n_ops && !stop;) {
-          if (ops[i].kind != Op::Kind::Compute) {
+          if (is_buffer_call(ops[i].kind)) {
             i = run_allocator_ops(ops, n_ops, i, step, skipping, step_ok, stop);
+            continue;
+          }
+          if (ops[i].kind == Op::Kind::EmptyCache) {
+            empty_cache();
+            ++i;
             continue;
           }
           // A run of compute ops, timed as one (between them the harness does nothing).
@@ -865,12 +884,13 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
       // the allocator's calls so far (RunSettings::device_calls).
       std::optional<RecordingDevice> recording;
       const InspectableAllocator* counted = nullptr;  // the allocator whose calls mark the device's
+      std::uint64_t empty_caches = 0;  // the workload's EmptyCache ops made so far: calls too
       if (r == 0 && settings.device_calls) {
         settings.device_calls->clear();
-        recording.emplace(*device, [&counted]() -> std::uint64_t {
+        recording.emplace(*device, [&counted, &empty_caches]() -> std::uint64_t {
           if (!counted) return 0;  // (made, or being destroyed: its calls are not kept)
           const AllocatorStats s = counted->stats();
-          return s.allocs + s.frees + s.ooms;
+          return s.allocs + s.frees + s.ooms + empty_caches;
         });
       }
       Device& base = recording ? static_cast<Device&>(*recording) : *device;
@@ -906,6 +926,7 @@ CaseResult run_case(const CaseSpec& spec, const DeviceSpec& device_spec, const R
                   gate ? &*gate : nullptr};
       run.usage_ring = r == 0 && settings.oom_block_map && !device->simulated();
       run.recorder = recording ? &*recording : nullptr;
+      run.empty_caches = &empty_caches;
       run.run(progress, r);
       if (!result.need) {
         if (run.need_complete) {

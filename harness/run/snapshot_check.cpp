@@ -154,6 +154,13 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
           allocator->deallocate(live[op.id]);
           live[op.id] = kNotLive;
         }
+      } else if (op.kind == Op::Kind::EmptyCache) {
+        allocator->empty_cache();
+        for (DevPtr early : allocator->take_returned_early())
+          if (auto it = requested.find(early); it != requested.end()) {
+            live[it->second] = kNotLive;
+            requested.erase(it);
+          }
       }
     }
     rec.set_mark(s.ops.size());
@@ -171,8 +178,9 @@ SnapshotCheck check_snapshot_run(const PyTorchSnapshot& s, const std::vector<Dev
   if (calls_made != s.ops.size()) {
     // The op of each call, as the run made them: an alloc of some bytes is a call (counted as
     // an alloc or, failing, an OOM); a free is one where its buffer's alloc was, counted at its
-    // free request where one came first (`caching` counts the free there). A zero-byte alloc
-    // is no call (PyTorch hands out nullptr), nor is its free.
+    // free request where one came first (`caching` counts the free there); an empty_cache is one
+    // (the runner counts it). A zero-byte alloc is no call (PyTorch hands out nullptr), nor is
+    // its free.
     std::vector<std::uint64_t> op_of_call;
     op_of_call.reserve(calls_made);
     std::vector<bool> live;  // by id (dense: the converter numbers buffers so), until counted freed
@@ -188,6 +196,8 @@ SnapshotCheck check_snapshot_run(const PyTorchSnapshot& s, const std::vector<Dev
       } else if ((op.kind == Op::Kind::Free || op.kind == Op::Kind::FreeRequested) && live[op.id]) {
         op_of_call.push_back(i);
         live[op.id] = false;
+      } else if (op.kind == Op::Kind::EmptyCache) {
+        op_of_call.push_back(i);
       }
     }
     for (DeviceCall& c : by_op) c.mark = c.mark < op_of_call.size() ? op_of_call[c.mark] : s.ops.size();
