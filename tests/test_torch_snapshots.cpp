@@ -265,3 +265,46 @@ TEST(TorchSnapshots, TheReaderGivesEachLiveBufferASlotOfItsOwn) {
 
 }  // namespace
 }  // namespace gmb
+
+namespace gmb {
+namespace {
+
+// torch.cuda.empty_cache() leaves only its segment releases in a snapshot. The reader tells them
+// from a request's own (its retry, its garbage collection: those end in the memory the request
+// then takes, or in its OOM): on the three recordings that call it between steps, one EmptyCache
+// op per call (3, 3 and 4 calls), and none on the recordings whose requests released memory
+// (retries under a memory fraction, the garbage collection threshold). Their replays give
+// PyTorch's figures (ReplaysGiveWhatPyTorchRecorded); without the calls they would not (the cache
+// would keep what the program gave back: 94 cudaMallocs and 51 cudaFrees recorded, 54 and 0).
+TEST(TorchSnapshots, TheProgramsEmptyCacheCallsAreFoundAndOnlyThose) {
+  const auto empty_caches = [](const char* name) {
+    const PyTorchSnapshot s = load_torch_snapshot(data_dir() + "/" + name + ".pickle.gz");
+    std::uint64_t n = 0;
+    for (const Op& op : s.ops) n += op.kind == Op::Kind::EmptyCache;
+    EXPECT_EQ(n, s.empty_caches) << name;
+    return n;
+  };
+  EXPECT_EQ(empty_caches("snap_empty_cache"), 3u);
+  EXPECT_EQ(empty_caches("snap_empty_cache_expandable"), 3u);
+  EXPECT_EQ(empty_caches("snap_empty_cache_stream_wait"), 4u);
+  for (const char* name : {"snap_oom_cap16g", "snap_oom_cap16g_expandable", "snap_gc06_cap22g", "snap_stream_retry8_25g",
+                           "snap_stream_retry8_25g_max_split128", "snap_default"})
+    EXPECT_EQ(empty_caches(name), 0u);
+
+  // Left out, the replay keeps the cache: not PyTorch's figures.
+  PyTorchSnapshot s = load_torch_snapshot(data_dir() + "/snap_empty_cache.pickle.gz");
+  PackedOps without;
+  for (const Op& op : s.ops)
+    if (op.kind != Op::Kind::EmptyCache) without.push_back(op);
+  s.ops = std::move(without);
+  SimDeviceOptions o;
+  o.capacity_bytes = 150109880320;
+  auto sim = make_sim_device(o);
+  auto allocator = make_allocator("caching", *sim, {});
+  testing::replay_snapshot_ops(s, *allocator);
+  EXPECT_EQ(allocator->stats().device_allocs, 54u);
+  EXPECT_EQ(allocator->stats().device_frees, 0u);
+}
+
+}  // namespace
+}  // namespace gmb

@@ -40,6 +40,14 @@ inline std::unordered_map<BufferId, DevPtr> replay_snapshot_ops(const PyTorchSna
             break;
           }
       if (p) live[op.id] = *p;
+    } else if (op.kind == Op::Kind::EmptyCache) {  // the program's torch.cuda.empty_cache()
+      allocator.empty_cache();
+      for (DevPtr early : allocator.take_returned_early())
+        for (auto it = live.begin(); it != live.end(); ++it)
+          if (it->second == early) {
+            live.erase(it);
+            break;
+          }
     } else if (op.kind == Op::Kind::FreeRequested) {  // freed while another stream uses it
       if (auto it = live.find(op.id); it != live.end()) allocator.free_requested(it->second);
     } else if (auto it = live.find(op.id); it != live.end()) {

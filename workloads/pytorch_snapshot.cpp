@@ -629,11 +629,11 @@ class Converter {
   // over the entry (the last where a key repeats, as Document::get): a trace has ~7 keys per
   // entry, and key strings are memoized in the pickle, so each key node is classified once.
   enum EntryKey : std::uint8_t {
-    kUnclassified, kOtherKey, kAction, kAddr, kSize, kStream, kDeviceFree, kFrames, kTakenBack, kKeys
+    kUnclassified, kOtherKey, kAction, kAddr, kSize, kStream, kDeviceFree, kFrames, kTakenBack, kOwnRelease, kKeys
   };
   struct EntryFields {
     Ref value[kKeys] = {Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent,
-                        Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent};
+                        Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent, Document::kAbsent};
     Ref operator[](EntryKey k) const { return value[k]; }
   };
   std::vector<std::uint8_t> key_class_;  // by node: the EntryKey of a key node
@@ -645,7 +645,8 @@ class Converter {
     static constexpr std::pair<const char*, EntryKey> kNames[] = {{"action", kAction}, {"addr", kAddr},
                                                                   {"size", kSize},     {"stream", kStream},
                                                                   {"device_free", kDeviceFree}, {"frames", kFrames},
-                                                                  {"gpumembench_taken_back", kTakenBack}};
+                                                                  {"gpumembench_taken_back", kTakenBack},
+                                                                  {"gpumembench_own_release", kOwnRelease}};
     c = kOtherKey;
     if (d_.type(k) == Type::Str)
       for (const auto& [name, key] : kNames)
@@ -841,7 +842,8 @@ class Converter {
       ev.before_op = s_.ops.size();
       ev.entry = i;
       s_.segment_events.push_back(ev);
-      if (action == kSegmentFree || action == kSegmentUnmap) releases_open_ = true;
+      // (Our export marks the releases another allocator made by its own policy: no program's.)
+      if ((action == kSegmentFree || action == kSegmentUnmap) && !is_marked(f[kOwnRelease])) releases_open_ = true;
     } else {
       throw TraceError::in_content(file_, where() + ".action",
                                    fmt::format("expected one of alloc, free_requested, free_completed, segment_alloc, "
@@ -872,9 +874,10 @@ class Converter {
   }
 
   // An entry with our export's mark gpumembench_taken_back: True (any other value: no mark).
-  bool is_taken_back(const EntryFields& f) const {
-    const Ref tb = f[kTakenBack];
-    return __builtin_expect(tb != Document::kAbsent, 0) && d_.type(tb) == Type::Bool && d_.as_int(tb) != 0;
+  bool is_taken_back(const EntryFields& f) const { return is_marked(f[kTakenBack]); }
+  // One of our export's marks: the value True (absent or any other: no mark).
+  bool is_marked(Ref mark) const {
+    return __builtin_expect(mark != Document::kAbsent, 0) && d_.type(mark) == Type::Bool && d_.as_int(mark) != 0;
   }
   // The frees of blocks taken back inside the request just converted (kTakenBack), after it.
   void push_taken_back() {

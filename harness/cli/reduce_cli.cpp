@@ -37,18 +37,29 @@ struct Input {
   std::vector<std::string> notes;
 };
 
-// The reducer keeps a buffer until its free: free requests left out of its input and of the input
-// case alike (an allocator that waits for streams, as caching does at a retry, may then run out of
-// memory where the replay of the trace would not), with a note.
-void leave_out_free_requests(Input& in) {
+// The reducer keeps a buffer until its free and makes no empty_cache: free requests and the
+// program's empty_cache calls are left out of its input and of the input case alike (an allocator
+// that waits for streams, as caching does at a retry, may then run out of memory where the replay
+// of the trace would not; without the empty_cache calls the cache holds more), with a note.
+void leave_out_what_reduce_does_not_replay(Input& in) {
   const auto is_request = [](const Op& op) { return op.kind == Op::Kind::FreeRequested; };
+  const auto is_empty_cache = [](const Op& op) { return op.kind == Op::Kind::EmptyCache; };
   const auto requests = std::count_if(in.ops.begin(), in.ops.end(), is_request);
-  if (!requests) return;
-  in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(), is_request), in.ops.end());
-  in.notes.push_back(fmt::format("{} free requests (frees that waited on another stream) left out: reduce keeps each "
-                                 "buffer until its free, so an OOM that waiting for the stream avoids in `replay` can "
-                                 "be reduced here, and its events are numbered without them",
-                                 requests));
+  const auto empty_caches = std::count_if(in.ops.begin(), in.ops.end(), is_empty_cache);
+  if (requests) {
+    in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(), is_request), in.ops.end());
+    in.notes.push_back(fmt::format("{} free requests (frees that waited on another stream) left out: reduce keeps "
+                                   "each buffer until its free, so an OOM that waiting for the stream avoids in "
+                                   "`replay` can be reduced here, and its events are numbered without them",
+                                   requests));
+  }
+  if (empty_caches) {
+    in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(), is_empty_cache), in.ops.end());
+    in.notes.push_back(fmt::format("{} empty_cache calls of the program left out: reduce replays allocations and "
+                                   "frees only, so the cache holds what they released, and events are numbered "
+                                   "without them",
+                                   empty_caches));
+  }
 }
 
 Input read_input(const ReduceCliArgs& a) {
@@ -73,7 +84,7 @@ Input read_input(const ReduceCliArgs& a) {
                            : fmt::format("capacity: {}, the simulated device's default (an H200's whole memory; "
                                          "--capacity replaces it)",
                                          format_bytes(in.capacity));
-    leave_out_free_requests(in);
+    leave_out_what_reduce_does_not_replay(in);
     return in;
   }
   Config config = load_config(a.config);  // ConfigError: left to the caller (exit 2)
@@ -89,13 +100,13 @@ Input read_input(const ReduceCliArgs& a) {
     whole_step_ops(*workload, s, step, info);
     if (info.end) break;
     for (const Op& op : step)
-      if (op.kind != Op::Kind::Compute) in.ops.push_back(op);
+      if (op.kind != Op::Kind::Compute) in.ops.push_back(op);  // (empty_cache calls: left out below)
   }
   workload->finish();
   in.source = fmt::format("{} (workload {}: {}{})", a.config, a.workload, workload->label(),
                           a.steps ? fmt::format(", {} steps", steps) : "");
   in.capacity = config.device.capacity_bytes;
-  leave_out_free_requests(in);
+  leave_out_what_reduce_does_not_replay(in);
   return in;
 }
 

@@ -98,8 +98,11 @@ void write_frames(pickle::Writer& w, const std::string& origin) {
 // taken_back: a free_completed the allocator made inside a request (it waited for the block's
 // stream before giving up): marked for our reader, which replays it after that request (PyTorch's
 // viewer ignores the key).
+// own_release: a segment_free or segment_unmap an allocator other than PyTorch's made by its own
+// policy (cuda_malloc frees its block's memory at the free, a pool trims it): marked, since our
+// reader takes a release no request made for the program's empty_cache().
 void write_entry(pickle::Writer& w, const char* action, DevPtr addr, Bytes size, StreamId stream, std::uint64_t time,
-                 const std::string& origin = {}, bool taken_back = false) {
+                 const std::string& origin = {}, bool taken_back = false, bool own_release = false) {
   w.begin_dict();
   w.key("action");
   w.str(action);
@@ -115,6 +118,10 @@ void write_entry(pickle::Writer& w, const char* action, DevPtr addr, Bytes size,
   write_frames(w, origin);
   if (taken_back) {
     w.key("gpumembench_taken_back");
+    w.boolean(true);
+  }
+  if (own_release) {
+    w.key("gpumembench_own_release");
     w.boolean(true);
   }
   w.end_dict();
@@ -182,6 +189,9 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
       bool free_requested = false;  // its free_requested written (Op::Kind::FreeRequested)
     };
     std::unordered_map<BufferId, Live> live;
+    // Whether the allocator releases memory only where PyTorch's does (a request's retry, its
+    // garbage collection, empty_cache): else its releases are marked (write_entry's own_release).
+    const bool pytorch_decisions = allocator_traits(allocator_name).replayable_in_pytorch;
     std::size_t calls_done = 0;
     std::uint64_t time = 0;
     // One op's device calls, written as PyTorch records them: pages mapped (or unmapped) side by
@@ -191,7 +201,9 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
       std::optional<DeviceCall> range;
       auto flush = [&] {
         if (!range) return;
-        write_entry(w, to_string(range->kind), range->address, range->bytes, 0, time);
+        const bool release = range->kind == DeviceCall::Kind::Free || range->kind == DeviceCall::Kind::Unmap;
+        write_entry(w, to_string(range->kind), range->address, range->bytes, 0, time, {}, false,
+                    release && !pytorch_decisions);
         ++summary.entries;
         range.reset();
       };
@@ -255,6 +267,19 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
           allocator->free_requested(it->second.ptr);
           it->second.free_requested = true;
           ++summary.entries;
+        } else if (op.kind == Op::Kind::EmptyCache) {
+          // The program's empty_cache: the blocks it waited for (their free_completed), then what
+          // it gave back to the driver, as PyTorch records them.
+          allocator->empty_cache();
+          for (DevPtr early : allocator->take_returned_early())
+            for (auto it = live.begin(); it != live.end(); ++it)
+              if (it->second.free_requested && it->second.ptr == early) {
+                write_entry(w, "free_completed", early, it->second.bytes, it->second.stream, time);
+                ++summary.entries;
+                live.erase(it);
+                break;
+              }
+          device_calls();
         } else if (op.kind == Op::Kind::Free) {
           auto it = live.find(op.id);
           if (it == live.end()) continue;  // its allocation failed

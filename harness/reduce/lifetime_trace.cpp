@@ -16,7 +16,7 @@ LifetimeTrace LifetimeTrace::from_ops(const std::vector<Op>& ops, std::uint64_t 
   for (const Op& op : ops) {
     if (event == events) break;
     // A free request changes no allocator's decisions, only what it counts as allocated.
-    if (op.kind == Op::Kind::Compute || op.kind == Op::Kind::FreeRequested) continue;
+    if (!is_buffer_call(op.kind) || op.kind == Op::Kind::FreeRequested) continue;
     if (op.kind == Op::Kind::Alloc) {
       if (t.bytes.size() >= UINT32_MAX) throw std::invalid_argument("more than 2^32 - 1 allocations before the OOM");
       const auto l = static_cast<std::uint32_t>(t.bytes.size());

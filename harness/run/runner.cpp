@@ -248,7 +248,7 @@ struct CaseRun {
   void empty_cache() {
     const TickClock::Ticks t = TickClock::now();
     allocator.empty_cache();  // its device calls marked with the calls before it (the mark source)
-    ++*empty_caches;
+    if (empty_caches) ++*empty_caches;
     if (__builtin_expect(!requested_slot.empty(), 0)) forget_returned_early(slot_ptr.data());
     alloc_ticks += TickClock::now() - t;
     ++m.events;

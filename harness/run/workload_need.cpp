@@ -53,7 +53,7 @@ void NeedTracker::add_piece(const std::vector<Op>& ops, std::uint32_t slots_end,
     event = sums.event;
   }
   for (; op != end; ++op) {
-    if (op->kind == Op::Kind::Compute) continue;
+    if (!is_buffer_call(op->kind)) continue;
     if (op->kind == Op::Kind::FreeRequested) {  // its memory is needed until its free
       ++event;
       continue;
@@ -105,7 +105,7 @@ const Op* NeedTracker::add_ops_64(const Op* op, const Op* const end, const std::
   Bytes peak_req = need_.peak_requested_bytes, peak_rnd = need_.peak_rounded_bytes;
   Live* const live = live_.data();
   for (; op != end; ++op) {
-    if (op->kind == Op::Kind::Compute) continue;
+    if (!is_buffer_call(op->kind)) continue;
     if (__builtin_expect(op->kind == Op::Kind::FreeRequested, 0)) {  // its memory is needed until its free
       ++event;
       continue;
