@@ -18,6 +18,4 @@ for name in snap_empty_cache snap_empty_cache_expandable snap_empty_cache_stream
   guarded build-gpu/gpumembench replay --device cuda --trace "tests/data/torch_snapshots/$name.pickle.gz" \
     --allocator caching >> "$LOG" 2>&1 || status=1
 done
-log "done, status $status"
-pack
-exit $status
+finish

@@ -40,9 +40,7 @@ if [ "${STAGE:-}" = card ]; then
       mib=$((mib + 2))
     done
   done
-  log "done, status $status"
-  pack
-  exit $status
+  finish
 fi
 log "record ($(python3 -c 'import torch; print(torch.__version__)' 2>&1))"
 guarded python3 scripts/record_torch_training.py --out "$WORK/rec" --group frontier >> "$LOG" 2>&1 || status=1
@@ -61,7 +59,4 @@ for point in 18150 18152 18632 18700 expandable_segments:True@17288 expandable_s
   guarded build-gpu/gpumembench replay --device cuda -q --trace "$T" --allocator caching --capacity "${mib}MiB" \
     ${conf:+--alloc-conf "$conf"} >> "$LOG" 2>&1 || status=1
 done
-pack
-log "done, status $status"
-pack
-exit $status
+finish

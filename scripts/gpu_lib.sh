@@ -2,6 +2,7 @@
 #   gpu_job NAME DEFAULT_DEADLINE_S   sets OUT, START, DEADLINE, WORK ($tmp/NAME), LOG, status=0,
 #                                     writes WORK/environment.txt
 #   log TEXT...                       a timestamped line in the log and on stdout
+#   finish                            logs the status, packs, exits with it
 #   pack                              (re)writes $OUT/NAME.tar.gz from WORK: a run cut short by the
 #                                     device's limit still brings back what it finished
 #   guarded CMD...                    runs CMD under the time left to the deadline, less a margin
@@ -36,6 +37,8 @@ pack() {
     mv "$OUT/$GPU_JOB_NAME.tar.gz.tmp" "$OUT/$GPU_JOB_NAME.tar.gz"
 }
 left() { echo $(( DEADLINE - $(date +%s) )); }
+# The script's end: its status logged and packed, and the exit with it.
+finish() { log "done, status $status"; pack; exit "$status"; }
 guarded() {
   local t=$(( $(left) - 10 ))
   if [ "$t" -le 5 ]; then log "SKIPPED (deadline): $*"; status=1; return 1; fi

@@ -32,7 +32,4 @@ for conf in "" expandable_segments:True max_split_size_mb:128 garbage_collection
   guarded build-gpu/gpumembench replay --device cuda --trace "$T" --allocator caching --memory-limit 8858370048 \
     ${conf:+--alloc-conf "$conf"} >> "$LOG" 2>&1 || status=1
 done
-pack
-log "done, status $status"
-pack
-exit $status
+finish
