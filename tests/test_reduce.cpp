@@ -216,8 +216,9 @@ TEST(Reduce, ABudgetStopsEarlyAndNoOomIsAnError) {
 TEST(Reduce, ATraceReducesAtTheCapacityReplayWouldUse) {
   auto dir = temp_dir("reduce_default_capacity");
   const std::string trace = source_path("tests/data/torch_snapshots/snap_stream_retry8_25g.pickle.gz");
+  // (An output folder given with a trailing slash, as README's examples write it, is that folder.)
   auto r = run_gpumembench("reduce --trace " + trace + " --allocator caching --memory-limit 8858370048 --output " +
-                           (dir / "out").string());
+                           (dir / "out").string() + "/");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("capacity: 139.80 GiB, the simulated device's default (an H200's whole memory; --capacity "
                        "replaces it)"),
@@ -226,6 +227,9 @@ TEST(Reduce, ATraceReducesAtTheCapacityReplayWouldUse) {
   EXPECT_NE(r.out.find("fragmentation OOM at event 5,726 (945.3 MiB request) reduced from 6,676 events"),
             std::string::npos)
       << r.out;
+  EXPECT_FALSE(fs::exists(dir / "out" / ".tmp-reduce"));
+  for (const char* file : {"reduced_trace.csv", "oom_block_map.svg", "summary.md", "repro_torch.py"})
+    EXPECT_TRUE(fs::exists(dir / "out" / file)) << file;
   const gmb::Trace reduced = gmb::read_trace((dir / "out" / "reduced_trace.csv").string());
   expect_well_formed(reduced.ops);
   EXPECT_EQ(cli_first_oom(dir / "out" / "reduced_trace.csv", "--memory-limit 8858370048", dir / "replay")["event"],

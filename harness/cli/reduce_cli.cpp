@@ -314,7 +314,8 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
         "written to {}/: reduced_trace.csv, oom_block_map.svg, summary.md{}\n",
         to_string(r.kind), with_commas(r.oom_event), format_bytes(r.request_bytes), with_commas(r.input_events),
         with_commas(r.oom_event + 1), with_commas(r.ops.size()), with_commas(r.replays), r.seconds,
-        r.stopped_by.empty() ? "" : " (stopped by the " + r.stopped_by + "; may not be minimal)", dir,
+        r.stopped_by.empty() ? "" : " (stopped by the " + r.stopped_by + "; may not be minimal)",
+        dir.size() > 1 && dir.back() == '/' ? dir.substr(0, dir.size() - 1) : dir,
         traits.replayable_in_pytorch ? ", repro_torch.py" : "");
     return 0;
   } catch (const std::invalid_argument& e) {

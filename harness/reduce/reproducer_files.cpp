@@ -281,10 +281,13 @@ if __name__ == "__main__":
   return s;
 }
 
-void write_reproducer(const std::string& dir, const ReproducerInputs& in) {
+void write_reproducer(const std::string& folder, const ReproducerInputs& in) {
   namespace fs = std::filesystem;
-  // A new folder is written under a temporary name and renamed when complete, so a failed write
-  // leaves nothing; into an existing folder each file is written to a temporary name and renamed.
+  // A new folder is written under a temporary name beside it and renamed when complete, so a
+  // failed write leaves nothing; into an existing folder each file is written to a temporary name
+  // and renamed. "repro/" names the folder repro (the temporary one must not be inside it).
+  std::string dir = folder;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::error_code ec;
   const bool fresh = !fs::exists(dir, ec);
   const std::string at = fresh ? dir + ".tmp-reduce" : dir;
