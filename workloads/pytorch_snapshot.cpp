@@ -906,10 +906,9 @@ class Converter {
                                      "the end",
                                      requested_pending_));
     if (s_.empty_caches)
-      s_.notes.push_back(fmt::format("{} times the program returned the cache to the device itself "
-                                     "(torch.cuda.empty_cache(): segments released where no allocation asked for "
-                                     "memory): replayed as the allocator's empty_cache there",
-                                     s_.empty_caches));
+      s_.notes.push_back(fmt::format("{} {} of torch.cuda.empty_cache() by the program (segments released where no "
+                                     "allocation asked for memory): replayed as the allocator's empty_cache there",
+                                     s_.empty_caches, s_.empty_caches == 1 ? "call" : "calls"));
     if (ignored_) s_.notes.push_back(fmt::format("{} snapshot/user_defined entries ignored", ignored_));
     if (!s_.ooms.empty())
       s_.notes.push_back(fmt::format("{} recorded OOMs: each is replayed as an allocation of its size, freed right "
