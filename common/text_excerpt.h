@@ -12,9 +12,10 @@ namespace gmb {
 // "..." when cut. For error messages: never raw bytes to the terminal.
 std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes = 40);
 
-// Text from the user's files shown whole (a file name, a frame's function): control bytes
-// (below 0x20, and 0x7f) as \xNN, everything else as it is (UTF-8 names stay readable). Never a
-// terminal's escape sequence in a table or a message.
+// Text from the user's files shown whole (a file name, a frame's function): well-formed UTF-8
+// as it is (names stay readable), but for what a terminal acts on (C0 and C1 controls, DEL, the
+// bidi controls); those, and bytes that are no UTF-8, as \xNN. Never a terminal's escape
+// sequence in a table or a message.
 std::string printable_text(std::string_view text);
 
 }  // namespace gmb

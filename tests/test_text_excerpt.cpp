@@ -1,0 +1,25 @@
+// Text from users' files quoted back (common/text_excerpt.h): readable UTF-8 stays, anything a
+// terminal would act on, or that is no UTF-8, comes out as \xNN.
+#include <gtest/gtest.h>
+
+#include "common/text_excerpt.h"
+
+namespace gmb {
+namespace {
+
+TEST(PrintableText, KeepsReadableUtf8AndEscapesWhatATerminalActsOn) {
+  EXPECT_EQ(printable_text("train.py"), "train.py");
+  EXPECT_EQ(printable_text("modèle_训练.py"), "modèle_训练.py");  // 2- and 3-byte sequences
+  EXPECT_EQ(printable_text("a\x1b[31mred\x07"), "a\\x1b[31mred\\x07");            // C0 controls
+  EXPECT_EQ(printable_text("128\xc2\x9b" "31m"), "128\\xc2\\x9b31m");            // U+009B, C1 CSI
+  EXPECT_EQ(printable_text("abc\xe2\x80\xaeRLO"), "abc\\xe2\\x80\\xaeRLO");     // U+202E, bidi override
+  EXPECT_EQ(printable_text("x\x7f"), "x\\x7f");
+  EXPECT_EQ(printable_text("siz\xd6_mb"), "siz\\xd6_mb");                        // a lead byte alone
+  EXPECT_EQ(printable_text("\xc0\xaf"), "\\xc0\\xaf");                           // overlong '/'
+  EXPECT_EQ(printable_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");                  // a surrogate
+  EXPECT_EQ(printable_text("\xf0\x9f\x98\x80!"), "\xf0\x9f\x98\x80!");           // U+1F600 stays
+  EXPECT_EQ(printable_text("\xf0\x9f\x98"), "\\xf0\\x9f\\x98");                  // cut short
+}
+
+}  // namespace
+}  // namespace gmb
