@@ -73,4 +73,17 @@ std::string printable_text(std::string_view text) {
   return out;
 }
 
+std::string printable_message(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  std::size_t from = 0;
+  for (std::size_t i = 0; i <= message.size(); ++i)
+    if (i == message.size() || message[i] == '\n' || message[i] == '\t') {
+      out += printable_text(message.substr(from, i - from));
+      if (i < message.size()) out += message[i];
+      from = i + 1;
+    }
+  return out;
+}
+
 }  // namespace gmb

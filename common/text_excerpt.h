@@ -17,5 +17,8 @@ std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes = 40);
 // bidi controls); those, and bytes that are no UTF-8, as \xNN. Never a terminal's escape
 // sequence in a table or a message.
 std::string printable_text(std::string_view text);
+// A message, which quotes such text, for the terminal: printable_text line by line (its own line
+// breaks and tabs stay).
+std::string printable_message(std::string_view message);
 
 }  // namespace gmb

@@ -385,3 +385,36 @@ TEST(CliSnapshot, ThroughTheMemPoolReservesWhatTheH200Reserved) {
 
 }  // namespace
 }  // namespace gmb
+
+namespace {
+
+// Input that is no UTF-8 or that a terminal would act on (found by a fuzzing helper): a frame's
+// file name with a byte 0xff gave an internal error (exit 1: results.json could not be written)
+// and left the other outputs behind; now the run is a run (exit 0), results.json is valid JSON and
+// no table holds the raw byte. A config naming an allocator with an escape sequence is refused
+// with the sequence escaped.
+TEST(CliSnapshot, InputThatIsNoUtf8OrMovesTheTerminalReachesNeitherFilesNorTerminalRaw) {
+  namespace fs = std::filesystem;
+  const fs::path dir = gmb::testing::temp_dir("not_utf8");
+  auto r = gmb::testing::run_gpumembench(
+      "replay --device sim -q --trace " +
+      gmb::testing::source_path("tests/data/torch_snapshots/synthetic/frames_not_utf8.pickle") +
+      " --allocator caching --capacity 40MiB --output " + (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find('\xff'), std::string::npos);
+  EXPECT_NE(r.out.find("tr\\xffin.py:12"), std::string::npos) << r.out;
+  const std::string json = gmb::testing::read_text(dir / "out" / "results.json");
+  EXPECT_TRUE(nlohmann::json::accept(json));
+  EXPECT_EQ(gmb::testing::read_text(dir / "out" / "results.md").find('\xff'), std::string::npos);
+
+  gmb::testing::write_text(dir / "c.yaml",
+                           "name: c\ndevice: {capacity: 1GiB}\nallocators:\n  - \"cuda_m\\e[2Jalloc\"\n"
+                           "workloads:\n  - hole_pattern: {sizes: [100MiB], free: [0], probe: 150MiB, repeat: 1}\n");
+  r = gmb::testing::run_gpumembench("plan --device sim --config " + (dir / "c.yaml").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unknown allocator 'cuda_m\\x1b[2Jalloc'"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+}  // namespace

@@ -21,5 +21,10 @@ TEST(PrintableText, KeepsReadableUtf8AndEscapesWhatATerminalActsOn) {
   EXPECT_EQ(printable_text("\xf0\x9f\x98"), "\\xf0\\x9f\\x98");                  // cut short
 }
 
+TEST(PrintableText, AMessageKeepsItsLinesAndTabs) {
+  EXPECT_EQ(printable_message("unknown allocator 'a\x1b[2Jb'\n\tvalid: caching"),
+            "unknown allocator 'a\\x1b[2Jb'\n\tvalid: caching");
+}
+
 }  // namespace
 }  // namespace gmb

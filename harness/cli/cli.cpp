@@ -54,6 +54,7 @@
 #include "harness/sweep/sweep.h"
 #include "workloads/pytorch_snapshot.h"
 #include "workloads/trace.h"
+#include "harness/run/json_text.h"
 
 namespace gmb {
 namespace {
@@ -220,7 +221,7 @@ int run_plan(const RunArgs& a) {
   // The shard a run with these flags would take: --shard, else the launcher's environment.
   const Shard shard = resolve_shard(a.shard, true);
   if (!shard.whole()) p.cases = cases_of_shard(p.cases, shard);
-  for (const auto& c : p.cases) std::cout << plan_json(c).dump() << "\n";
+  for (const auto& c : p.cases) std::cout << json_text(plan_json(c)) << "\n";
   return 0;
 }
 
@@ -452,6 +453,16 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
   if (!ran) rmm_log.reset();  // (the temporary file removed)
   if (rmm_log) {
     rmm_log->commit();
+    // An RMM log has allocate and free rows only: a free request and an empty_cache are not in it.
+    std::uint64_t requests = 0;
+    if (snapshot)
+      for (const Op& op : snapshot->ops) requests += op.kind == Op::Kind::FreeRequested;
+    if (!a.quiet && snapshot && (requests || snapshot->empty_caches))
+      std::cerr << fmt::format("gpumembench: note: an RMM log has no rows for the trace's {} free requests (frees that "
+                               "waited on another stream) and {} empty_cache calls: its replay frees those blocks at "
+                               "their return and keeps the cache, so its figures can differ from this run's "
+                               "(--export-snapshot keeps both)\n",
+                               requests, snapshot->empty_caches);
     if (!a.quiet)
       std::cerr << "gpumembench: wrote the replay as an RMM log: " << a.export_rmm_log << " (" << rmm_log->rows()
                 << " rows)"
@@ -856,29 +867,31 @@ int run_cli(int argc, char** argv) {
                      quiet,  steps,  only_allocators, shard, jobs, gpus, in_process, worker_case, worker_command, metrics};
     return run_config(run_args, cmd, argc, argv);
   } catch (const ConfigError& e) {
-    std::cerr << "gpumembench: " << e.what() << "\n";
+    // Every message through printable_message: messages quote the user's input, and whichever one
+    // forgot to escape it (yaml-cpp's own among them), what a terminal acts on never reaches it.
+    std::cerr << "gpumembench: " << printable_message(e.what()) << "\n";
     return 2;
   } catch (const TraceError& e) {
-    std::cerr << "gpumembench: " << e.what() << "\n";
+    std::cerr << "gpumembench: " << printable_message(e.what()) << "\n";
     return 2;
   } catch (const UsageError& e) {
-    std::cerr << "gpumembench: " << e.what() << "\n";
+    std::cerr << "gpumembench: " << printable_message(e.what()) << "\n";
     return 2;
   } catch (const CompareError& e) {
-    std::cerr << "gpumembench compare: " << e.what() << "\n";
+    std::cerr << "gpumembench compare: " << printable_message(e.what()) << "\n";
     return 2;
   } catch (const OutputFolderError& e) {
-    std::cerr << "gpumembench: " << e.what() << "\n";
+    std::cerr << "gpumembench: " << printable_message(e.what()) << "\n";
     return 2;
   } catch (const FileWriteError& e) {  // a full disk: the file is named, nothing half-written is left
-    std::cerr << "gpumembench: " << e.what() << "\n";
+    std::cerr << "gpumembench: " << printable_message(e.what()) << "\n";
     return 1;
   } catch (const std::bad_alloc&) {  // the host's memory, not a fault of ours: said as such
     std::cerr << "gpumembench: out of host memory (the machine's, or the process's limit: ulimit -v); nothing more "
                  "was written\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "gpumembench: internal error: " << e.what() << "\n";
+    std::cerr << "gpumembench: internal error: " << printable_message(e.what()) << "\n";
     return 1;
   }
 }

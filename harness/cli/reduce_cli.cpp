@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
+#include "common/text_excerpt.h"
 #include "common/units.h"
 #include "harness/cli/config_option.h"
 #include "harness/cli/count_flag.h"
@@ -223,6 +224,10 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
       try {
         validate_allocator_options(a.allocator, *o);
       } catch (const OptionError& e) {
+        if (o == &options && !a.alloc_conf_given && options.count("alloc_conf"))  // the recording's, not a flag's
+          throw TraceError(in.source, 0,
+                           fmt::format("the recorded allocator settings \"{}\": {} (valid: {}); --alloc-conf replaces them",
+                                       printable_text(options.at("alloc_conf")), e.what(), e.valid));
         throw std::invalid_argument(fmt::format("{}: {} (valid: {})", o == &options ? "--alloc-conf" : "--contrast-alloc-conf",
                                                 e.what(), e.valid));
       }
@@ -319,7 +324,7 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
         traits.replayable_in_pytorch ? ", repro_torch.py" : "");
     return 0;
   } catch (const std::invalid_argument& e) {
-    std::cerr << "gpumembench reduce: " << e.what() << "\n";
+    std::cerr << "gpumembench reduce: " << printable_message(e.what()) << "\n";
     return 2;
   }
 }

@@ -14,6 +14,7 @@
 #include "harness/io/bounded_read.h"
 #include "harness/report/report.h"
 #include "harness/report/table_format.h"
+#include "harness/run/json_text.h"
 
 namespace gmb {
 
@@ -594,7 +595,7 @@ std::string compare_text(const Comparison& c, const std::vector<std::string>& fo
     if (!out.empty()) out += "\n";
     if (f == "md") out += compare_markdown(c);
     else if (f == "csv") out += compare_csv(c);
-    else if (f == "json") out += compare_json(c).dump(2) + "\n";
+    else if (f == "json") out += json_text(compare_json(c), 2) + "\n";
     else if (f == "latex") out += compare_latex(c);
   }
   return out;
@@ -605,7 +606,7 @@ void write_compare(const Comparison& c, const std::string& dir, const std::vecto
   auto has = [&](const char* f) { return std::find(formats.begin(), formats.end(), f) != formats.end(); };
   if (has("md")) write_file_atomically((fs::path(dir) / "compare.md").string(), compare_markdown(c));
   if (has("csv")) write_file_atomically((fs::path(dir) / "compare.csv").string(), compare_csv(c));
-  if (has("json")) write_file_atomically((fs::path(dir) / "compare.json").string(), compare_json(c).dump(2) + "\n");
+  if (has("json")) write_file_atomically((fs::path(dir) / "compare.json").string(), json_text(compare_json(c), 2) + "\n");
   if (has("latex")) write_file_atomically((fs::path(dir) / "compare.tex").string(), compare_latex(c));
 }
 

@@ -14,6 +14,7 @@
 #include "harness/report/report.h"
 #include "harness/run/workload_need.h"
 #include "workloads/transformer.h"
+#include "harness/run/json_text.h"
 
 namespace gmb {
 
@@ -429,7 +430,7 @@ std::string frontier_csv(const FrontierReport& r) {
 void write_frontier_reports(const FrontierReport& r, const std::string& dir) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
-  write_file_atomically((fs::path(dir) / "frontier.json").string(), frontier_json(r).dump(2) + "\n");
+  write_file_atomically((fs::path(dir) / "frontier.json").string(), json_text(frontier_json(r), 2) + "\n");
   write_file_atomically((fs::path(dir) / "frontier.md").string(),
                         frontier_markdown(r) + "\nCommand: `" + r.command_line + "` (" + r.started_at + ")\n");
   write_file_atomically((fs::path(dir) / "frontier.csv").string(), frontier_csv(r));

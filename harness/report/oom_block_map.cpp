@@ -15,6 +15,7 @@
 #include "harness/report/svg.h"
 #include "harness/report/table_format.h"
 #include "harness/report/timeline_report.h"
+#include "harness/run/json_text.h"
 
 namespace gmb {
 
@@ -384,7 +385,7 @@ void write_oom_reports(const RunReport& report, const std::string& dir) {
     std::string stem = oom_file_stem(i, c);
     json state = oom_state_json(c, report.device, stem);
     state["what_would_fix_it"] = oom_diagnosis_text(report, i);  // with the settings that completed
-    write_file_atomically((oom / (stem + ".json")).string(), state.dump(2) + "\n");
+    write_file_atomically((oom / (stem + ".json")).string(), json_text(state, 2) + "\n");
     write_file_atomically((oom / (stem + ".svg")).string(), block_map_svg(c, report.device));
     write_file_atomically((oom / (stem + ".timeline.csv")).string(), usage_csv(c));
     write_file_atomically((oom / (stem + ".timeline.svg")).string(), usage_svg(c));

@@ -13,6 +13,7 @@
 #include "harness/report/markdown_report.h"
 #include "harness/report/oom_block_map.h"
 #include "harness/report/timeline_report.h"
+#include "harness/run/json_text.h"
 
 namespace gmb {
 
@@ -29,7 +30,7 @@ void write_reports(const RunReport& r, const std::string& dir, const std::vector
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   auto has = [&](const char* f) { return std::find(formats.begin(), formats.end(), f) != formats.end(); };
-  if (has("json")) write_file_atomically((fs::path(dir) / "results.json").string(), to_json(r).dump(2) + "\n");
+  if (has("json")) write_file_atomically((fs::path(dir) / "results.json").string(), json_text(to_json(r), 2) + "\n");
   if (has("csv")) write_file_atomically((fs::path(dir) / "results.csv").string(), csv_table(r));
   if (has("md")) write_file_atomically((fs::path(dir) / "results.md").string(), markdown_table(r));
   if (has("latex")) write_file_atomically((fs::path(dir) / "results.tex").string(), latex_table(r));

@@ -9,6 +9,7 @@
 
 #include "common/decimal_writer.h"
 #include "harness/io/bounded_read.h"
+#include "harness/run/json_text.h"
 
 namespace gmb {
 
@@ -413,12 +414,12 @@ json case_file_json(const CaseFileHeader& h, const CaseResult& result) {
 }
 
 std::string case_file_text(const CaseFileHeader& h, const CaseResult& result) {
-  if (result.oom_usage.empty()) return case_file_json(h, result).dump();
-  const std::string text = case_file_json_with(h, result, kUsageMarker).dump();
+  if (result.oom_usage.empty()) return json_text(case_file_json(h, result));
+  const std::string text = json_text(case_file_json_with(h, result, kUsageMarker));
   const std::size_t at = text.find(kUsageMarkerText);
   // The marker is the usage's own key and value, once; were it anywhere else, the slow way.
   if (at == std::string::npos || text.find(kUsageMarkerText, at + 1) != std::string::npos)
-    return case_file_json(h, result).dump();
+    return json_text(case_file_json(h, result));
   const std::size_t tail = at + std::char_traits<char>::length(kUsageMarkerText);
   std::string out(text, 0, at);
   out += "\"oom_usage\":[";  // as json::dump writes an array of arrays of numbers, compact

@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "common/units.h"
+#include "harness/run/json_text.h"
 
 namespace gmb {
 
@@ -66,7 +67,7 @@ std::string file_sha256(const std::string& path) {
 }
 
 std::string case_id(const nlohmann::json& spec) {
-  const std::string text = spec.dump();
+  const std::string text = json_text(spec);
   return sha256_hex(text.data(), text.size()).substr(0, 16);
 }
 
