@@ -192,7 +192,8 @@ TEST(Reduce, ABudgetStopsEarlyAndNoOomIsAnError) {
   r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 2GiB --output " +
                       (dir / "none").string());
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("the trace runs without an OOM under caching at 2.00 GiB: nothing to reduce"), std::string::npos)
+  EXPECT_NE(r.out.find(trace + ": the trace runs without an OOM under caching at 2.00 GiB: nothing to reduce"),
+            std::string::npos)
       << r.out;
   EXPECT_FALSE(fs::exists(dir / "none"));
   r = run_gpumembench("reduce -q --trace " + trace + " --allocator cuda_malloc --alloc-conf x --capacity 2GiB");

@@ -256,7 +256,7 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
       result = reduce_oom(in.ops, settings);
     } catch (const ReduceError& e) {
       if (show) fmt::print(stderr, "\r\033[K");
-      std::cerr << "gpumembench reduce: " << e.what() << "\n";
+      std::cerr << "gpumembench reduce: " << printable_text(in.source) << ": " << e.what() << "\n";
       return 2;
     }
     if (show) fmt::print(stderr, "\r\033[K");
