@@ -30,24 +30,22 @@ inline PyTorchSnapshot load_torch_snapshot(const std::string& path) {
 // failed is skipped); returns the blocks still live, by id.
 inline std::unordered_map<BufferId, DevPtr> replay_snapshot_ops(const PyTorchSnapshot& s, Allocator& allocator) {
   std::unordered_map<BufferId, DevPtr> live;
+  auto forget_returned_early = [&] {  // taken back while they waited (a retry, empty_cache): no free follows
+    for (DevPtr early : allocator.take_returned_early())
+      for (auto it = live.begin(); it != live.end(); ++it)
+        if (it->second == early) {
+          live.erase(it);
+          break;
+        }
+  };
   for (const Op& op : s.ops) {
     if (op.kind == Op::Kind::Alloc) {
       auto p = allocator.allocate(op.bytes, op.stream);
-      for (DevPtr early : allocator.take_returned_early())  // taken back while it waited
-        for (auto it = live.begin(); it != live.end(); ++it)
-          if (it->second == early) {
-            live.erase(it);
-            break;
-          }
+      forget_returned_early();
       if (p) live[op.id] = *p;
     } else if (op.kind == Op::Kind::EmptyCache) {  // the program's torch.cuda.empty_cache()
       allocator.empty_cache();
-      for (DevPtr early : allocator.take_returned_early())
-        for (auto it = live.begin(); it != live.end(); ++it)
-          if (it->second == early) {
-            live.erase(it);
-            break;
-          }
+      forget_returned_early();
     } else if (op.kind == Op::Kind::FreeRequested) {  // freed while another stream uses it
       if (auto it = live.find(op.id); it != live.end()) allocator.free_requested(it->second);
     } else if (auto it = live.find(op.id); it != live.end()) {

@@ -592,6 +592,12 @@ class Converter {
     s_.op_origin.push_back(origin);
   }
 
+  // A free converted but held back until the entry that places it (taken_back_, frees_in_releases_).
+  struct TakenBack {
+    BufferId id;
+    StreamId stream;
+    std::uint64_t entry;
+  };
   // A block the trace has allocated, or found alive at its start, until its free_completed.
   struct Live {
     BufferId id;
@@ -824,8 +830,7 @@ class Converter {
       } else if (__builtin_expect(releases_open_, 0)) {
         frees_in_releases_.push_back({it->id, it->stream, i});
       } else {
-        push_op(Op::Kind::Free, it->id, 0, it->stream, i, 0);
-        if (!(it->id & kInitialTag)) free_ids_.push_back(it->id);
+        push_free(it->id, it->stream, i);
       }
       Live gone;
       live_.take(addr, gone);
@@ -861,11 +866,7 @@ class Converter {
       push_op(Op::Kind::EmptyCache, 0, 0, 0, s_.segment_events.back().entry, 0);
       ++s_.empty_caches;
     }
-    for (const TakenBack& t : frees_in_releases_) {
-      push_op(Op::Kind::Free, t.id, 0, t.stream, t.entry, 0);
-      if (!(t.id & kInitialTag)) free_ids_.push_back(t.id);
-    }
-    frees_in_releases_.clear();
+    push_frees(frees_in_releases_);
   }
 
   // The free request of the block at addr (live: its free_requested entry made it so).
@@ -879,14 +880,21 @@ class Converter {
   bool is_marked(Ref mark) const {
     return __builtin_expect(mark != Document::kAbsent, 0) && d_.type(mark) == Type::Bool && d_.as_int(mark) != 0;
   }
+  // A block's free; its id is given to a later alloc (not the tagged ids of blocks alive before
+  // the trace).
+  void push_free(BufferId id, StreamId stream, std::uint64_t entry) {
+    push_op(Op::Kind::Free, id, 0, stream, entry, 0);
+    if (!(id & kInitialTag)) free_ids_.push_back(id);
+  }
+  // Frees held back until the entry that placed them, in their order; the list emptied.
+  void push_frees(std::vector<TakenBack>& frees) {
+    for (const TakenBack& t : frees) push_free(t.id, t.stream, t.entry);
+    frees.clear();
+  }
   // The frees of blocks taken back inside the request just converted (kTakenBack), after it.
   void push_taken_back() {
     if (__builtin_expect(taken_back_.empty(), 1)) return;
-    for (const TakenBack& t : taken_back_) {
-      push_op(Op::Kind::Free, t.id, 0, t.stream, t.entry, 0);
-      if (!(t.id & kInitialTag)) free_ids_.push_back(t.id);
-    }
-    taken_back_.clear();
+    push_frees(taken_back_);
   }
 
   void end_trace() {
@@ -1112,11 +1120,6 @@ class Converter {
   bool prev_free_requested_ = false;  // the entry before: a free_requested of prev_requested_addr_
   DevPtr prev_requested_addr_ = 0;
   std::uint64_t prev_requested_entry_ = 0;  // that entry's index
-  struct TakenBack {
-    BufferId id;
-    StreamId stream;
-    std::uint64_t entry;
-  };
   std::vector<TakenBack> taken_back_;  // frees waiting for the request they were made in
   // Segment releases (segment_free, segment_unmap) since the last entry that tells whose they
   // were: a request's own (its retry, or the garbage collection before it) end in the new memory

@@ -43,24 +43,20 @@ struct Input {
 // that waits for streams, as caching does at a retry, may then run out of memory where the replay
 // of the trace would not; without the empty_cache calls the cache holds more), with a note.
 void leave_out_what_reduce_does_not_replay(Input& in) {
-  const auto is_request = [](const Op& op) { return op.kind == Op::Kind::FreeRequested; };
-  const auto is_empty_cache = [](const Op& op) { return op.kind == Op::Kind::EmptyCache; };
-  const auto requests = std::count_if(in.ops.begin(), in.ops.end(), is_request);
-  const auto empty_caches = std::count_if(in.ops.begin(), in.ops.end(), is_empty_cache);
-  if (requests) {
-    in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(), is_request), in.ops.end());
-    in.notes.push_back(fmt::format("{} free requests (frees that waited on another stream) left out: reduce keeps "
-                                   "each buffer until its free, so an OOM that waiting for the stream avoids in "
-                                   "`replay` can be reduced here, and its events are numbered without them",
-                                   requests));
-  }
-  if (empty_caches) {
-    in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(), is_empty_cache), in.ops.end());
-    in.notes.push_back(fmt::format("{} empty_cache calls of the program left out: reduce replays allocations and "
-                                   "frees only, so the cache holds what they released, and events are numbered "
-                                   "without them",
-                                   empty_caches));
-  }
+  const auto leave_out = [&](Op::Kind kind, const char* why) {
+    const auto is = [kind](const Op& op) { return op.kind == kind; };
+    const auto n = std::count_if(in.ops.begin(), in.ops.end(), is);
+    if (!n) return;
+    in.ops.erase(std::remove_if(in.ops.begin(), in.ops.end(), is), in.ops.end());
+    in.notes.push_back(fmt::format("{} {}", n, why));
+  };
+  leave_out(Op::Kind::FreeRequested,
+            "free requests (frees that waited on another stream) left out: reduce keeps each buffer until its free, "
+            "so an OOM that waiting for the stream avoids in `replay` can be reduced here, and its events are "
+            "numbered without them");
+  leave_out(Op::Kind::EmptyCache,
+            "empty_cache calls of the program left out: reduce replays allocations and frees only, so the cache "
+            "holds what they released, and events are numbered without them");
 }
 
 Input read_input(const ReduceCliArgs& a) {
@@ -307,8 +303,9 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     }
     out.result = std::move(result);
     const std::string dir = a.output.empty() ? "reduce-" + utc_now("%Y%m%dT%H%M%SZ") : a.output;
+    std::string written;  // the folder, as write_reproducer names it
     try {
-      write_reproducer(dir, out);
+      written = write_reproducer(dir, out);
     } catch (const std::exception& e) {
       std::cerr << "gpumembench reduce: " << e.what() << "\n";
       return 2;
@@ -320,7 +317,7 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
         to_string(r.kind), with_commas(r.oom_event), format_bytes(r.request_bytes), with_commas(r.input_events),
         with_commas(r.oom_event + 1), with_commas(r.ops.size()), with_commas(r.replays), r.seconds,
         r.stopped_by.empty() ? "" : " (stopped by the " + r.stopped_by + "; may not be minimal)",
-        dir.size() > 1 && dir.back() == '/' ? dir.substr(0, dir.size() - 1) : dir,
+        written,
         traits.replayable_in_pytorch ? ", repro_torch.py" : "");
     return 0;
   } catch (const std::invalid_argument& e) {

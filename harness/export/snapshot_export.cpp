@@ -215,6 +215,20 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
       flush();
     };
 
+    // The free_completed of each block the allocator returned before its free (it waited for the
+    // block's stream): inside a request it is marked taken back (write_entry), at the program's
+    // empty_cache not (PyTorch records it there as well).
+    auto returned_early = [&](bool inside_request) {
+      for (DevPtr early : allocator->take_returned_early())
+        for (auto it = live.begin(); it != live.end(); ++it)
+          if (it->second.free_requested && it->second.ptr == early) {
+            write_entry(w, "free_completed", early, it->second.bytes, it->second.stream, time, {}, inside_request);
+            ++summary.entries;
+            live.erase(it);
+            break;
+          }
+    };
+
     w.begin_dict();
     w.key("device_traces");
     w.begin_list();
@@ -240,14 +254,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
           auto p = allocator->allocate(op.bytes, op.stream);
           // Blocks the allocator took back inside the call (it waited for their streams, as
           // PyTorch does before it gives up): their free_completed, then what the call reserved.
-          for (DevPtr early : allocator->take_returned_early())
-            for (auto it = live.begin(); it != live.end(); ++it)
-              if (it->second.free_requested && it->second.ptr == early) {
-                write_entry(w, "free_completed", early, it->second.bytes, it->second.stream, time, {}, true);
-                ++summary.entries;
-                live.erase(it);
-                break;
-              }
+          returned_early(true);
           device_calls();
           if (p) {
             live[op.id] = {*p, op.bytes, op.stream, false};
@@ -271,14 +278,7 @@ SnapshotExportSummary export_snapshot(const std::string& path, const OpReader& r
           // The program's empty_cache: the blocks it waited for (their free_completed), then what
           // it gave back to the driver, as PyTorch records them.
           allocator->empty_cache();
-          for (DevPtr early : allocator->take_returned_early())
-            for (auto it = live.begin(); it != live.end(); ++it)
-              if (it->second.free_requested && it->second.ptr == early) {
-                write_entry(w, "free_completed", early, it->second.bytes, it->second.stream, time);
-                ++summary.entries;
-                live.erase(it);
-                break;
-              }
+          returned_early(false);
           device_calls();
         } else if (op.kind == Op::Kind::Free) {
           auto it = live.find(op.id);

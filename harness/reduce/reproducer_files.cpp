@@ -281,7 +281,7 @@ if __name__ == "__main__":
   return s;
 }
 
-void write_reproducer(const std::string& folder, const ReproducerInputs& in) {
+std::string write_reproducer(const std::string& folder, const ReproducerInputs& in) {
   namespace fs = std::filesystem;
   // A new folder is written under a temporary name beside it and renamed when complete, so a
   // failed write leaves nothing; into an existing folder each file is written to a temporary name
@@ -310,6 +310,7 @@ void write_reproducer(const std::string& folder, const ReproducerInputs& in) {
     if (fresh) fs::remove_all(at, ec);
     throw std::runtime_error(fmt::format("cannot write the reproducer into {}: {}", dir, e.what()));
   }
+  return dir;
 }
 
 }  // namespace gmb

@@ -33,7 +33,8 @@ std::string reproducer_summary_md(const ReproducerInputs& in);
 // Empty when the allocator is not `caching` (only PyTorch's own allocator can be checked in PyTorch).
 std::string repro_torch_py(const ReproducerInputs& in);
 // reduced_trace.csv, oom_block_map.svg, summary.md, repro_torch.py (caching only) into dir;
-// each written to a temporary name and renamed. Throws std::runtime_error naming the file.
-void write_reproducer(const std::string& dir, const ReproducerInputs& in);
+// each written to a temporary name and renamed. Returns the folder written ("repro/" is
+// "repro"). Throws std::runtime_error naming the file.
+std::string write_reproducer(const std::string& dir, const ReproducerInputs& in);
 
 }  // namespace gmb

@@ -127,16 +127,19 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
     constexpr DevPtr kNotLive = ~DevPtr(0);
     std::vector<DevPtr> live;
     std::unordered_map<DevPtr, BufferId> requested;  // buffers whose free was requested, by pointer
+    auto forget_returned_early = [&] {  // blocks taken back (an alloc's retry, empty_cache): no free follows
+      for (DevPtr early : allocator->take_returned_early())
+        if (auto it = requested.find(early); it != requested.end()) {
+          live[it->second] = kNotLive;
+          requested.erase(it);
+        }
+    };
     for (std::size_t i = 0; i < s.ops.size(); ++i) {
       const Op op = s.ops[i];
       rec.set_mark(i);
       if (op.kind == Op::Kind::Alloc) {
         auto p = allocator->allocate(op.bytes, op.stream);
-        for (DevPtr early : allocator->take_returned_early())  // taken back: no free follows
-          if (auto it = requested.find(early); it != requested.end()) {
-            live[it->second] = kNotLive;
-            requested.erase(it);
-          }
+        forget_returned_early();
         if (!p) {
           replayed_ooms.push_back(i);
           continue;
@@ -156,11 +159,7 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOpt
         }
       } else if (op.kind == Op::Kind::EmptyCache) {
         allocator->empty_cache();
-        for (DevPtr early : allocator->take_returned_early())
-          if (auto it = requested.find(early); it != requested.end()) {
-            live[it->second] = kNotLive;
-            requested.erase(it);
-          }
+        forget_returned_early();
       }
     }
     rec.set_mark(s.ops.size());
