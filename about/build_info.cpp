@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/huge_page_allocator.h"
+
 namespace gmb {
 
 const char* build_version() { return GMB_VERSION_STRING; }
@@ -23,8 +25,9 @@ std::string version_text() {
       "commit: {}\n"
       "CUDA path: {}\n"
       "replay loops: {}\n"
+      "large buffers: {}\n"
       "caching allocator: reproduces PyTorch {}'s CUDACachingAllocator\n",
-      build_version(), build_git_commit(), cuda, loops, kReproducedPyTorchRelease);
+      build_version(), build_git_commit(), cuda, loops, huge_pages::choice_text(), kReproducedPyTorchRelease);
 }
 
 }  // namespace gmb

@@ -21,7 +21,7 @@ const char* build_cuda_version();
 const char* build_pgo_mode();
 
 // The text of `gpumembench --version`: version, commit, CUDA path, how the replay loops were
-// compiled, PyTorch release.
+// compiled, the pages of the large buffers (common/huge_page_allocator.h), PyTorch release.
 std::string version_text();
 
 // The folders that hold the shipped configs, in lookup order: the installed ones

@@ -1,5 +1,56 @@
 #include "common/huge_page_allocator.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace gmb::huge_pages {
+
+namespace {
+
+std::string first_line(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// A virtio balloon with free page reporting negotiated: its features file is one '0'/'1' per
+// bit, bit 0 first.
+bool balloon_reports_free_pages(const std::string& sysfs) {
+  std::error_code ec;
+  const std::filesystem::path devices = std::filesystem::path(sysfs) / "bus/virtio/devices";
+  for (std::filesystem::directory_iterator it(devices, ec), end; !ec && it != end; it.increment(ec)) {
+    if (first_line(it->path() / "device") != "0x0005") continue;  // VIRTIO_ID_BALLOON
+    const std::string features = first_line(it->path() / "features");
+    if (features.size() > 5 && features[5] == '1') return true;  // VIRTIO_BALLOON_F_REPORTING
+  }
+  return false;
+}
+
+}  // namespace
+
+bool decide(const char* setting, const std::string& sysfs) {
+  if (setting && std::strcmp(setting, "on") == 0) return true;
+  if (setting && std::strcmp(setting, "off") == 0) return false;
+  return !balloon_reports_free_pages(sysfs);
+}
+
+std::string choice_text() {
+#if GMB_HUGE_PAGES
+  const char* setting = std::getenv("GMB_HUGE_PAGES");
+  const bool forced = setting && (std::strcmp(setting, "on") == 0 || std::strcmp(setting, "off") == 0);
+  if (advised()) return forced ? "2 MiB pages (GMB_HUGE_PAGES=on)" : "2 MiB pages (transparent huge pages, advised)";
+  return forced ? "4 KiB pages (GMB_HUGE_PAGES=off)"
+                : "4 KiB pages (this machine's balloon reports free pages to its host; GMB_HUGE_PAGES=on to change)";
+#else
+  return "the system's pages (this build gives no advice: AddressSanitizer, or no madvise)";
+#endif
+}
+
+}  // namespace gmb::huge_pages
+
 #if GMB_HUGE_PAGES
 #include <cassert>
 #include <mutex>
@@ -26,6 +77,11 @@ Blocks& blocks() {
 
 }  // namespace
 
+bool advised() {
+  static const bool advise = decide(std::getenv("GMB_HUGE_PAGES"), "/sys");
+  return advise;
+}
+
 void* take(std::size_t bytes) {
   const std::size_t want = (bytes + kPage - 1) / kPage * kPage;
   Blocks& b = blocks();
@@ -44,7 +100,9 @@ void* take(std::size_t bytes) {
   }
   void* p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  madvise(p, want, MADV_HUGEPAGE);  // advice: without it the pages are small ones
+  // Without the advice the pages are small ones (where transparent huge pages are "madvise", as
+  // most distributions set them); with the advice not to, small ones where they are "always".
+  madvise(p, want, advised() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   b.live.emplace_back(static_cast<char*>(p), want);
   return p;
 }

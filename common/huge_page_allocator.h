@@ -6,12 +6,19 @@
 // same as plain mmap's. Freed large blocks are kept for reuse (huge_pages below). Under
 // AddressSanitizer every block comes from std::allocator, so that ASan watches the bounds of the
 // large ones too.
+//
+// The advice is left out (4 KiB pages) on a virtual machine whose balloon reports free pages to
+// its host (virtio-balloon's free page reporting): the host takes back free 2 MiB blocks, the
+// ones the kernel's huge pages come from, and a first touch of one then waits for the host to
+// back it again, about 5 ms per 2 MiB page, ten times a small page's cost (docs/PERFORMANCE_LOG.md,
+// session 30). GMB_HUGE_PAGES=on|off in the environment overrides that choice.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <string>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -39,11 +46,25 @@ namespace gmb {
 // Memory the process has already touched needs no page faults and no zero-fill by the kernel:
 // a snapshot's inflated pickle, freed once parsed, holds the ops converted from it.
 namespace huge_pages {
+// Whether blocks are advised into huge pages in this process: decided once, from
+// GMB_HUGE_PAGES and the machine (decide() below).
+bool advised();
 void* take(std::size_t bytes);  // bytes >= HugePageAllocator's kHugeThreshold; throws std::bad_alloc
 void give(void* block);         // a block take() returned
 void release_kept();            // unmaps the blocks kept for reuse (live ones stay)
 }  // namespace huge_pages
 #endif
+
+namespace huge_pages {
+// The choice advised() makes, apart from the process: `setting` is GMB_HUGE_PAGES (nullptr when
+// unset; "on", "off" or "auto"; anything else is auto) and `sysfs` the root whose
+// bus/virtio/devices/*/ say whether a balloon reports free pages (a device of id 0x0005 whose
+// feature bit 5, VIRTIO_BALLOON_F_REPORTING, is set).
+bool decide(const char* setting, const std::string& sysfs);
+// What advised() chose and why, in words for `gpumembench --version` (timings on two machines
+// differ by it).
+std::string choice_text();
+}  // namespace huge_pages
 
 template <class T>
 struct HugePageAllocator {

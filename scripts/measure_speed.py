@@ -190,9 +190,10 @@ def main():
     version = subprocess.run([gmb, "--version"], capture_output=True, text=True, check=True).stdout
     loops = next((l.split(": ", 1)[1].split(" (")[0] for l in version.splitlines() if l.startswith("replay loops: ")), "unknown")
     commit = next((l.split(": ", 1)[1] for l in version.splitlines() if l.startswith("commit: ")), "unknown")
+    pages = next((l.split(": ", 1)[1].split(" (")[0] for l in version.splitlines() if l.startswith("large buffers: ")), "unknown")
     head = (f"Measured by `scripts/measure_speed.py --runs {a.runs}` at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
             f"{os.cpu_count()} cores, load average {min(load):.1f}-{max(load):.1f} during the runs; "
-            f"build {commit}, replay loops {loops} (`gpumembench --version`).\n\n")
+            f"build {commit}, replay loops {loops}, large buffers in {pages} (`gpumembench --version`).\n\n")
     table = "| what | command | measured |\n|---|---|---|\n" + "".join(f"| {w} | {c} | {m} |\n" for w, c, m in rows)
     print(head + table)
     if a.out:

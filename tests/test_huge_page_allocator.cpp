@@ -2,8 +2,12 @@
 // grows) and, where huge pages are used, freed blocks serving the next ones, whole or in part,
 // without two live blocks ever sharing memory.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "common/huge_page_allocator.h"
@@ -47,6 +51,51 @@ TEST(HugePageAllocator, AFreedBlockServesTheNextOnesWithoutOverlap) {
   a.deallocate(third, 16 * kMiB);
 }
 #endif
+
+// A fake sysfs root with one virtio device of the given id and features.
+class FakeSysfs {
+ public:
+  FakeSysfs() : root_(std::filesystem::temp_directory_path() / ("gmb_sysfs_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(root_);
+  }
+  ~FakeSysfs() { std::filesystem::remove_all(root_); }
+  FakeSysfs& device(const std::string& name, const std::string& id, const std::string& features) {
+    const auto dir = root_ / "bus/virtio/devices" / name;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "device") << id << "\n";
+    std::ofstream(dir / "features") << features << "\n";
+    return *this;
+  }
+  std::string root() const { return root_.string(); }
+
+ private:
+  std::filesystem::path root_;
+};
+
+// The balloon of the build machine, as its sysfs shows it: stats, deflate on OOM, free page
+// reporting (bit 5) and more.
+constexpr const char* kReportingBalloon = "0110010100000000000000000000000010000000";
+constexpr const char* kPlainBalloon = "0110000100000000000000000000000010000000";
+
+TEST(HugePages, AreLeftOutOnlyWhereABalloonReportsFreePagesToTheHost) {
+  FakeSysfs sysfs;
+  EXPECT_TRUE(huge_pages::decide(nullptr, sysfs.root())) << "no virtio bus at all: bare metal";
+  sysfs.device("virtio1", "0x0002", kReportingBalloon);  // a block device: bit 5 means something else
+  EXPECT_TRUE(huge_pages::decide(nullptr, sysfs.root()));
+  sysfs.device("virtio0", "0x0005", kPlainBalloon);
+  EXPECT_TRUE(huge_pages::decide(nullptr, sysfs.root())) << "a balloon without free page reporting";
+  sysfs.device("virtio4", "0x0005", kReportingBalloon);
+  EXPECT_FALSE(huge_pages::decide(nullptr, sysfs.root()));
+  EXPECT_FALSE(huge_pages::decide("auto", sysfs.root()));
+  EXPECT_FALSE(huge_pages::decide("yes please", sysfs.root())) << "anything but on or off is auto";
+}
+
+TEST(HugePages, TheEnvironmentsOnOrOffOverridesTheMachine) {
+  FakeSysfs sysfs;
+  sysfs.device("virtio0", "0x0005", kReportingBalloon);
+  EXPECT_TRUE(huge_pages::decide("on", sysfs.root()));
+  EXPECT_FALSE(huge_pages::decide("off", std::string(sysfs.root()) + "/nothing-there"));
+}
 
 }  // namespace
 }  // namespace gmb

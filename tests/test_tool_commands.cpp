@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/huge_page_allocator.h"
 #include "devices/cuda_path.h"
 #include "test_helpers.h"
 
@@ -63,6 +64,14 @@ TEST(Tool, VersionSaysCommitCudaPathAndPyTorchRelease) {
                                             : "replay loops: plain (GMB_PGO=off"),
             std::string::npos)
       << v.out;
+  // The large buffers' pages, as this machine and GMB_HUGE_PAGES make them.
+  EXPECT_NE(v.out.find("\nlarge buffers: " + huge_pages::choice_text() + "\n"), std::string::npos) << v.out;
+#if GMB_HUGE_PAGES
+  auto off = testing::run_gpumembench_with_prefix("GMB_HUGE_PAGES=off ", "--version");
+  EXPECT_NE(off.out.find("\nlarge buffers: 4 KiB pages (GMB_HUGE_PAGES=off)\n"), std::string::npos) << off.out;
+  auto on = testing::run_gpumembench_with_prefix("GMB_HUGE_PAGES=on ", "--version");
+  EXPECT_NE(on.out.find("\nlarge buffers: 2 MiB pages (GMB_HUGE_PAGES=on)\n"), std::string::npos) << on.out;
+#endif
 }
 
 TEST(Tool, ConfigsListsEveryShippedConfigWithItsFirstCommentLine) {

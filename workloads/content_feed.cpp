@@ -1,5 +1,7 @@
 #include "workloads/content_feed.h"
 
+#include "common/huge_page_allocator.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -20,8 +22,9 @@ std::unique_ptr<ContentFeed> ContentFeed::start(std::unique_ptr<ByteInput>& in, 
   void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   char* buffer = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(p) + kPage - 1) / kPage * kPage);
-#ifdef MADV_HUGEPAGE
-  ::madvise(buffer, reserved, MADV_HUGEPAGE);  // tens of MB written once: 2 MiB pages, 512 times fewer faults
+#if GMB_HUGE_PAGES
+  // Tens of MB written once: 2 MiB pages, 512 times fewer faults, where huge pages are not dear.
+  ::madvise(buffer, reserved, huge_pages::advised() ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
   if (window) window = std::max(window, 2 * kPage);
   std::unique_ptr<ContentFeed> feed(
