@@ -55,6 +55,35 @@ bool acts_on_terminal(char32_t cp) {
 
 }  // namespace
 
+bool is_well_formed_utf8(std::string_view text) {
+  char32_t cp;
+  for (std::size_t i = 0, n; i < text.size(); i += n) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      n = 1;
+      continue;
+    }
+    if ((n = utf8_sequence(text, i, cp)) == 0) return false;
+  }
+  return true;
+}
+
+std::string well_formed_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  char32_t cp;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8_sequence(text, i, cp);
+    if (n == 0) {
+      out += "\xef\xbf\xbd";  // U+FFFD
+      ++i;
+    } else {
+      out.append(text.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 std::string printable_text(std::string_view text) {
   std::string out;
   out.reserve(text.size());

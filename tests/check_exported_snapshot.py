@@ -4,7 +4,9 @@ PyTorch's viewers read (torch/cuda/_memory_viz.py: segsum, trace, segments/memor
 graphs; the memory_viz web page reads the same keys). No torch needed: the checks walk the
 keys those functions use and re-do segsum's own consistency assertions.
 
-    check_exported_snapshot.py FILE [--ops N] [--ooms N]
+    check_exported_snapshot.py FILE [--ops N] [--ooms N] [--filename NAME]
+
+--filename: some alloc's frames name this file.
 """
 import pickle
 import sys
@@ -98,6 +100,11 @@ def main():
         fail(f"{allocs} alloc entries, expected {want['--allocs']}")
     if "--ooms" in want and ooms != int(want["--ooms"]):
         fail(f"{ooms} oom entries, expected {want['--ooms']}")
+    if "--filename" in want:
+        name = want["--filename"]
+        seen = {f.get("filename") for t in traces for e in t for f in e["frames"]}
+        if name not in seen:
+            fail(f"no frame names {name!r}; the frames name {sorted(map(str, seen))[:5]}")
     print(f"check_exported_snapshot: ok: {len(data['segments'])} segments ({total_reserved} bytes reserved, "
           f"{total_allocated} allocated), {sum(len(t) for t in traces)} trace entries, {allocs} allocs, {ooms} OOMs")
 

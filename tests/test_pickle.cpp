@@ -229,6 +229,23 @@ TEST(PickleWriter, WritesWhatTheReaderReadsBack) {
   EXPECT_EQ(d.as_bytes(d.items(t)[2]), "n");
 }
 
+// Python decodes a pickle's strs strictly: bytes that are no UTF-8 would make the whole file
+// unloadable, so the writer puts U+FFFD in their place (well-formed text stays as it is).
+TEST(PickleWriter, WritesTextThatIsNoUtf8WithUFFFDSoPythonLoadsIt) {
+  std::string out;
+  pickle::Writer w(out);
+  w.begin_list();
+  w.str("tr\xffin.py");
+  w.str("modèle.py");
+  w.end_list();
+  w.finish();
+  EXPECT_EQ(out.find('\xff'), std::string::npos);
+  Document d = pickle::parse(out, "w.pickle");
+  ASSERT_EQ(d.size(d.root()), 2u);
+  EXPECT_EQ(d.as_bytes(d.items(d.root())[0]), "tr\xef\xbf\xbd" "in.py");
+  EXPECT_EQ(d.as_bytes(d.items(d.root())[1]), "modèle.py");
+}
+
 TEST(PickleReader, EscapesExcerpts) {
   EXPECT_EQ(pickle::escape_excerpt(std::string("ab\x01\n'\\", 6)), "ab\\x01\\x0a\\x27\\x5c");
   EXPECT_EQ(pickle::escape_excerpt(std::string(30, 'a'), 4), "aaaa...");

@@ -26,5 +26,20 @@ TEST(PrintableText, AMessageKeepsItsLinesAndTabs) {
             "unknown allocator 'a\\x1b[2Jb'\n\tvalid: caching");
 }
 
+TEST(WellFormedUtf8, KeepsWellFormedTextAndPutsUFFFDForEachByteThatIsNot) {
+  EXPECT_TRUE(is_well_formed_utf8("modèle_训练.py \xf0\x9f\x98\x80"));
+  EXPECT_EQ(well_formed_utf8("modèle_训练.py"), "modèle_训练.py");
+  EXPECT_EQ(well_formed_utf8("a\x1b[2J"), "a\x1b[2J");  // controls are UTF-8: a terminal's business
+  const std::string r = "\xef\xbf\xbd";
+  for (const std::string& bad : {std::string("tr\xffin.py"), std::string("\xc0\xaf"), std::string("\xed\xa0\x80"),
+                                 std::string("\xf0\x9f\x98"), std::string("siz\xd6_mb")})
+    EXPECT_FALSE(is_well_formed_utf8(bad)) << printable_text(bad);
+  EXPECT_EQ(well_formed_utf8("tr\xffin.py"), "tr" + r + "in.py");
+  EXPECT_EQ(well_formed_utf8("\xc0\xaf"), r + r);              // overlong '/': two bytes, two
+  EXPECT_EQ(well_formed_utf8("\xed\xa0\x80"), r + r + r);      // a surrogate
+  EXPECT_EQ(well_formed_utf8("\xf0\x9f\x98!"), r + r + r + "!");  // cut short
+  EXPECT_TRUE(is_well_formed_utf8(well_formed_utf8("\xfe\xff\x80" "abc\xe2\x82")));
+}
+
 }  // namespace
 }  // namespace gmb

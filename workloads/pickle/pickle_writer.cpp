@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/text_excerpt.h"
+
 namespace gmb::pickle {
 
 namespace {
@@ -73,6 +75,12 @@ void Writer::end_tuple() {
 }
 
 void Writer::str(std::string_view s) {
+  // Python's unpickler decodes a str strictly (a frame's name from a pickle of ours or a text
+  // trace may hold any bytes): such bytes are written as U+FFFD, so the file still loads.
+  if (!is_well_formed_utf8(s)) {
+    str(well_formed_utf8(s));
+    return;
+  }
   if (s.size() <= kMemoMaxLength) {
     auto it = memo_.find(std::string(s));
     if (it != memo_.end()) {
