@@ -340,7 +340,8 @@ TEST(PyTorchSnapshot, RecordedSettingsOfTheWrongTypeFailOnlyWhereUsed) {
 
 // An address freed twice with no alloc between is a broken trace (exit 2 naming the entry), not a
 // block alive before the trace's first entry: that reading doubled the block and inflated every
-// peak. Freed and allocated again, the address is an ordinary new block.
+// peak. Freed and allocated again, the address is an ordinary new block. A free requested twice
+// is broken too.
 TEST(PyTorchSnapshot, ASecondFreeOfAnAddressIsABrokenTrace) {
   auto entry = [](const std::string& action) {
     return "}(" + str("action") + str(action) + str("addr") + k(200) + str("size") + k(100) + str("stream") + k(0) + "u";
@@ -361,6 +362,13 @@ TEST(PyTorchSnapshot, ASecondFreeOfAnAddressIsABrokenTrace) {
   EXPECT_EQ(error_of(trace(entry("alloc") + entry("alloc"))),
             "bad.pickle: device_traces[0][1]: alloc at address 0xc8, which is already allocated and was never freed "
             "(free_completed) in the trace");
+  // A free requested twice (a buffer freed twice by the program: PyTorch records one request).
+  EXPECT_EQ(error_of(trace(entry("alloc") + entry("free_requested") + entry("free_requested") + entry("free_completed"))),
+            "bad.pickle: device_traces[0][2]: free_requested at address 0xc8, whose free was already requested and "
+            "not yet completed (free_completed)");
+  EXPECT_EQ(error_of(trace(entry("free_requested") + entry("free_requested"))),
+            "bad.pickle: device_traces[0][1]: free_requested at address 0xc8, whose free was already requested and "
+            "not yet completed (free_completed)");
 }
 
 // A trace with two errors: the one a user sees is the first in the trace, whether it is in an

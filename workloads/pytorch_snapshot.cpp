@@ -812,7 +812,14 @@ class Converter {
         it = live_.find(addr);
       }
       if (action == kFreeRequested) {
-        if (!it->free_requested) ++requested_pending_;
+        // PyTorch records a block's free request once (its free()); a second before the block
+        // returned (free_completed) is no trace PyTorch writes.
+        if (it->free_requested)
+          throw TraceError::in_content(file_, where(),
+                                       fmt::format("free_requested at address {:#x}, whose free was already requested "
+                                                   "and not yet completed (free_completed)",
+                                                   addr));
+        ++requested_pending_;
         it->free_requested = true;
         return;
       }
