@@ -1,9 +1,12 @@
 #include "common/huge_page_allocator.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include "common/text_excerpt.h"
 
 namespace gmb::huge_pages {
 
@@ -29,21 +32,39 @@ bool balloon_reports_free_pages(const std::string& sysfs) {
   return false;
 }
 
+std::string lower(const char* text) {
+  std::string s = text;
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+#if GMB_HUGE_PAGES
+const Choice& this_process() {
+  static const Choice choice = decide(std::getenv("GMB_HUGE_PAGES"), "/sys");
+  return choice;
+}
+#endif
+
 }  // namespace
 
-bool decide(const char* setting, const std::string& sysfs) {
-  if (setting && std::strcmp(setting, "on") == 0) return true;
-  if (setting && std::strcmp(setting, "off") == 0) return false;
-  return !balloon_reports_free_pages(sysfs);
+Choice decide(const char* setting, const std::string& sysfs) {
+  const std::string set = setting ? lower(setting) : "auto";
+  if (set == "on") return {true, "2 MiB pages (GMB_HUGE_PAGES=on)"};
+  if (set == "off") return {false, "4 KiB pages (GMB_HUGE_PAGES=off)"};
+  const std::string unknown =
+      set == "auto" ? "" : "; GMB_HUGE_PAGES='" + printable_text(setting) + "' not understood (on, off, auto): auto";
+  if (balloon_reports_free_pages(sysfs))
+    return {false, "4 KiB pages (this machine's balloon reports free pages to its host; GMB_HUGE_PAGES=on to change" +
+                       unknown + ")"};
+  const std::string thp = first_line(std::filesystem::path(sysfs) / "kernel/mm/transparent_hugepage/enabled");
+  if (thp.find("[never]") != std::string::npos)
+    return {true, "4 KiB pages (transparent huge pages are off on this machine" + unknown + ")"};
+  return {true, "2 MiB pages (transparent huge pages, advised" + unknown + ")"};
 }
 
 std::string choice_text() {
 #if GMB_HUGE_PAGES
-  const char* setting = std::getenv("GMB_HUGE_PAGES");
-  const bool forced = setting && (std::strcmp(setting, "on") == 0 || std::strcmp(setting, "off") == 0);
-  if (advised()) return forced ? "2 MiB pages (GMB_HUGE_PAGES=on)" : "2 MiB pages (transparent huge pages, advised)";
-  return forced ? "4 KiB pages (GMB_HUGE_PAGES=off)"
-                : "4 KiB pages (this machine's balloon reports free pages to its host; GMB_HUGE_PAGES=on to change)";
+  return this_process().why;
 #else
   return "the system's pages (this build gives no advice: AddressSanitizer, or no madvise)";
 #endif
@@ -77,10 +98,7 @@ Blocks& blocks() {
 
 }  // namespace
 
-bool advised() {
-  static const bool advise = decide(std::getenv("GMB_HUGE_PAGES"), "/sys");
-  return advise;
-}
+bool advised() { return this_process().advise; }
 
 void* take(std::size_t bytes) {
   const std::size_t want = (bytes + kPage - 1) / kPage * kPage;

@@ -10,8 +10,9 @@
 // The advice is left out (4 KiB pages) on a virtual machine whose balloon reports free pages to
 // its host (virtio-balloon's free page reporting): the host takes back free 2 MiB blocks, the
 // ones the kernel's huge pages come from, and a first touch of one then waits for the host to
-// back it again, about 5 ms per 2 MiB page, ten times a small page's cost (docs/PERFORMANCE_LOG.md,
-// session 30). GMB_HUGE_PAGES=on|off in the environment overrides that choice.
+// back it again, about 2.5 ms per MB there, several times a small page's cost; a lone run was a
+// third slower (docs/PERFORMANCE_LOG.md, sessions 24-26 and 30). GMB_HUGE_PAGES=on|off in the
+// environment overrides that choice.
 #pragma once
 
 #include <cstddef>
@@ -56,13 +57,18 @@ void release_kept();            // unmaps the blocks kept for reuse (live ones s
 #endif
 
 namespace huge_pages {
+struct Choice {
+  bool advise = true;  // MADV_HUGEPAGE on the large blocks; else MADV_NOHUGEPAGE
+  std::string why;     // in words, for `gpumembench --version`
+};
 // The choice advised() makes, apart from the process: `setting` is GMB_HUGE_PAGES (nullptr when
-// unset; "on", "off" or "auto"; anything else is auto) and `sysfs` the root whose
-// bus/virtio/devices/*/ say whether a balloon reports free pages (a device of id 0x0005 whose
-// feature bit 5, VIRTIO_BALLOON_F_REPORTING, is set).
-bool decide(const char* setting, const std::string& sysfs);
-// What advised() chose and why, in words for `gpumembench --version` (timings on two machines
-// differ by it).
+// unset; on, off or auto in any case; another value is auto, and `why` says it was not
+// understood) and `sysfs` the root whose bus/virtio/devices/*/ say whether a balloon reports free
+// pages (a device of id 0x0005 whose feature bit 5, VIRTIO_BALLOON_F_REPORTING, is set) and whose
+// kernel/mm/transparent_hugepage/enabled says whether the advice can give huge pages at all.
+Choice decide(const char* setting, const std::string& sysfs);
+// What this process chose and why (`gpumembench --version`: timings on two machines differ by
+// it). In a build that gives no advice (AddressSanitizer), says so.
 std::string choice_text();
 }  // namespace huge_pages
 

@@ -31,7 +31,7 @@ namespace {
 // The length of the well-formed UTF-8 sequence at text[i] (1 to 4), and its code point; 0 where
 // the bytes there are no such sequence (a stray continuation byte, a truncated or overlong
 // sequence, a surrogate, a code point above U+10FFFF).
-std::size_t utf8_sequence(std::string_view text, std::size_t i, char32_t& cp) {
+std::size_t utf8_sequence(std::string_view text, std::size_t i, char32_t& cp, bool allow_surrogates = false) {
   const auto b = [&](std::size_t k) { return static_cast<unsigned char>(text[i + k]); };
   const unsigned char c = b(0);
   std::size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
@@ -42,7 +42,7 @@ std::size_t utf8_sequence(std::string_view text, std::size_t i, char32_t& cp) {
     cp = (cp << 6) | (b(k) & 0x3f);
   }
   static constexpr char32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kLeast[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  if (cp < kLeast[n] || cp > 0x10ffff || (!allow_surrogates && cp >= 0xd800 && cp <= 0xdfff)) return 0;
   return n;
 }
 
@@ -55,24 +55,24 @@ bool acts_on_terminal(char32_t cp) {
 
 }  // namespace
 
-bool is_well_formed_utf8(std::string_view text) {
+bool is_well_formed_utf8(std::string_view text, bool allow_surrogates) {
   char32_t cp;
   for (std::size_t i = 0, n; i < text.size(); i += n) {
     if (static_cast<unsigned char>(text[i]) < 0x80) {
       n = 1;
       continue;
     }
-    if ((n = utf8_sequence(text, i, cp)) == 0) return false;
+    if ((n = utf8_sequence(text, i, cp, allow_surrogates)) == 0) return false;
   }
   return true;
 }
 
-std::string well_formed_utf8(std::string_view text) {
+std::string well_formed_utf8(std::string_view text, bool allow_surrogates) {
   std::string out;
   out.reserve(text.size());
   char32_t cp;
   for (std::size_t i = 0; i < text.size();) {
-    const std::size_t n = utf8_sequence(text, i, cp);
+    const std::size_t n = utf8_sequence(text, i, cp, allow_surrogates);
     if (n == 0) {
       out += "\xef\xbf\xbd";  // U+FFFD
       ++i;

@@ -17,11 +17,12 @@ std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes = 40);
 // bidi controls); those, and bytes that are no UTF-8, as \xNN. Never a terminal's escape
 // sequence in a table or a message.
 std::string printable_text(std::string_view text);
-// Text written for another program to read as UTF-8 (a snapshot's strs, which Python decodes
-// strictly): well-formed UTF-8 as it is, each byte that starts no well-formed sequence (a stray
-// byte, a truncated or overlong sequence, a surrogate) as U+FFFD.
-bool is_well_formed_utf8(std::string_view text);
-std::string well_formed_utf8(std::string_view text);
+// Text written for another program to read as UTF-8: well-formed UTF-8 as it is, each byte that
+// starts no well-formed sequence (a stray byte, a truncated or overlong sequence, a surrogate) as
+// U+FFFD. allow_surrogates keeps U+D800-DFFF encoded in three bytes: Python's pickle writes a
+// str's lone surrogates so and reads them back ('surrogatepass'), and fails on anything else.
+bool is_well_formed_utf8(std::string_view text, bool allow_surrogates = false);
+std::string well_formed_utf8(std::string_view text, bool allow_surrogates = false);
 // A message, which quotes such text, for the terminal: printable_text line by line (its own line
 // breaks and tabs stay).
 std::string printable_message(std::string_view message);

@@ -28,8 +28,8 @@ run_step("replay oom_cap16g" "${GMB_BINARY}" replay --device sim --quiet --alloc
          --capacity 150109880320 --memory-limit 16GiB --trace "${data}/snap_oom_cap16g.pickle.gz"
          --export-snapshot "${WORK_DIR}/oom.pickle")
 run_step("check oom_cap16g" "${PYTHON}" "${SOURCE_DIR}/tests/check_exported_snapshot.py" "${WORK_DIR}/oom.pickle" --ooms 2)
-# A frame's file name that is no UTF-8 (a byte 0xff): Python decodes a pickle's strs strictly; the
-# export names the file as the tables do (the byte escaped, \xff) and loads.
+# A frame's file name that is no UTF-8 (a byte 0xff): the export names the file as the tables do,
+# the byte escaped (\xff), and Python loads it (a raw 0xff in a str would make it fail).
 run_step("replay frames_not_utf8" "${GMB_BINARY}" replay --device sim --quiet --allocator caching
          --capacity 40MiB --trace "${data}/synthetic/frames_not_utf8.pickle"
          --export-snapshot "${WORK_DIR}/not_utf8.pickle")

@@ -52,49 +52,83 @@ TEST(HugePageAllocator, AFreedBlockServesTheNextOnesWithoutOverlap) {
 }
 #endif
 
-// A fake sysfs root with one virtio device of the given id and features.
+// A fake sysfs root: virtio devices of the given id and features, and the transparent huge
+// pages' mode.
 class FakeSysfs {
  public:
-  FakeSysfs() : root_(std::filesystem::temp_directory_path() / ("gmb_sysfs_" + std::to_string(::getpid()))) {
+  FakeSysfs()
+      : root_(std::filesystem::temp_directory_path() /
+              ("gmb_sysfs_" + std::to_string(::getpid()) + "_" + std::to_string(count_++))) {
     std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_);
   }
   ~FakeSysfs() { std::filesystem::remove_all(root_); }
-  FakeSysfs& device(const std::string& name, const std::string& id, const std::string& features) {
+  FakeSysfs& device(const std::string& name, const std::string& id, const char* features) {
     const auto dir = root_ / "bus/virtio/devices" / name;
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "device") << id << "\n";
-    std::ofstream(dir / "features") << features << "\n";
+    if (features) std::ofstream(dir / "features") << features << "\n";
+    return *this;
+  }
+  FakeSysfs& transparent_huge_pages(const std::string& enabled) {
+    std::filesystem::create_directories(root_ / "kernel/mm/transparent_hugepage");
+    std::ofstream(root_ / "kernel/mm/transparent_hugepage/enabled") << enabled << "\n";
     return *this;
   }
   std::string root() const { return root_.string(); }
 
  private:
+  static inline int count_ = 0;
   std::filesystem::path root_;
 };
 
-// The balloon of the build machine, as its sysfs shows it: stats, deflate on OOM, free page
-// reporting (bit 5) and more.
-constexpr const char* kReportingBalloon = "0110010100000000000000000000000010000000";
-constexpr const char* kPlainBalloon = "0110000100000000000000000000000010000000";
+// The balloon of the build machine, as its sysfs shows it (128 bits, as Linux 6.x writes them,
+// bit 0 first): stats, deflate on OOM, free page reporting (bit 5) and more.
+const std::string kReportingBalloon = "01100101" + std::string(24, '0') + "1" + std::string(95, '0');
+const std::string kPlainBalloon = "01100001" + std::string(24, '0') + "1" + std::string(95, '0');
+
+bool advised(const char* setting, const FakeSysfs& sysfs) { return huge_pages::decide(setting, sysfs.root()).advise; }
 
 TEST(HugePages, AreLeftOutOnlyWhereABalloonReportsFreePagesToTheHost) {
   FakeSysfs sysfs;
-  EXPECT_TRUE(huge_pages::decide(nullptr, sysfs.root())) << "no virtio bus at all: bare metal";
-  sysfs.device("virtio1", "0x0002", kReportingBalloon);  // a block device: bit 5 means something else
-  EXPECT_TRUE(huge_pages::decide(nullptr, sysfs.root()));
-  sysfs.device("virtio0", "0x0005", kPlainBalloon);
-  EXPECT_TRUE(huge_pages::decide(nullptr, sysfs.root())) << "a balloon without free page reporting";
-  sysfs.device("virtio4", "0x0005", kReportingBalloon);
-  EXPECT_FALSE(huge_pages::decide(nullptr, sysfs.root()));
-  EXPECT_FALSE(huge_pages::decide("auto", sysfs.root()));
-  EXPECT_FALSE(huge_pages::decide("yes please", sysfs.root())) << "anything but on or off is auto";
+  sysfs.transparent_huge_pages("always [madvise] never");
+  EXPECT_TRUE(advised(nullptr, sysfs)) << "no virtio bus at all: bare metal";
+  EXPECT_EQ(huge_pages::decide(nullptr, sysfs.root()).why, "2 MiB pages (transparent huge pages, advised)");
+  sysfs.device("virtio1", "0x0002", kReportingBalloon.c_str());  // a block device: bit 5 means something else
+  EXPECT_TRUE(advised(nullptr, sysfs));
+  sysfs.device("virtio0", "0x0005", kPlainBalloon.c_str());
+  EXPECT_TRUE(advised(nullptr, sysfs)) << "a balloon without free page reporting";
+  sysfs.device("virtio5", "0x0005", nullptr).device("virtio6", "0x0005", "0110");  // unreadable, too short
+  EXPECT_TRUE(advised(nullptr, sysfs));
+  sysfs.device("virtio4", "0x0005", kReportingBalloon.substr(0, 64).c_str());  // 64 bits, as older kernels write
+  EXPECT_FALSE(advised(nullptr, sysfs));
+  EXPECT_EQ(huge_pages::decide(nullptr, sysfs.root()).why,
+            "4 KiB pages (this machine's balloon reports free pages to its host; GMB_HUGE_PAGES=on to change)");
+  EXPECT_FALSE(advised("auto", sysfs));
+  EXPECT_FALSE(advised("AUTO", sysfs));
 }
 
-TEST(HugePages, TheEnvironmentsOnOrOffOverridesTheMachine) {
+TEST(HugePages, TheEnvironmentsOnOrOffOverridesTheMachineAndAnotherValueIsSaid) {
   FakeSysfs sysfs;
-  sysfs.device("virtio0", "0x0005", kReportingBalloon);
-  EXPECT_TRUE(huge_pages::decide("on", sysfs.root()));
-  EXPECT_FALSE(huge_pages::decide("off", std::string(sysfs.root()) + "/nothing-there"));
+  sysfs.device("virtio0", "0x0005", kReportingBalloon.c_str());
+  EXPECT_TRUE(advised("on", sysfs));
+  EXPECT_TRUE(advised("On", sysfs));
+  EXPECT_EQ(huge_pages::decide("on", sysfs.root()).why, "2 MiB pages (GMB_HUGE_PAGES=on)");
+  FakeSysfs bare;
+  EXPECT_FALSE(advised("off", bare));
+  EXPECT_EQ(huge_pages::decide("off", bare.root()).why, "4 KiB pages (GMB_HUGE_PAGES=off)");
+  const huge_pages::Choice odd = huge_pages::decide("yes\x1b[2J", sysfs.root());
+  EXPECT_FALSE(odd.advise) << "a value not understood is auto";
+  EXPECT_EQ(odd.why,
+            "4 KiB pages (this machine's balloon reports free pages to its host; GMB_HUGE_PAGES=on to change; "
+            "GMB_HUGE_PAGES='yes\\x1b[2J' not understood (on, off, auto): auto)");
+}
+
+TEST(HugePages, AMachineWithoutTransparentHugePagesIsSaidToHaveNone) {
+  FakeSysfs sysfs;
+  sysfs.transparent_huge_pages("always madvise [never]");
+  EXPECT_EQ(huge_pages::decide(nullptr, sysfs.root()).why,
+            "4 KiB pages (transparent huge pages are off on this machine)");
 }
 
 }  // namespace

@@ -229,21 +229,26 @@ TEST(PickleWriter, WritesWhatTheReaderReadsBack) {
   EXPECT_EQ(d.as_bytes(d.items(t)[2]), "n");
 }
 
-// Python decodes a pickle's strs strictly: bytes that are no UTF-8 would make the whole file
-// unloadable, so the writer puts U+FFFD in their place (well-formed text stays as it is).
+// Python's unpickler fails on a str's byte that is no UTF-8 (lone surrogates it passes), and one
+// would make the whole file unloadable: the writer puts U+FFFD in its place; well-formed text and
+// surrogates stay as they are.
 TEST(PickleWriter, WritesTextThatIsNoUtf8WithUFFFDSoPythonLoadsIt) {
   std::string out;
   pickle::Writer w(out);
   w.begin_list();
   w.str("tr\xffin.py");
   w.str("modèle.py");
+  w.str("tr\xed\xb3\xbfin.py");  // 'tr\udcffin.py', as Python's pickler writes it
+  w.str("tr\xffin.py");           // the memo's copy: U+FFFD too
   w.end_list();
   w.finish();
   EXPECT_EQ(out.find('\xff'), std::string::npos);
   Document d = pickle::parse(out, "w.pickle");
-  ASSERT_EQ(d.size(d.root()), 2u);
+  ASSERT_EQ(d.size(d.root()), 4u);
   EXPECT_EQ(d.as_bytes(d.items(d.root())[0]), "tr\xef\xbf\xbd" "in.py");
   EXPECT_EQ(d.as_bytes(d.items(d.root())[1]), "modèle.py");
+  EXPECT_EQ(d.as_bytes(d.items(d.root())[2]), "tr\xed\xb3\xbfin.py");
+  EXPECT_EQ(d.as_bytes(d.items(d.root())[3]), "tr\xef\xbf\xbd" "in.py");
 }
 
 TEST(PickleReader, EscapesExcerpts) {

@@ -39,6 +39,10 @@ TEST(WellFormedUtf8, KeepsWellFormedTextAndPutsUFFFDForEachByteThatIsNot) {
   EXPECT_EQ(well_formed_utf8("\xed\xa0\x80"), r + r + r);      // a surrogate
   EXPECT_EQ(well_formed_utf8("\xf0\x9f\x98!"), r + r + r + "!");  // cut short
   EXPECT_TRUE(is_well_formed_utf8(well_formed_utf8("\xfe\xff\x80" "abc\xe2\x82")));
+  // Surrogates kept where asked (Python's pickle passes them), nothing else.
+  EXPECT_TRUE(is_well_formed_utf8("\xed\xa0\x80", /*allow_surrogates=*/true));
+  EXPECT_EQ(well_formed_utf8("\xed\xa0\x80\xff", /*allow_surrogates=*/true), "\xed\xa0\x80" + r);
+  EXPECT_FALSE(is_well_formed_utf8("\xc0\xaf", /*allow_surrogates=*/true));
 }
 
 }  // namespace

@@ -75,12 +75,6 @@ void Writer::end_tuple() {
 }
 
 void Writer::str(std::string_view s) {
-  // Python's unpickler decodes a str strictly (a frame's name from a pickle of ours or a text
-  // trace may hold any bytes): such bytes are written as U+FFFD, so the file still loads.
-  if (!is_well_formed_utf8(s)) {
-    str(well_formed_utf8(s));
-    return;
-  }
   if (s.size() <= kMemoMaxLength) {
     auto it = memo_.find(std::string(s));
     if (it != memo_.end()) {
@@ -94,6 +88,13 @@ void Writer::str(std::string_view s) {
       item_done();
       return;
     }
+  }
+  // Python's unpickler decodes a str as UTF-8 with surrogates passed and fails on any other byte
+  // that is no UTF-8, which would make the whole file unloadable: such bytes are written as U+FFFD
+  // (our own readers hand on what a file holds; the exports escape frame names already).
+  if (!is_well_formed_utf8(s, /*allow_surrogates=*/true)) {
+    str(well_formed_utf8(s, /*allow_surrogates=*/true));
+    return;
   }
   op(kBinUnicode);
   le(s.size(), 4);
