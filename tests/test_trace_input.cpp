@@ -245,8 +245,48 @@ TEST(TraceInput, AFreeRequestKeepsItsBufferLiveUntilItsFreeAndWritesBackAsItWasR
   EXPECT_NE(error_of((dir / "b.csv").string()).find("b.csv:3: a free_requested carries no bytes (found '512')"),
             std::string::npos);
   testing::write_text(dir / "z.csv", "action,id,bytes\nalloc,1,512\nfree_request,1,\n");
-  EXPECT_NE(error_of((dir / "z.csv").string()).find("unknown action 'free_request' (valid: alloc, free, free_requested)"),
+  EXPECT_NE(error_of((dir / "z.csv").string())
+                .find("unknown action 'free_request' (valid: alloc, free, free_requested, empty_cache)"),
             std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// The program's torch.cuda.empty_cache() in a native CSV (a snapshot's EmptyCache op, written out):
+// caching returns its cached segment there, so the next request takes a new one.
+TEST(TraceInput, AnEmptyCacheRowReturnsTheCacheAndWritesBackAsItWasRead) {
+  auto dir = testing::temp_dir("empty_cache_csv");
+  const std::string rows = "alloc,1,8388608,0\nfree,1,,0\nempty_cache,,,\nalloc,2,8388608,0\nfree,2,,0\n";
+  testing::write_text(dir / "r.csv", "action,id,bytes,stream\n" + rows);
+  const std::vector<Op> ops = read_all((dir / "r.csv").string());
+  ASSERT_EQ(ops.size(), 5u);
+  EXPECT_EQ(ops[2].kind, Op::Kind::EmptyCache);
+  write_trace((dir / "w.csv").string(), ops);
+  EXPECT_EQ(testing::read_text(dir / "w.csv"), "action,id,bytes,stream\n" + rows);
+  // One 20 MiB segment for both requests without the call; with it, a cudaFree and a second one.
+  auto r = testing::run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "r.csv").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| caching | 20.0 MiB | 8.0 MiB | 60.0% | 2 | 1 |"), std::string::npos) << r.out;
+  testing::write_text(dir / "n.csv", "action,id,bytes,stream\nalloc,1,8388608,0\nfree,1,,0\nalloc,2,8388608,0\nfree,2,,0\n");
+  r = testing::run_gpumembench("replay --device sim -q --allocator caching --trace " + (dir / "n.csv").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| caching | 20.0 MiB | 8.0 MiB | 60.0% | 1 | 0 |"), std::string::npos) << r.out;
+  // Any column order; no id and no bytes (exit 2 naming the line); a stream is checked.
+  testing::write_text(dir / "o.csv", "stream,bytes,action,id\n0,512,alloc,1\n,,empty_cache,\n0,,free,1\n");
+  EXPECT_EQ(read_all((dir / "o.csv").string())[1].kind, Op::Kind::EmptyCache);
+  testing::write_text(dir / "i.csv", "action,id,bytes,stream\nempty_cache,3,,0\n");
+  EXPECT_NE(error_of((dir / "i.csv").string()).find("i.csv:2: an empty_cache carries no id (found '3')"), std::string::npos);
+  testing::write_text(dir / "b.csv", "action,id,bytes\nempty_cache,,512\n");
+  EXPECT_NE(error_of((dir / "b.csv").string()).find("b.csv:2: an empty_cache carries no bytes (found '512')"),
+            std::string::npos);
+  testing::write_text(dir / "s.csv", "action,id,bytes,stream\nempty_cache,,,70000\n");
+  EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:2: stream '70000' is not a stream id"), std::string::npos);
+  // reduce replays allocations and frees only: it says it left the call out.
+  testing::write_text(dir / "t.csv", "action,id,bytes,stream\nalloc,1,1073741824,0\nfree,1,,0\nempty_cache,,,\n"
+                                     "alloc,2,3221225472,0\nfree,2,,0\n");
+  r = testing::run_gpumembench("reduce --allocator caching --capacity 2100MiB --trace " + (dir / "t.csv").string() +
+                               " --output " + (dir / "red").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("1 empty_cache calls of the program left out"), std::string::npos) << r.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -1,7 +1,8 @@
 // The native trace format: CSV with a header naming the columns action,id,bytes[,stream] in any
 // order; `#` comments and blank lines are skipped; `bytes` is empty on a free and on a
 // free_requested (Op::Kind::FreeRequested, read by the general path only). Ids are the
-// file's own (any 64-bit value, reusable once freed).
+// file's own (any 64-bit value, reusable once freed). `empty_cache,,,` (Op::Kind::EmptyCache,
+// the general path too) is the program's torch.cuda.empty_cache(): no id, no bytes.
 #include <cassert>
 #include <cstring>
 
@@ -211,9 +212,18 @@ class NativeCsvSource final : public TraceSource {
     Op op;
     op.source_line = lines_.line_number();
     const std::string_view action = f[col_[0]];
+    // The program's torch.cuda.empty_cache(): no buffer, so no id and no bytes (a stream, if
+    // given, is checked and kept: the call is the device's, not one stream's).
+    const bool empty_cache = action == "empty_cache";
     std::uint64_t id = 0;
-    if (!CsvLines::parse_u64(f[col_[1]], id))
+    if (empty_cache) {
+      for (int c : {1, 2})
+        if (!f[col_[c]].empty())
+          fail(fmt::format("an empty_cache carries no {} (found '{}'): leave the field empty", kColumns[c],
+                           escaped_excerpt(f[col_[c]], 60)));
+    } else if (!CsvLines::parse_u64(f[col_[1]], id)) {
       fail(fmt::format("id '{}' is not a non-negative integer", escaped_excerpt(f[col_[1]], 60)));
+    }
     op.id = id;
     if (col_[3] >= 0 && static_cast<std::size_t>(col_[3]) < count && !f[col_[3]].empty()) {
       std::uint64_t s = 0;
@@ -222,7 +232,9 @@ class NativeCsvSource final : public TraceSource {
                          kMaxStreamId));
       op.stream = static_cast<StreamId>(s);
     }
-    if (action == "alloc") {
+    if (empty_cache) {
+      op.kind = Op::Kind::EmptyCache;
+    } else if (action == "alloc") {
       std::uint64_t bytes = 0;
       if (!CsvLines::parse_u64(f[col_[2]], bytes))
         fail(fmt::format("bytes '{}' is not a non-negative integer", escaped_excerpt(f[col_[2]], 60)));
@@ -239,7 +251,8 @@ class NativeCsvSource final : public TraceSource {
       if (!op.slot) fail(fmt::format("{} of unknown id {} (never allocated, or already freed)", action, id));
       op.kind = request ? Op::Kind::FreeRequested : Op::Kind::Free;
     } else {
-      fail(fmt::format("unknown action '{}' (valid: alloc, free, free_requested)", escaped_excerpt(action, 60)));
+      fail(fmt::format("unknown action '{}' (valid: alloc, free, free_requested, empty_cache)",
+                       escaped_excerpt(action, 60)));
     }
     return op;
   }

@@ -136,6 +136,7 @@ void write_trace(const std::string& path, const std::vector<Op>& ops) {
     if (op.kind == Op::Kind::Alloc) fmt::print(f, "alloc,{},{},{}\n", op.id, op.bytes, op.stream);
     else if (op.kind == Op::Kind::Free) fmt::print(f, "free,{},,{}\n", op.id, op.stream);
     else if (op.kind == Op::Kind::FreeRequested) fmt::print(f, "free_requested,{},,{}\n", op.id, op.stream);
+    else if (op.kind == Op::Kind::EmptyCache) fmt::print(f, "empty_cache,,,\n");
   }
   const bool ok = !std::ferror(f);
   if (std::fclose(f) != 0 || !ok) throw TraceError(path, 0, "could not write the whole trace file (disk full?)");
