@@ -350,6 +350,16 @@ TEST(CheckedWrites, AFullDiskIsAnErrorNamingTheFile) {
                            " --allocator caching --device sim --capacity 1792MiB --quiet --timeline /dev/full");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("gpumembench: cannot write /dev/full: No space left on device"), std::string::npos) << r.out;
+  // The exports too (the RMM log's rows were written by fmt::print, which threw mid-replay: an
+  // internal error that named no file).
+  for (const char* flag : {"--export-rmm-log", "--export-snapshot"}) {
+    r = run_gpumembench("replay --trace " + source_path("tests/data/torch_snapshots/snap_default.pickle.gz") +
+                        " --allocator caching --device sim --quiet " + flag + " /dev/full");
+    EXPECT_EQ(r.status, 1) << flag << r.out;
+    EXPECT_NE(r.out.find("gpumembench: cannot write /dev/full: No space left on device"), std::string::npos)
+        << flag << r.out;
+    EXPECT_EQ(r.out.find("internal error"), std::string::npos) << flag << r.out;
+  }
   // No temporary is left beside a file whose write failed (a folder in its place).
   auto dir = temp_dir("fullwrite");
   fs::create_directories(dir / "t.csv");

@@ -1,6 +1,7 @@
 #include "workloads/trace.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -131,13 +132,23 @@ Trace read_trace(const std::string& path) {
 void write_trace(const std::string& path, const std::vector<Op>& ops) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) throw TraceError(path, 0, fmt::format("cannot write the trace file: {}", std::strerror(errno)));
-  fmt::print(f, "action,id,bytes,stream\n");
+  // Rows formatted into a buffer and written with fwrite, which does not throw (fmt::print to a
+  // FILE* does at a full disk): a write error is found by ferror and fclose below.
+  fmt::memory_buffer rows;
+  auto flush = [&] {
+    std::fwrite(rows.data(), 1, rows.size(), f);
+    rows.clear();
+  };
+  fmt::format_to(std::back_inserter(rows), "action,id,bytes,stream\n");
   for (const Op& op : ops) {
-    if (op.kind == Op::Kind::Alloc) fmt::print(f, "alloc,{},{},{}\n", op.id, op.bytes, op.stream);
-    else if (op.kind == Op::Kind::Free) fmt::print(f, "free,{},,{}\n", op.id, op.stream);
-    else if (op.kind == Op::Kind::FreeRequested) fmt::print(f, "free_requested,{},,{}\n", op.id, op.stream);
-    else if (op.kind == Op::Kind::EmptyCache) fmt::print(f, "empty_cache,,,\n");
+    auto out = std::back_inserter(rows);
+    if (op.kind == Op::Kind::Alloc) fmt::format_to(out, "alloc,{},{},{}\n", op.id, op.bytes, op.stream);
+    else if (op.kind == Op::Kind::Free) fmt::format_to(out, "free,{},,{}\n", op.id, op.stream);
+    else if (op.kind == Op::Kind::FreeRequested) fmt::format_to(out, "free_requested,{},,{}\n", op.id, op.stream);
+    else if (op.kind == Op::Kind::EmptyCache) fmt::format_to(out, "empty_cache,,,\n");
+    if (rows.size() >= (std::size_t(1) << 16)) flush();
   }
+  flush();
   const bool ok = !std::ferror(f);
   if (std::fclose(f) != 0 || !ok) throw TraceError(path, 0, "could not write the whole trace file (disk full?)");
 }

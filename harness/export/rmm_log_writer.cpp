@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -16,7 +17,7 @@ RmmLogWriter::RmmLogWriter(std::string path)
   f_ = std::fopen(tmp_.c_str(), "w");
   if (!f_) throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
   std::setvbuf(f_, nullptr, _IOFBF, std::size_t(1) << 20);
-  fmt::print(f_, "Thread,Time,Action,Pointer,Size,Stream\n");
+  std::fputs("Thread,Time,Action,Pointer,Size,Stream\n", f_);
 }
 
 RmmLogWriter::~RmmLogWriter() {
@@ -35,10 +36,15 @@ void RmmLogWriter::on_event(const AllocatorEvent& e) {
   }
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count();
   const long long s = us / 1000000;
-  fmt::print(f_, "1,{:02}:{:02}:{:02}.{:06},{},", s / 3600, s / 60 % 60, s % 60, us % 1000000, action);
-  if (e.ptr) fmt::print(f_, "{:#x}", e.ptr);
-  else fmt::print(f_, "(nil)");
-  fmt::print(f_, ",{},{:#x}\n", e.bytes, static_cast<unsigned>(e.stream));
+  // Formatted apart and written with fwrite, which does not throw (fmt::print to a FILE* does, at
+  // a full disk, mid-replay): a write error is found by commit() and named there.
+  fmt::memory_buffer row;
+  fmt::format_to(std::back_inserter(row), "1,{:02}:{:02}:{:02}.{:06},{},", s / 3600, s / 60 % 60, s % 60,
+                 us % 1000000, action);
+  if (e.ptr) fmt::format_to(std::back_inserter(row), "{:#x}", e.ptr);
+  else fmt::format_to(std::back_inserter(row), "(nil)");
+  fmt::format_to(std::back_inserter(row), ",{},{:#x}\n", e.bytes, static_cast<unsigned>(e.stream));
+  std::fwrite(row.data(), 1, row.size(), f_);
   ++rows_;
 }
 
