@@ -308,6 +308,13 @@ class Converter {
       s_.alloc_conf_error = without_file_name(e);
     }
     if (s_.alloc_conf.find("cudaMallocAsync") != std::string::npos) s_.native_allocator = false;
+    // Our export of another allocator's run (cuda_malloc, bfc, ...): not PyTorch's decisions.
+    Ref exported = d_.get(settings, "gpumembench_allocator");
+    if (exported != Document::kAbsent && d_.type(exported) == Type::Str) {
+      s_.exported_allocator = printable_text(d_.as_bytes(exported));
+      const bool caching = s_.exported_allocator == "caching" || s_.exported_allocator.rfind("caching[", 0) == 0;
+      if (!caching) s_.native_allocator = false;
+    }
   }
 
   // A TraceError's message without the file's name in front: for a note or an error the user's

@@ -65,7 +65,8 @@ struct PyTorchSnapshot {
   // Why the recorded settings could not be read (a setting of another type than PyTorch writes),
   // or empty. An error only where they are used: --alloc-conf, or another allocator, replays.
   std::string alloc_conf_error;
-  bool native_allocator = true;          // false for backend:cudaMallocAsync
+  bool native_allocator = true;          // false for backend:cudaMallocAsync, and for our export of another allocator's run
+  std::string exported_allocator;        // gpumembench's export: the allocator that made the run (its row label)
   Bytes device_capacity = 0;             // never recorded by PyTorch: 0
   std::vector<std::string> notes;
   // Alloc/Free; source_line = trace entry index + 1 (0: a block alive at start). 16 bytes an op

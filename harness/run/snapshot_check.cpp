@@ -42,6 +42,9 @@ std::string describe(const Event& e, const PyTorchSnapshot& s, bool recorded) {
 // Why the snapshot cannot be checked, or "" where it can.
 std::string why_not_checked(const PyTorchSnapshot& s) {
   if (!s.has_trace) return "the snapshot has no trace";
+  if (!s.native_allocator && !s.exported_allocator.empty())
+    return fmt::format("the snapshot is gpumembench's export of a {} run, not the native caching allocator's",
+                       s.exported_allocator);
   if (!s.native_allocator)
     return "the snapshot comes from the cudaMallocAsync backend, not the native caching allocator";
   if (s.blocks_alive_at_start)
