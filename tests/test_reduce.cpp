@@ -99,6 +99,60 @@ TEST(Reduce, FragmentationOomComesDownToItsEssence) {
   fs::remove_all(dir);
 }
 
+// An --output folder that holds files is refused before the search (exit 2, nothing touched), as a
+// run's is; --overwrite replaces reduce's own files, removes a stale one (repro_torch.py of a
+// caching reduce, now cuda_malloc's) and leaves the others.
+TEST(Reduce, AFolderThatHoldsFilesIsRefusedUnlessOverwrite) {
+  auto dir = temp_dir("reduce_folder");
+  const std::string trace = source_path("configs/traces/fragmentation_oom/fragmentation_oom.csv");
+  const std::string base = "reduce -q --trace " + trace + " --output " + (dir / "out").string();
+  auto r = run_gpumembench(base + " --allocator caching --capacity 1792MiB");
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_TRUE(fs::exists(dir / "out" / "repro_torch.py"));
+  write_text(dir / "out" / "notes.txt", "precious");
+  const std::string summary = read_text(dir / "out" / "summary.md");
+  r = run_gpumembench(base + " --allocator cuda_malloc --capacity 1GiB");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("the folder holds files"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("with --overwrite replaces its own files"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("reducing"), std::string::npos) << "refused before the search: " << r.out;
+  EXPECT_EQ(read_text(dir / "out" / "summary.md"), summary);
+  r = run_gpumembench(base + " --allocator cuda_malloc --capacity 1GiB --overwrite");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(read_text(dir / "out" / "notes.txt"), "precious");
+  EXPECT_FALSE(fs::exists(dir / "out" / "repro_torch.py")) << "the caching reduce's script, stale now";
+  EXPECT_NE(read_text(dir / "out" / "summary.md"), summary);
+  EXPECT_NE(read_text(dir / "out" / "summary.md").find("cuda_malloc"), std::string::npos);
+  r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 1792MiB --overwrite");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--overwrite applies to --output DIR"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+// snap_default at 12 GiB: its first OOM (event 8,606) fits by the trace up to it (a fragmentation
+// OOM there, which the reproducer keeps), while the whole run needs 16.67 GiB, so replay's tables
+// call it a capacity OOM. reduce says both, on its line and in summary.md (it said only
+// "fragmentation", the opposite advice to replay's).
+TEST(Reduce, SaysWhereTheRunsTablesJudgeTheOomOtherwise) {
+  auto dir = temp_dir("reduce_kinds");
+  const std::string snap = source_path("tests/data/torch_snapshots/snap_default.pickle.gz");
+  auto r = run_gpumembench("replay --device sim -q --allocator caching --capacity 12GiB --trace " + snap);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| caching | capacity | needs at least 16.67 GiB"), std::string::npos) << r.out;
+  r = run_gpumembench("reduce -q --allocator caching --capacity 12GiB --trace " + snap + " --output " +
+                      (dir / "out").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("fragmentation OOM at event 8,606 (775.4 MiB request) (the run's tables call it a capacity OOM: "
+                       "the events after it need more) reduced from 63,111 events"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(read_text(dir / "out" / "summary.md")
+                .find("| OOM kind | fragmentation at the request; the run calls it capacity (the events after it need "
+                      "more than the capacity) | fragmentation |"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
 // configs/dynamic_seq.yaml's fragmentation OOM (default caching at 24 GiB, step 223, event
 // 490,784; 490,785 events up to it) comes down to a few dozen events at most that still OOM at
 // 24 GiB, as a fragmentation OOM at their last event, and run under expandable_segments:True.

@@ -158,7 +158,10 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
                 "H200's whole memory, as replay on sim)");
   r->add_option("--memory-limit", a.memory_limit,
                 "caching: the allocator's limit below the capacity, as set_per_process_memory_fraction sets it");
-  r->add_option("--output", a.output, "output folder (default reduce-<UTC time>/)");
+  r->add_option("--output", a.output, "output folder (default reduce-<UTC time>/); one that holds files is refused unless --overwrite");
+  r->add_flag("--overwrite", a.overwrite,
+              "write into --output DIR although it holds files: reduce's own (reduced_trace.csv, oom_block_map.svg, "
+              "summary.md, repro_torch.py) are replaced, the others left");
   r->add_option("--max-seconds", a.max_seconds, "stop reducing after this long and keep the best so far (default 120; 0: no limit)")
       ->check(seconds_flag());
   r->add_option("--max-replays", a.max_replays, "stop after this many replays (default: no limit; deterministic)")
@@ -182,6 +185,8 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
                                               allocator_names_where(&AllocatorTraits::accepts_alloc_conf), a.allocator));
     if (!a.trace.empty() && (a.workload || a.steps))
       throw std::invalid_argument("--workload and --steps apply to --config, not --trace");
+    if (a.overwrite && a.output.empty()) throw std::invalid_argument("--overwrite applies to --output DIR");
+    check_reproducer_folder(a.output, a.overwrite);  // before the search, which may take minutes
     Input in = read_input(a);
     ReduceSettings settings;
     settings.target.allocator = a.allocator;
@@ -312,9 +317,13 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
     }
     const ReduceResult& r = out.result;
     std::cout << fmt::format(
-        "{} OOM at event {} ({} request) reduced from {} events ({} up to the OOM) to {}; {} replays, {:.1f} s{}\n"
+        "{} OOM at event {} ({} request){} reduced from {} events ({} up to the OOM) to {}; {} replays, {:.1f} s{}\n"
         "written to {}/: reduced_trace.csv, oom_block_map.svg, summary.md{}\n",
-        to_string(r.kind), with_commas(r.oom_event), format_bytes(r.request_bytes), with_commas(r.input_events),
+        to_string(r.kind), with_commas(r.oom_event), format_bytes(r.request_bytes),
+        before->kind != r.kind ? fmt::format(" (the run's tables call it a {} OOM: the events after it need more)",
+                                             to_string(before->kind))
+                               : std::string(),
+        with_commas(r.input_events),
         with_commas(r.oom_event + 1), with_commas(r.ops.size()), with_commas(r.replays), r.seconds,
         r.stopped_by.empty() ? "" : " (stopped by the " + r.stopped_by + "; may not be minimal)",
         written,

@@ -17,7 +17,7 @@ struct ReduceCliArgs {
   int trace_device = -1;
   std::uint64_t workload = 0, steps = 0, max_replays = 0;
   double max_seconds = 120;
-  bool no_coarsen = false, quiet = false;
+  bool no_coarsen = false, quiet = false, overwrite = false;
 };
 
 CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& args);

@@ -2,10 +2,12 @@
 
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "allocators/registry.h"
+#include "common/text_excerpt.h"
 #include "common/units.h"
 #include "harness/report/oom_diagnosis.h"
 #include "harness/report/oom_block_map.h"
@@ -105,7 +107,14 @@ std::string reproducer_summary_md(const ReproducerInputs& in) {
   s += fmt::format("| events | {} ({} up to the OOM) | {} |\n", with_commas(r.input_events), with_commas(r.oom_event + 1),
                    with_commas(r.ops.size()));
   s += fmt::format("| OOM at event | {} | {} |\n", with_commas(r.oom_event), with_commas(r.ops.size() - 1));
-  s += fmt::format("| OOM kind | {} | {} |\n", to_string(r.kind), cell(after, [](const OomRecord& o) { return std::string(to_string(o.kind)); }));
+  // The run's tables judge the first OOM by the whole trace's need; the reducer by the trace up to
+  // the request (where the reproducer ends). Where they differ the input's cell says both.
+  const std::string input_kind =
+      before && before->kind != r.kind
+          ? fmt::format("{} at the request; the run calls it {} (the events after it need more than the capacity)",
+                        to_string(r.kind), to_string(before->kind))
+          : std::string(to_string(r.kind));
+  s += fmt::format("| OOM kind | {} | {} |\n", input_kind, cell(after, [](const OomRecord& o) { return std::string(to_string(o.kind)); }));
   s += fmt::format("| request | {} | {} |\n", format_bytes(r.request_bytes), format_bytes(r.ops.back().bytes));
   s += fmt::format("| allocated at the OOM | {} | {} |\n",
                    cell(before, [](const OomRecord& o) { return format_bytes(o.allocated_bytes); }),
@@ -281,6 +290,22 @@ if __name__ == "__main__":
   return s;
 }
 
+namespace {
+constexpr const char* kReproducerFiles[] = {"reduced_trace.csv", "oom_block_map.svg", "summary.md", "repro_torch.py"};
+}  // namespace
+
+void check_reproducer_folder(const std::string& dir, bool overwrite) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty() || overwrite || !fs::is_directory(dir, ec)) return;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    throw std::invalid_argument(fmt::format(
+        "--output {}: the folder holds files ({}, ...); reduce writes into a new or empty folder, or with --overwrite "
+        "replaces its own files there (reduced_trace.csv, oom_block_map.svg, summary.md, repro_torch.py) and leaves "
+        "the others",
+        printable_text(dir), printable_text(it->path().filename().string())));
+}
+
 std::string write_reproducer(const std::string& folder, const ReproducerInputs& in) {
   namespace fs = std::filesystem;
   // A new folder is written under a temporary name beside it and renamed when complete, so a
@@ -295,6 +320,10 @@ std::string write_reproducer(const std::string& folder, const ReproducerInputs& 
     if (fresh) fs::remove_all(at, ec);
     fs::create_directories(at, ec);
     if (ec) throw std::runtime_error(fmt::format("cannot create the folder {}: {}", dir, ec.message()));
+    // An earlier reproducer's files that this one does not write (repro_torch.py of a caching
+    // reduce, now another allocator's) must not stay beside it.
+    if (!fresh)
+      for (const char* name : kReproducerFiles) fs::remove(at + "/" + name, ec);
     write_trace(at + "/reduced_trace.csv.tmp", in.result.ops);
     fs::rename(at + "/reduced_trace.csv.tmp", at + "/reduced_trace.csv");
     if (first_oom(in.reduced_case)) write_file_atomically(at + "/oom_block_map.svg", block_map_svg(in.reduced_case, in.device));

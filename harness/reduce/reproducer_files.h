@@ -36,5 +36,8 @@ std::string repro_torch_py(const ReproducerInputs& in);
 // each written to a temporary name and renamed. Returns the folder written ("repro/" is
 // "repro"). Throws std::runtime_error naming the file.
 std::string write_reproducer(const std::string& dir, const ReproducerInputs& in);
+// Before the search: a --output folder that holds files is refused (std::invalid_argument, naming
+// it and one of its files) unless `overwrite`, as a run's is. "" (the default folder) passes.
+void check_reproducer_folder(const std::string& dir, bool overwrite);
 
 }  // namespace gmb
