@@ -154,8 +154,8 @@ CLI::App* add_reduce_command(CLI::App& app, ReduceCliArgs& a) {
       "caching: settings under which the reduced trace must run WITHOUT an OOM (the 'OOMs under A but not "
       "under B' reproducer), e.g. expandable_segments:True");
   r->add_option("--capacity", a.capacity,
-                "the device's memory, e.g. 24GiB (default: the config's; for a trace the recording device's, else an "
-                "H200's whole memory, as replay on sim)");
+                "the device's memory, e.g. 24GiB (default: the config's; for a trace an H200's whole memory, as replay "
+                "on sim: neither a snapshot nor a log records the device's size)");
   r->add_option("--memory-limit", a.memory_limit,
                 "caching: the allocator's limit below the capacity, as set_per_process_memory_fraction sets it");
   r->add_option("--output", a.output, "output folder (default reduce-<UTC time>/); one that holds files is refused unless --overwrite");
