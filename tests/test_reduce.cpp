@@ -150,6 +150,17 @@ TEST(Reduce, SaysWhereTheRunsTablesJudgeTheOomOtherwise) {
                 .find("| OOM kind | fragmentation at the request; the run calls it capacity (the events after it need "
                       "more than the capacity) | fragmentation |"),
             std::string::npos);
+  // A recording that ran out of memory on its own card, reduced on a whole H200: no OOM, and the
+  // error says where the recorded ones came from.
+  r = run_gpumembench("reduce -q --allocator caching --trace " +
+                      source_path("tests/data/torch_snapshots/snap_oom_cap16g.pickle.gz") + " --output " +
+                      (dir / "none").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("nothing to reduce; the recorded run had 2 failed allocation(s): give the card it ran on "
+                       "(--capacity) or its memory fraction's limit (--memory-limit)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(dir / "none"));
   fs::remove_all(dir);
 }
 

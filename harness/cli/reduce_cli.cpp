@@ -33,6 +33,7 @@ struct Input {
   std::string recorded_alloc_conf_error;  // TraceMeta::alloc_conf_error
   std::string stale_alloc_conf_note;      // recorded_alloc_conf's note: said where the settings are used
   bool has_recorded_alloc_conf = false;
+  std::uint64_t recorded_ooms = 0;  // the recording's own failed allocations (a snapshot's oom, RMM's allocate failure)
   Bytes capacity = 0;   // a config's capacity, or a trace's default one (0: none)
   std::string capacity_note;  // where a trace's default capacity comes from (said unless --capacity is given)
   std::vector<std::string> notes;
@@ -72,6 +73,7 @@ Input read_input(const ReduceCliArgs& a) {
     in.recorded_alloc_conf = recorded_alloc_conf(source->meta(), &in.stale_alloc_conf_note);
     in.recorded_alloc_conf_error = source->meta().alloc_conf_error;
     in.notes = describe(source->meta());
+    in.recorded_ooms = source->meta().recorded_ooms;
     // As `replay` on sim: the recording device's memory where the trace says it, else the
     // simulated device's default.
     in.capacity = source->meta().device_capacity ? source->meta().device_capacity : kH200CardBytes;
@@ -257,7 +259,14 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
       result = reduce_oom(in.ops, settings);
     } catch (const ReduceError& e) {
       if (show) fmt::print(stderr, "\r\033[K");
-      std::cerr << "gpumembench reduce: " << printable_text(in.source) << ": " << e.what() << "\n";
+      std::cerr << "gpumembench reduce: " << printable_text(in.source) << ": " << e.what();
+      // The recording failed where this replay does not: it ran on a smaller card or under a
+      // memory fraction, which the trace does not record.
+      if (in.recorded_ooms && a.capacity.empty() && a.memory_limit.empty())
+        std::cerr << fmt::format("; the recorded run had {} failed allocation(s): give the card it ran on (--capacity) "
+                                 "or its memory fraction's limit (--memory-limit)",
+                                 in.recorded_ooms);
+      std::cerr << "\n";
       return 2;
     }
     if (show) fmt::print(stderr, "\r\033[K");
