@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_helpers.h"
+#include "workloads/pickle/pickle_writer.h"
 
 namespace gmb {
 namespace {
@@ -415,6 +416,54 @@ TEST(CliSnapshot, InputThatIsNoUtf8OrMovesTheTerminalReachesNeitherFilesNorTermi
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("unknown allocator 'cuda_m\\x1b[2Jalloc'"), std::string::npos) << r.out;
   fs::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+// A snapshot with a trace and no allocator_settings (as older PyTorch wrote them): the replay uses
+// PyTorch's defaults, which may not be the run's, and the self-check says so instead of nothing.
+TEST(CliSnapshot, ASnapshotWithoutSettingsIsNotCheckedAndSaysWhy) {
+  std::string bytes;
+  gmb::pickle::Writer w(bytes);
+  w.begin_dict();
+  w.key("segments");
+  w.begin_list();
+  w.end_list();
+  w.key("device_traces");
+  w.begin_list();
+  w.begin_list();
+  for (const char* action : {"segment_alloc", "alloc", "free_requested", "free_completed"}) {
+    w.begin_dict();
+    w.key("action");
+    w.str(action);
+    w.key("addr");
+    w.integer(std::int64_t(1) << 40);
+    w.key("size");
+    w.integer(std::string(action) == "segment_alloc" ? 2 << 20 : 512 << 10);
+    w.key("stream");
+    w.integer(0);
+    w.end_dict();
+  }
+  w.end_list();
+  w.end_list();
+  w.end_dict();
+  w.finish();
+  const auto dir = gmb::testing::temp_dir("no_settings");
+  gmb::testing::write_text(dir / "old.pickle", bytes);
+  auto r = gmb::testing::run_gpumembench("replay --device sim --allocator caching --trace " + (dir / "old.pickle").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("reproduces the recorded run: not checked (the snapshot records no allocator settings: replayed "
+                       "with PyTorch's defaults, which may not be the run's; --alloc-conf gives them)"),
+            std::string::npos)
+      << r.out;
+  // With settings given the replay is a what-if: no line.
+  r = gmb::testing::run_gpumembench("replay --device sim --allocator caching --alloc-conf expandable_segments:True --trace " +
+                                    (dir / "old.pickle").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("reproduces the recorded run"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -499,6 +499,12 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
                         : check_snapshot_replay(*snapshot, run_options, report.device.capacity_bytes,
                                                 report.device.total_bytes);
     std::cout << to_text(c) << (c.checked ? " (on the simulated device)" : "") << "\n";
+  } else if (snapshot && takes_alloc_conf && !meta.has_alloc_conf && !a.alloc_conf_given) {
+    // (An older snapshot: without its settings the replay cannot claim to be the run's own.)
+    std::cout << (snapshot->has_trace
+                      ? "reproduces the recorded run: not checked (the snapshot records no allocator settings: replayed "
+                        "with PyTorch's defaults, which may not be the run's; --alloc-conf gives them)\n"
+                      : "reproduces the recorded run: not checked (the snapshot has no trace)\n");
   }
   if (!a.export_snapshot.empty() && ran) {
     // The export replays on the simulated device, reading the trace again (a snapshot: from memory).
