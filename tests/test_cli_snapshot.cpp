@@ -455,9 +455,14 @@ TEST(CliSnapshot, ASnapshotWithoutSettingsIsNotCheckedAndSaysWhy) {
   auto r = gmb::testing::run_gpumembench("replay --device sim --allocator caching --trace " + (dir / "old.pickle").string());
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("reproduces the recorded run: not checked (the snapshot records no allocator settings: replayed "
-                       "with PyTorch's defaults, which may not be the run's; --alloc-conf gives them)"),
+                       "with PyTorch's defaults, which may not be the run's)"),
             std::string::npos)
       << r.out;
+  // Without a trace (a bare list of segments, the oldest form) it says that.
+  r = gmb::testing::run_gpumembench("replay --device sim --allocator caching --trace " +
+                                    gmb::testing::source_path("tests/data/torch_snapshots/synthetic/legacy_list.pickle"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("reproduces the recorded run: not checked (the snapshot has no trace)"), std::string::npos) << r.out;
   // With settings given the replay is a what-if: no line.
   r = gmb::testing::run_gpumembench("replay --device sim --allocator caching --alloc-conf expandable_segments:True --trace " +
                                     (dir / "old.pickle").string());

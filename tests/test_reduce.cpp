@@ -111,10 +111,14 @@ TEST(Reduce, AFolderThatHoldsFilesIsRefusedUnlessOverwrite) {
   ASSERT_TRUE(fs::exists(dir / "out" / "repro_torch.py"));
   write_text(dir / "out" / "notes.txt", "precious");
   const std::string summary = read_text(dir / "out" / "summary.md");
-  r = run_gpumembench(base + " --allocator cuda_malloc --capacity 1GiB");
+  const std::string loud = "reduce --trace " + trace + " --output " + (dir / "out").string();  // without -q
+  r = run_gpumembench(loud + " --allocator cuda_malloc --capacity 1GiB");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("the folder holds files"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("with --overwrite replaces its own files"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the folder holds files ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", ...); reduce writes into a new or empty folder, or with --overwrite replaces its own files"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("format native_csv"), std::string::npos) << "refused before the trace is read: " << r.out;
   EXPECT_EQ(r.out.find("reducing"), std::string::npos) << "refused before the search: " << r.out;
   EXPECT_EQ(read_text(dir / "out" / "summary.md"), summary);
   r = run_gpumembench(base + " --allocator cuda_malloc --capacity 1GiB --overwrite");
@@ -126,6 +130,18 @@ TEST(Reduce, AFolderThatHoldsFilesIsRefusedUnlessOverwrite) {
   r = run_gpumembench("reduce -q --trace " + trace + " --allocator caching --capacity 1792MiB --overwrite");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--overwrite applies to --output DIR"), std::string::npos) << r.out;
+  // A file, or a link to nothing, where the folder would be: refused before the search too.
+  write_text(dir / "afile", "x");
+  fs::create_symlink(dir / "nothing", dir / "dangling");
+  for (const char* name : {"afile", "dangling"}) {
+    r = run_gpumembench("reduce --trace " + trace + " --allocator caching --capacity 1792MiB --output " +
+                        (dir / name).string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(std::string(name) == "afile" ? ": a file, not a folder" : ": a link to no folder, not a folder"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("reducing"), std::string::npos) << r.out;
+  }
   fs::remove_all(dir);
 }
 
@@ -161,6 +177,20 @@ TEST(Reduce, SaysWhereTheRunsTablesJudgeTheOomOtherwise) {
             std::string::npos)
       << r.out;
   EXPECT_FALSE(fs::exists(dir / "none"));
+  // cuda_malloc takes no memory limit: the hint names the card only. And another error (a
+  // contrast that runs out too) gets no hint: the trace did run out of memory.
+  r = run_gpumembench("reduce -q --allocator cuda_malloc --trace " +
+                      source_path("tests/data/torch_snapshots/snap_oom_cap16g.pickle.gz") + " --output " +
+                      (dir / "none").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("give the card it ran on (--capacity)\n"), std::string::npos) << r.out;
+  write_text(dir / "rmm.csv", "Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.000001,allocate,0x7f0000000000,"
+                              "214748364800,0x0\n1,00:00:00.000002,allocate failure,(nil),1024,0x0\n");
+  r = run_gpumembench("reduce -q --allocator caching --contrast-alloc-conf expandable_segments:True --trace " +
+                      (dir / "rmm.csv").string() + " --output " + (dir / "none").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("no contrast to keep"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("the recorded run had"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 

@@ -278,6 +278,12 @@ TEST(TraceInput, AnEmptyCacheRowReturnsTheCacheAndWritesBackAsItWasRead) {
   testing::write_text(dir / "b.csv", "action,id,bytes\nempty_cache,,512\n");
   EXPECT_NE(error_of((dir / "b.csv").string()).find("b.csv:2: an empty_cache carries no bytes (found '512')"),
             std::string::npos);
+  testing::write_text(dir / "t3.csv", "action,id,bytes\nempty_cache,,\n");  // no stream column: two commas
+  EXPECT_EQ(read_all((dir / "t3.csv").string())[0].kind, Op::Kind::EmptyCache);
+  testing::write_text(dir / "typo.csv", "action,id,bytes,stream\nemptycache,,,\n");  // the action is checked first
+  EXPECT_NE(error_of((dir / "typo.csv").string())
+                .find("typo.csv:2: unknown action 'emptycache' (valid: alloc, free, free_requested, empty_cache)"),
+            std::string::npos);
   testing::write_text(dir / "s.csv", "action,id,bytes,stream\nempty_cache,,,70000\n");
   EXPECT_NE(error_of((dir / "s.csv").string()).find("s.csv:2: stream '70000' is not a stream id"), std::string::npos);
   // reduce replays allocations and frees only: it says it left the call out.

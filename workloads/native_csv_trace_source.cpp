@@ -214,6 +214,9 @@ class NativeCsvSource final : public TraceSource {
     const std::string_view action = f[col_[0]];
     // The program's torch.cuda.empty_cache(): no buffer, so no id and no bytes (a stream, if
     // given, is checked and kept: the call is the device's, not one stream's).
+    if (action != "alloc" && action != "free" && action != "free_requested" && action != "empty_cache")
+      fail(fmt::format("unknown action '{}' (valid: alloc, free, free_requested, empty_cache)",
+                       escaped_excerpt(action, 60)));
     const bool empty_cache = action == "empty_cache";
     std::uint64_t id = 0;
     if (empty_cache) {
@@ -250,9 +253,6 @@ class NativeCsvSource final : public TraceSource {
       op.slot = request ? live_.find(id) : live_.erase(id);
       if (!op.slot) fail(fmt::format("{} of unknown id {} (never allocated, or already freed)", action, id));
       op.kind = request ? Op::Kind::FreeRequested : Op::Kind::Free;
-    } else {
-      fail(fmt::format("unknown action '{}' (valid: alloc, free, free_requested, empty_cache)",
-                       escaped_excerpt(action, 60)));
     }
     return op;
   }

@@ -503,7 +503,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
     // (An older snapshot: without its settings the replay cannot claim to be the run's own.)
     std::cout << (snapshot->has_trace
                       ? "reproduces the recorded run: not checked (the snapshot records no allocator settings: replayed "
-                        "with PyTorch's defaults, which may not be the run's; --alloc-conf gives them)\n"
+                        "with PyTorch's defaults, which may not be the run's)\n"
                       : "reproduces the recorded run: not checked (the snapshot has no trace)\n");
   }
   if (!a.export_snapshot.empty() && ran) {

@@ -262,10 +262,10 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
       std::cerr << "gpumembench reduce: " << printable_text(in.source) << ": " << e.what();
       // The recording failed where this replay does not: it ran on a smaller card or under a
       // memory fraction, which the trace does not record.
-      if (in.recorded_ooms && a.capacity.empty() && a.memory_limit.empty())
-        std::cerr << fmt::format("; the recorded run had {} failed allocation(s): give the card it ran on (--capacity) "
-                                 "or its memory fraction's limit (--memory-limit)",
-                                 in.recorded_ooms);
+      if (dynamic_cast<const NoOomError*>(&e) && in.recorded_ooms && a.capacity.empty() && a.memory_limit.empty())
+        std::cerr << fmt::format("; the recorded run had {} failed allocation(s): give the card it ran on (--capacity){}",
+                                 in.recorded_ooms,
+                                 traits.accepts_alloc_conf ? " or its memory fraction's limit (--memory-limit)" : "");
       std::cerr << "\n";
       return 2;
     }
@@ -286,11 +286,6 @@ int run_reduce_command(ReduceCliArgs& a, const std::string& cmd) {
                                before ? std::to_string(before->event) : "none", result.oom_event);
       return 1;
     }
-    if (before->kind != result.kind && !a.quiet)
-      std::cerr << fmt::format("gpumembench: note: the run calls the input's OOM a {} OOM (events after it need more "
-                               "than the capacity); at the request itself, where the reduced trace ends, it is a {} "
-                               "OOM, and that kind is kept\n",
-                               to_string(before->kind), to_string(result.kind));
     out.reduced_case = replay_case("reduced_trace.csv", result.ops, a.allocator, options, settings.target.capacity_bytes, true);
     const OomRecord* after = first_oom(out.reduced_case);
     if (!after || after->event + 1 != result.ops.size() || after->kind != result.kind) {

@@ -261,7 +261,7 @@ ReduceResult reduce_oom(const std::vector<Op>& input, const ReduceSettings& sett
     replays += replayer.replays();
     events_replayed += replayer.events_replayed();
     if (o.what == ReplayOutcome::What::NoOom)
-      throw ReduceError(fmt::format("the trace runs without an OOM under {} at {}: nothing to reduce",
+      throw NoOomError(fmt::format("the trace runs without an OOM under {} at {}: nothing to reduce",
                                     allocator_label(settings.target.allocator, settings.target.options),
                                     format_bytes(settings.target.capacity_bytes)));
     r.oom_event = o.event;

@@ -56,6 +56,10 @@ struct ReduceResult {
 struct ReduceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// The trace runs without an OOM under the target: nothing to reduce.
+struct NoOomError : ReduceError {
+  using ReduceError::ReduceError;
+};
 
 // Throws ReduceError when the trace has no OOM under the target, or (with a contrast) the input
 // cut at its OOM also OOMs under the contrast: nothing to reduce towards.

@@ -290,20 +290,28 @@ if __name__ == "__main__":
   return s;
 }
 
-namespace {
-constexpr const char* kReproducerFiles[] = {"reduced_trace.csv", "oom_block_map.svg", "summary.md", "repro_torch.py"};
-}  // namespace
-
 void check_reproducer_folder(const std::string& dir, bool overwrite) {
   namespace fs = std::filesystem;
+  if (dir.empty()) return;
   std::error_code ec;
-  if (dir.empty() || overwrite || !fs::is_directory(dir, ec)) return;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    throw std::invalid_argument(fmt::format(
-        "--output {}: the folder holds files ({}, ...); reduce writes into a new or empty folder, or with --overwrite "
-        "replaces its own files there (reduced_trace.csv, oom_block_map.svg, summary.md, repro_torch.py) and leaves "
-        "the others",
-        printable_text(dir), printable_text(it->path().filename().string())));
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (ec || !fs::exists(st)) return;  // a new folder
+  if (!fs::is_directory(fs::status(dir, ec)))
+    throw std::invalid_argument(fmt::format("--output {}: {}, not a folder", printable_text(dir),
+                                            fs::is_symlink(st) ? "a link to no folder" : "a file"));
+  if (overwrite) return;
+  fs::directory_iterator it(dir, ec);
+  if (ec)
+    throw std::invalid_argument(fmt::format("--output {}: cannot list the folder ({}); --overwrite writes into it anyway",
+                                            printable_text(dir), ec.message()));
+  if (it == fs::directory_iterator()) return;
+  const std::string first = it->path().filename().string();
+  const bool more = it.increment(ec) != fs::directory_iterator();
+  throw std::invalid_argument(fmt::format(
+      "--output {}: the folder holds files ({}{}); reduce writes into a new or empty folder, or with --overwrite "
+      "replaces its own files there (reduced_trace.csv, oom_block_map.svg, summary.md, repro_torch.py) and leaves "
+      "the others",
+      printable_text(dir), printable_text(first), more ? ", ..." : ""));
 }
 
 std::string write_reproducer(const std::string& folder, const ReproducerInputs& in) {
@@ -320,10 +328,6 @@ std::string write_reproducer(const std::string& folder, const ReproducerInputs& 
     if (fresh) fs::remove_all(at, ec);
     fs::create_directories(at, ec);
     if (ec) throw std::runtime_error(fmt::format("cannot create the folder {}: {}", dir, ec.message()));
-    // An earlier reproducer's files that this one does not write (repro_torch.py of a caching
-    // reduce, now another allocator's) must not stay beside it.
-    if (!fresh)
-      for (const char* name : kReproducerFiles) fs::remove(at + "/" + name, ec);
     write_trace(at + "/reduced_trace.csv.tmp", in.result.ops);
     fs::rename(at + "/reduced_trace.csv.tmp", at + "/reduced_trace.csv");
     if (first_oom(in.reduced_case)) write_file_atomically(at + "/oom_block_map.svg", block_map_svg(in.reduced_case, in.device));
@@ -333,6 +337,12 @@ std::string write_reproducer(const std::string& folder, const ReproducerInputs& 
       write_file_atomically(at + "/repro_torch.py", py);
       fs::permissions(at + "/repro_torch.py",
                       fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add, ec);
+    }
+    // An earlier reproducer's files that this one does not write (repro_torch.py of a caching
+    // reduce, now another allocator's) must not stay beside it: removed once the new ones are in.
+    if (!fresh) {
+      if (!first_oom(in.reduced_case)) fs::remove(at + "/oom_block_map.svg", ec);
+      if (py.empty()) fs::remove(at + "/repro_torch.py", ec);
     }
     if (fresh) fs::rename(at, dir);
   } catch (const std::exception& e) {
