@@ -212,14 +212,19 @@ class NativeCsvSource final : public TraceSource {
     Op op;
     op.source_line = lines_.line_number();
     const std::string_view action = f[col_[0]];
-    // The program's torch.cuda.empty_cache(): no buffer, so no id and no bytes (a stream, if
-    // given, is checked and kept: the call is the device's, not one stream's).
-    if (action != "alloc" && action != "free" && action != "free_requested" && action != "empty_cache")
+    // The action first (a typo is named as such, not by the id it lacks).
+    Op::Kind kind;
+    if (action == "alloc") kind = Op::Kind::Alloc;
+    else if (action == "free") kind = Op::Kind::Free;
+    else if (action == "free_requested") kind = Op::Kind::FreeRequested;
+    else if (action == "empty_cache") kind = Op::Kind::EmptyCache;
+    else
       fail(fmt::format("unknown action '{}' (valid: alloc, free, free_requested, empty_cache)",
                        escaped_excerpt(action, 60)));
-    const bool empty_cache = action == "empty_cache";
+    // The program's torch.cuda.empty_cache(): no buffer, so no id and no bytes (a stream, if
+    // given, is checked and kept: the call is the device's, not one stream's).
     std::uint64_t id = 0;
-    if (empty_cache) {
+    if (kind == Op::Kind::EmptyCache) {
       for (int c : {1, 2})
         if (!f[col_[c]].empty())
           fail(fmt::format("an empty_cache carries no {} (found '{}'): leave the field empty", kColumns[c],
@@ -235,24 +240,21 @@ class NativeCsvSource final : public TraceSource {
                          kMaxStreamId));
       op.stream = static_cast<StreamId>(s);
     }
-    if (empty_cache) {
-      op.kind = Op::Kind::EmptyCache;
-    } else if (action == "alloc") {
+    op.kind = kind;
+    if (kind == Op::Kind::Alloc) {
       std::uint64_t bytes = 0;
       if (!CsvLines::parse_u64(f[col_[2]], bytes))
         fail(fmt::format("bytes '{}' is not a non-negative integer", escaped_excerpt(f[col_[2]], 60)));
       op.slot = live_.insert(id);
       if (!op.slot) fail(fmt::format("alloc of id {} which is already allocated", id));
-      op.kind = Op::Kind::Alloc;
       op.bytes = bytes;
-    } else if (action == "free" || action == "free_requested") {
-      const bool request = action != "free";  // the buffer stays live (its slot kept) until its free
+    } else if (kind != Op::Kind::EmptyCache) {
+      const bool request = kind == Op::Kind::FreeRequested;  // the buffer stays live (its slot kept) until its free
       if (!f[col_[2]].empty())
         fail(fmt::format("a {} carries no bytes (found '{}'): leave the bytes field empty", action,
                          escaped_excerpt(f[col_[2]], 60)));
       op.slot = request ? live_.find(id) : live_.erase(id);
       if (!op.slot) fail(fmt::format("{} of unknown id {} (never allocated, or already freed)", action, id));
-      op.kind = request ? Op::Kind::FreeRequested : Op::Kind::Free;
     }
     return op;
   }

@@ -500,11 +500,7 @@ int run_replay(const ReplayArgs& a, const std::string& cmd) {
                                                 report.device.total_bytes);
     std::cout << to_text(c) << (c.checked ? " (on the simulated device)" : "") << "\n";
   } else if (snapshot && takes_alloc_conf && !meta.has_alloc_conf && !a.alloc_conf_given) {
-    // (An older snapshot: without its settings the replay cannot claim to be the run's own.)
-    std::cout << (snapshot->has_trace
-                      ? "reproduces the recorded run: not checked (the snapshot records no allocator settings: replayed "
-                        "with PyTorch's defaults, which may not be the run's)\n"
-                      : "reproduces the recorded run: not checked (the snapshot has no trace)\n");
+    std::cout << to_text(check_without_recorded_settings(*snapshot)) << "\n";
   }
   if (!a.export_snapshot.empty() && ran) {
     // The export replays on the simulated device, reading the trace again (a snapshot: from memory).

@@ -113,6 +113,12 @@ SnapshotCheck not_checked(std::string reason) {
 
 }  // namespace
 
+SnapshotCheck check_without_recorded_settings(const PyTorchSnapshot& s) {
+  return not_checked(s.has_trace ? "the snapshot records no allocator settings: replayed with PyTorch's defaults, "
+                                   "which may not be the run's"
+                                 : why_not_checked(s));
+}
+
 SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& s, const AllocatorOptions& options, Bytes capacity,
                                     Bytes card_bytes) {
   if (std::string why = why_not_checked(s); !why.empty()) return not_checked(std::move(why));

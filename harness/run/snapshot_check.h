@@ -40,6 +40,10 @@ SnapshotCheck check_snapshot_replay(const PyTorchSnapshot& snapshot, const Alloc
 SnapshotCheck check_snapshot_run(const PyTorchSnapshot& snapshot, const std::vector<DeviceCall>& calls,
                                  const std::vector<std::uint64_t>& oom_ops, std::uint64_t calls_made, Bytes capacity);
 
+// A snapshot that records no allocator settings (older PyTorch), replayed with PyTorch's
+// defaults: never checked, since they may not be the run's; says why (or that it has no trace).
+SnapshotCheck check_without_recorded_settings(const PyTorchSnapshot& snapshot);
+
 // The allocator settings a trace's run had: its recorded option string (TraceMeta::alloc_conf),
 // unless the settings PyTorch also records one by one decide otherwise; then the string with
 // those put in (alloc_conf_from_fields), and `note` says so. The string can be stale:
